@@ -1,0 +1,1 @@
+//! The lifecycle controller: see the crate README section in the repository README.

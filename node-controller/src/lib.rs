@@ -1,0 +1,1 @@
+//! The node controller: see the crate README section in the repository README.

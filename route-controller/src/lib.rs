@@ -1,0 +1,1 @@
+//! The route controller: see the crate README section in the repository README.
