@@ -1,0 +1,379 @@
+//! The cloud-agnostic surface the controllers program against.
+//!
+//! Controllers hold `Arc<dyn Instances>`, `Arc<dyn LoadBalancers>` and `Arc<dyn Routes>`, so a second cloud
+//! can be added without touching them. All types are plain Rust (no kube types): the controller converts
+//! Node/Service objects into these and the results back.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::CloudError;
+use crate::stats::ClientStats;
+
+// ------------------------------------------------------------------------------------------------
+// Instances (upstream InstancesV2)
+// ------------------------------------------------------------------------------------------------
+
+/// What a controller knows about a Node when it asks the cloud about it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeRef {
+    /// `metadata.name` of the Node. Used for the lookup when `provider_id` is absent.
+    pub name: String,
+    /// `spec.providerID`, when set (empty strings are treated as absent).
+    pub provider_id: Option<String>,
+}
+
+impl NodeRef {
+    /// A Node known by name only.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            provider_id: None,
+        }
+    }
+
+    /// A Node with a providerID (an empty string is stored as `None`).
+    pub fn with_provider_id(name: impl Into<String>, provider_id: impl Into<String>) -> Self {
+        let p = provider_id.into();
+        Self {
+            name: name.into(),
+            provider_id: (!p.is_empty()).then_some(p),
+        }
+    }
+}
+
+/// Kind of a node address; `as_str()` returns the Kubernetes `NodeAddressType` name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AddressKind {
+    Hostname,
+    ExternalIP,
+    InternalIP,
+    ExternalDNS,
+    InternalDNS,
+}
+
+impl AddressKind {
+    /// The Kubernetes name (`Hostname`, `ExternalIP`, `InternalIP`, `ExternalDNS`, `InternalDNS`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddressKind::Hostname => "Hostname",
+            AddressKind::ExternalIP => "ExternalIP",
+            AddressKind::InternalIP => "InternalIP",
+            AddressKind::ExternalDNS => "ExternalDNS",
+            AddressKind::InternalDNS => "InternalDNS",
+        }
+    }
+}
+
+impl fmt::Display for AddressKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One entry of `node.status.addresses`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeAddress {
+    pub kind: AddressKind,
+    pub address: String,
+}
+
+impl NodeAddress {
+    pub fn new(kind: AddressKind, address: impl Into<String>) -> Self {
+        Self {
+            kind,
+            address: address.into(),
+        }
+    }
+}
+
+/// What the cloud says about a Node's server. The controller writes these onto the Node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstanceMetadata {
+    /// Always non-empty, e.g. `hcloud://123`. Set as `spec.providerID` only if the Node has none.
+    pub provider_id: String,
+    /// Value for `node.kubernetes.io/instance-type` (and the beta key).
+    pub instance_type: String,
+    /// Value for `topology.kubernetes.io/zone` (and the beta key); `None` = do not set the label.
+    pub zone: Option<String>,
+    /// Value for `topology.kubernetes.io/region` (and the beta key); `None` = do not set the label.
+    pub region: Option<String>,
+    /// Addresses in the order the cloud prefers them (Hostname first, then External/Internal IPs).
+    pub addresses: Vec<NodeAddress>,
+    /// Extra labels (e.g. `instance.hetzner.cloud/provided-by=cloud`); the controller never overwrites
+    /// existing Node labels with these and drops reserved Kubernetes prefixes.
+    pub additional_labels: BTreeMap<String, String>,
+}
+
+/// Node/server lookups (upstream `InstancesV2`). Lookups are served from a shared snapshot; a "not found"
+/// answer is always confirmed by a fresh cloud read, so a stale cache never causes a Node deletion.
+#[async_trait]
+pub trait Instances: Send + Sync {
+    /// `Ok(false)` ONLY when the cloud positively and freshly said the server does not exist. Any doubt
+    /// (transport error, rate limit, unsupported providerID such as `hrobot://`) is an `Err`, never `false`.
+    async fn instance_exists(&self, node: &NodeRef) -> Result<bool, CloudError>;
+
+    /// `Ok(true)` when the server exists and is powered off (Hetzner: status `off`).
+    /// A server that does not exist yields `CloudError::NotFound`.
+    async fn instance_shutdown(&self, node: &NodeRef) -> Result<bool, CloudError>;
+
+    /// Metadata for initializing/refreshing the Node. Not found → `CloudError::NotFound` whose message
+    /// lists what was tried (providerID/id, name). Unsupported providerIDs → `CloudError::Unsupported`.
+    async fn instance_metadata(&self, node: &NodeRef) -> Result<InstanceMetadata, CloudError>;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Load balancers (upstream LoadBalancer)
+// ------------------------------------------------------------------------------------------------
+
+/// Protocol of a Service port, as written in the Service spec.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PortProtocol {
+    Tcp,
+    Udp,
+    Sctp,
+    Other(String),
+}
+
+impl PortProtocol {
+    /// Parses the Kubernetes spelling (`TCP`, `UDP`, `SCTP`); empty means TCP (API default).
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "" | "TCP" => PortProtocol::Tcp,
+            "UDP" => PortProtocol::Udp,
+            "SCTP" => PortProtocol::Sctp,
+            o => PortProtocol::Other(o.to_string()),
+        }
+    }
+
+    /// The Kubernetes spelling.
+    pub fn as_str(&self) -> &str {
+        match self {
+            PortProtocol::Tcp => "TCP",
+            PortProtocol::Udp => "UDP",
+            PortProtocol::Sctp => "SCTP",
+            PortProtocol::Other(s) => s,
+        }
+    }
+}
+
+/// One entry of `spec.ports` of a `type: LoadBalancer` Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePort {
+    pub name: Option<String>,
+    pub protocol: PortProtocol,
+    /// `port`: the port the load balancer listens on.
+    pub port: u16,
+    /// `nodePort`: where the load balancer sends traffic on the targets. 0 = not allocated yet.
+    pub node_port: u16,
+}
+
+/// The parts of a Service a load-balancer implementation needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceRef {
+    /// `metadata.uid`: identity of the load balancer (label `hcloud-ccm/service-uid` on Hetzner).
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    /// `metadata.annotations` (all of them; the provider picks its own prefix).
+    pub annotations: BTreeMap<String, String>,
+    pub ports: Vec<ServicePort>,
+}
+
+impl ServiceRef {
+    /// `namespace/name`, for messages.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A candidate target node (the controller already dropped excluded/not-ready nodes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LbNode {
+    pub name: String,
+    pub provider_id: Option<String>,
+    /// Node labels (for provider-level node selectors).
+    pub labels: BTreeMap<String, String>,
+    /// `InternalIP` addresses from `node.status.addresses`.
+    pub internal_ips: Vec<String>,
+}
+
+/// `status.loadBalancer.ingress[].ipMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpMode {
+    /// Traffic arrives with the load balancer IP as destination (kube-proxy may short-circuit it).
+    Vip,
+    /// The load balancer proxies (PROXY protocol etc.); kube-proxy must not short-circuit it.
+    Proxy,
+}
+
+impl IpMode {
+    /// The Kubernetes spelling: `VIP` or `Proxy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IpMode::Vip => "VIP",
+            IpMode::Proxy => "Proxy",
+        }
+    }
+}
+
+/// One entry of `status.loadBalancer.ingress`; exactly one of `ip`/`hostname` is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadBalancerIngress {
+    pub ip: Option<String>,
+    pub hostname: Option<String>,
+    pub ip_mode: Option<IpMode>,
+}
+
+/// `status.loadBalancer` to write onto the Service.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadBalancerStatus {
+    pub ingress: Vec<LoadBalancerIngress>,
+}
+
+/// Something the user should see as a Warning Event on the Service (or Node); the operation continued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// Event reason, e.g. `UnsupportedProtocolConfigured`, `MaxTargetsReached`.
+    pub reason: String,
+    pub message: String,
+}
+
+impl Warning {
+    pub fn new(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Result of [`LoadBalancers::ensure`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnsureOutcome {
+    pub status: LoadBalancerStatus,
+    pub warnings: Vec<Warning>,
+    /// Number of cloud write calls the reconcile made (0 when nothing changed).
+    pub writes: u32,
+}
+
+/// Result of [`LoadBalancers::update_targets`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpdateOutcome {
+    /// False when no load balancer exists for the Service (nothing was done).
+    pub found: bool,
+    pub warnings: Vec<Warning>,
+    pub writes: u32,
+}
+
+/// Result of [`LoadBalancers::delete`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeleteOutcome {
+    /// True when a load balancer was deleted by this call; false when none existed or it was kept.
+    pub deleted: bool,
+    /// E.g. `DeleteProtected` when the cloud object has delete protection and was left in place.
+    pub warnings: Vec<Warning>,
+}
+
+/// Service ↔ cloud load balancer (upstream LoadBalancer interface). All methods are idempotent and write
+/// only differences between desired and actual state.
+#[async_trait]
+pub trait LoadBalancers: Send + Sync {
+    /// Cloud name the provider would use for this Service (upstream `GetLoadBalancerName`).
+    fn load_balancer_name(&self, svc: &ServiceRef) -> String;
+
+    /// Status of the existing load balancer, `None` when the Service has none. No writes.
+    async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError>;
+
+    /// Create or reconcile the load balancer (settings, services/ports, targets) and return its status.
+    /// Invalid annotations → `CloudError::InvalidInput` naming the annotation, before any write.
+    async fn ensure(&self, svc: &ServiceRef, nodes: &[LbNode])
+    -> Result<EnsureOutcome, CloudError>;
+
+    /// Reconcile an existing load balancer for a changed node set (upstream `UpdateLoadBalancer`); never
+    /// creates one. Returns `found: false` when the Service has no load balancer.
+    async fn update_targets(
+        &self,
+        svc: &ServiceRef,
+        nodes: &[LbNode],
+    ) -> Result<UpdateOutcome, CloudError>;
+
+    /// Delete the Service's load balancer. Idempotent: absent → `Ok(deleted: false)`. A delete-protected load
+    /// balancer is kept and reported as a `DeleteProtected` warning with `Ok` (same as HCCM), so the
+    /// Service's finalizer can be removed.
+    async fn delete(&self, svc: &ServiceRef) -> Result<DeleteOutcome, CloudError>;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Routes (upstream Routes)
+// ------------------------------------------------------------------------------------------------
+
+/// A pod-CIDR route as it exists in the cloud.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Stable name, e.g. `<gateway>-<destination>` on Hetzner.
+    pub name: String,
+    /// Node (server) name whose private IP is the gateway; empty when `blackhole`.
+    pub target_node: String,
+    pub destination_cidr: String,
+    /// Next hop IP in the cloud network.
+    pub gateway: String,
+    /// True when no current server owns the gateway (upstream deletes these inside the cluster CIDR).
+    pub blackhole: bool,
+}
+
+/// A route the controller wants to exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteRequest {
+    /// Upstream's `nameHint` (node UID); informational.
+    pub name_hint: String,
+    pub target_node: NodeRef,
+    /// The node's addresses (InternalIP is used to pick/verify the gateway).
+    pub target_addresses: Vec<NodeAddress>,
+    pub destination_cidr: String,
+}
+
+/// Pod-CIDR routes in the cloud network (upstream Routes). `locked`/`conflict` errors are retryable.
+#[async_trait]
+pub trait Routes: Send + Sync {
+    /// All routes of the cluster network (one network read + the shared server snapshot).
+    async fn list_routes(&self) -> Result<Vec<Route>, CloudError>;
+
+    /// Make `destination_cidr` point at the target node. No-op when already so; a route with the same
+    /// destination and another gateway is replaced. IPv6 → `CloudError::Unsupported`.
+    async fn create_route(&self, route: &RouteRequest) -> Result<(), CloudError>;
+
+    /// Delete the route. Already absent → `Ok`.
+    async fn delete_route(&self, route: &Route) -> Result<(), CloudError>;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The bundle a controller binary builds once.
+// ------------------------------------------------------------------------------------------------
+
+/// The capabilities one configured cloud offers. `None` = not supported/disabled (e.g. routes without a
+/// network); a controller whose capability is `None` should log and stay idle.
+#[derive(Clone)]
+pub struct Cloud {
+    /// Provider name, e.g. `hcloud`.
+    pub provider_name: &'static str,
+    pub instances: Option<Arc<dyn Instances>>,
+    pub load_balancers: Option<Arc<dyn LoadBalancers>>,
+    pub routes: Option<Arc<dyn Routes>>,
+    /// API call counters and rate-limit budget for the controller's `/metrics`.
+    pub stats: Arc<ClientStats>,
+}
+
+impl fmt::Debug for Cloud {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cloud")
+            .field("provider_name", &self.provider_name)
+            .field("instances", &self.instances.is_some())
+            .field("load_balancers", &self.load_balancers.is_some())
+            .field("routes", &self.routes.is_some())
+            .finish()
+    }
+}

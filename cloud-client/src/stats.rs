@@ -1,0 +1,168 @@
+//! API call accounting for the controllers' Prometheus metrics, without a prometheus dependency here.
+//!
+//! Two ways to read it: pull ([`ClientStats::snapshot`], e.g. from a custom collector at scrape time) or
+//! push ([`ApiObserver`], called synchronously after every HTTP response, e.g. to bump a counter family).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Key of the per-endpoint call counter (labels of `cloud_api_requests_total`-style metrics).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallKey {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// Path template, e.g. `/servers/{id}` (never a concrete id, so cardinality stays bounded).
+    pub endpoint: String,
+    /// HTTP status; 0 when no response arrived (transport error/timeout).
+    pub status: u16,
+}
+
+/// Rate-limit budget as last reported by the cloud.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimitSnapshot {
+    /// Requests per hour (`RateLimit-Limit`).
+    pub limit: i64,
+    /// Requests left (`RateLimit-Remaining`).
+    pub remaining: i64,
+    /// UNIX time when the budget is full again (`RateLimit-Reset`).
+    pub reset_unix: i64,
+}
+
+/// Point-in-time copy of all counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Calls by (method, endpoint template, status). Monotonic.
+    pub calls: BTreeMap<CallKey, u64>,
+    /// Last seen rate-limit headers, `None` before the first response carrying them.
+    pub rate_limit: Option<RateLimitSnapshot>,
+    /// Responses with HTTP 429.
+    pub rate_limited: u64,
+    /// Retries performed (any retryable error).
+    pub retries: u64,
+    /// Times a request was delayed client-side to protect the remaining budget.
+    pub paced: u64,
+    /// `GET /actions` polls.
+    pub action_polls: u64,
+}
+
+impl StatsSnapshot {
+    /// Total calls to `method endpoint` with any status.
+    pub fn calls_to(&self, method: &str, endpoint: &str) -> u64 {
+        self.calls
+            .iter()
+            .filter(|(k, _)| k.method == method && k.endpoint == endpoint)
+            .map(|(_, v)| v)
+            .sum()
+    }
+
+    /// Total calls of any kind.
+    pub fn total_calls(&self) -> u64 {
+        self.calls.values().sum()
+    }
+}
+
+/// Push-style hook, called after every HTTP exchange. Implementations must be cheap and never block.
+pub trait ApiObserver: Send + Sync {
+    /// One HTTP exchange finished (`status` 0 = no response).
+    fn on_request(&self, _key: &CallKey, _elapsed: Duration) {}
+    /// The cloud reported its rate-limit budget.
+    fn on_rate_limit(&self, _rl: RateLimitSnapshot) {}
+}
+
+/// Shared counters of one cloud client. Cheap to clone via `Arc`.
+#[derive(Default)]
+pub struct ClientStats {
+    calls: Mutex<BTreeMap<CallKey, u64>>,
+    rl_limit: AtomicI64,
+    rl_remaining: AtomicI64,
+    rl_reset: AtomicI64,
+    rl_seen: AtomicU64,
+    rate_limited: AtomicU64,
+    retries: AtomicU64,
+    paced: AtomicU64,
+    action_polls: AtomicU64,
+    observer: OnceLock<Arc<dyn ApiObserver>>,
+}
+
+impl fmt::Debug for ClientStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientStats")
+            .field("snapshot", &self.snapshot())
+            .finish()
+    }
+}
+
+impl ClientStats {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Install the push observer. Only the first call wins (returns false afterwards).
+    pub fn set_observer(&self, observer: Arc<dyn ApiObserver>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    /// Copy of all counters.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let rate_limit = (self.rl_seen.load(Ordering::Relaxed) > 0).then(|| RateLimitSnapshot {
+            limit: self.rl_limit.load(Ordering::Relaxed),
+            remaining: self.rl_remaining.load(Ordering::Relaxed),
+            reset_unix: self.rl_reset.load(Ordering::Relaxed),
+        });
+        StatsSnapshot {
+            calls: self.calls.lock().map(|c| c.clone()).unwrap_or_default(),
+            rate_limit,
+            rate_limited: self.rate_limited.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            paced: self.paced.load(Ordering::Relaxed),
+            action_polls: self.action_polls.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Remaining rate-limit budget as last reported, if any response carried it.
+    pub fn remaining_budget(&self) -> Option<i64> {
+        self.snapshot().rate_limit.map(|r| r.remaining)
+    }
+
+    pub(crate) fn record_call(&self, method: &str, endpoint: &str, status: u16, elapsed: Duration) {
+        let key = CallKey {
+            method: method.to_string(),
+            endpoint: endpoint.to_string(),
+            status,
+        };
+        if status == 429 {
+            self.rate_limited.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(o) = self.observer.get() {
+            o.on_request(&key, elapsed);
+        }
+        if let Ok(mut c) = self.calls.lock() {
+            *c.entry(key).or_default() += 1;
+        }
+    }
+
+    pub(crate) fn record_rate_limit(&self, rl: RateLimitSnapshot) {
+        self.rl_limit.store(rl.limit, Ordering::Relaxed);
+        self.rl_remaining.store(rl.remaining, Ordering::Relaxed);
+        self.rl_reset.store(rl.reset_unix, Ordering::Relaxed);
+        self.rl_seen.fetch_add(1, Ordering::Relaxed);
+        if let Some(o) = self.observer.get() {
+            o.on_rate_limit(rl);
+        }
+    }
+
+    pub(crate) fn record_retry(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_paced(&self) {
+        self.paced.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_action_poll(&self) {
+        self.action_polls.fetch_add(1, Ordering::Relaxed);
+    }
+}
