@@ -1,1 +1,45 @@
-//! Runtime plumbing shared by the four controller binaries, kept out of their business logic.
+//! What every controller binary shares on the Kubernetes side: configuration (flags + HCCM env),
+//! tracing/OTLP, the admin server (`/healthz`, `/readyz`, `/metrics`), leader election on a Lease,
+//! event publishing, graceful shutdown and the runtime that ties them together.
+//!
+//! A controller's `main.rs` parses its clap struct and calls [`runtime::main`]; its library exposes a
+//! `start(Runtime, …)` that tests call with [`Runtime::new`].
+
+pub mod admin;
+pub mod cloud;
+pub mod config;
+pub mod events;
+pub mod leader;
+pub mod metrics;
+pub mod runtime;
+pub mod shutdown;
+pub mod telemetry;
+
+pub use admin::Readiness;
+pub use config::{CommonArgs, Config, ConfigError, Problems, Secret};
+pub use events::Events;
+pub use leader::{LeaderGate, Leadership};
+pub use metrics::KitMetrics;
+pub use runtime::{Context, RunError, Runtime};
+
+/// Static identity of one controller binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControllerInfo {
+    /// Binary / crate name, e.g. `node-controller`; Lease name suffix and metric label.
+    pub name: &'static str,
+    /// Upstream canonical name, e.g. `cloud-node-controller`.
+    pub canonical: &'static str,
+    /// Upstream alias, e.g. `cloud-node`.
+    pub alias: &'static str,
+    /// Event reporting component, e.g. `cloud-node-controller`.
+    pub component: &'static str,
+    /// Default admin port (distinct per controller).
+    pub default_admin_port: u16,
+    /// Default for `--concurrent-node-syncs` (or the controller's own concurrency flag).
+    pub default_concurrency: u16,
+}
+
+/// Installs aws-lc-rs as the process-wide rustls provider (call first in `main` and in tests).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}

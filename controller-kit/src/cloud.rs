@@ -1,0 +1,1 @@
+//! Maps the validated `HCLOUD_*` settings into cloud-client's Hetzner configuration.

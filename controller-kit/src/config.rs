@@ -1,0 +1,884 @@
+//! Process configuration shared by the four controller binaries: clap flags with env fallbacks, the
+//! upstream cloud-controller-manager flags that apply, and HCCM's `HCLOUD_*` environment variables.
+//!
+//! Parsing is two-staged. clap reads the raw strings (so one bad value never hides the others), then
+//! [`CommonArgs::validate`] checks everything and returns either a typed [`Config`] or ONE
+//! [`ConfigError`] listing every problem (the binaries exit with code 2 on it).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, ValueEnum};
+
+use crate::ControllerInfo;
+
+/// A secret string (the API token). Its `Debug`/`Display` never show the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    /// The secret value itself. Only hand it to the cloud client.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+fn parse_secret(s: &str) -> Result<Secret, std::convert::Infallible> {
+    Ok(Secret(s.to_string()))
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags and environment variables every controller binary accepts.
+///
+/// All binaries accept the same upstream flags (so one manifest's argument list works for each of
+/// them); each controller uses the ones that apply to it.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CommonArgs {
+    /// Path to a kubeconfig file; in-cluster configuration when unset.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Upstream `--controllers` syntax (`*`, `name`, `-name`, aliases), restricted to this binary's controller.
+    #[arg(long, default_value = "*", env = "CONTROLLERS")]
+    pub controllers: String,
+
+    /// Admin HTTP server (/healthz, /readyz, /metrics) address: `host:port` or `:port`.
+    /// Defaults to `0.0.0.0:<controller default port>`.
+    #[arg(long, env = "ADMIN_ADDRESS")]
+    pub admin_address: Option<String>,
+
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "LOG_FORMAT")]
+    pub log_format: LogFormat,
+
+    /// Run leader election on a coordination.k8s.io Lease before reconciling anything.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", env = "LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Lease duration (Go duration, e.g. `15s`).
+    #[arg(long, default_value = "15s")]
+    pub leader_elect_lease_duration: String,
+    /// How long the leader keeps retrying to renew before giving up (Go duration).
+    #[arg(long, default_value = "10s")]
+    pub leader_elect_renew_deadline: String,
+    /// How often a standby retries to acquire the Lease (Go duration).
+    #[arg(long, default_value = "2s")]
+    pub leader_elect_retry_period: String,
+    /// Lease name; default `cloud-controller-manager-<controller>`.
+    #[arg(long)]
+    pub leader_elect_resource_name: Option<String>,
+    /// Lease namespace.
+    #[arg(long, default_value = "kube-system", env = "LEADER_ELECT_NAMESPACE")]
+    pub leader_elect_resource_namespace: String,
+    /// Lock type; only `leases` is supported (as upstream).
+    #[arg(long, default_value = "leases")]
+    pub leader_elect_resource_lock: String,
+    /// Lease holder identity; default `<hostname>_<random>`.
+    #[arg(long, env = "POD_NAME")]
+    pub leader_elect_identity: Option<String>,
+
+    /// Lifecycle controller: period of the NotReady-node pass (Go duration).
+    #[arg(long, default_value = "5s")]
+    pub node_monitor_period: String,
+    /// Node controller: period of the address sync (Go duration).
+    #[arg(long, default_value = "5m")]
+    pub node_status_update_frequency: String,
+    /// Nodes processed concurrently (node initialization; lifecycle checks). Default per controller.
+    #[arg(long)]
+    pub concurrent_node_syncs: Option<String>,
+    /// Node controller: parallelism of the address sync; 0 = `--concurrent-node-syncs`.
+    #[arg(long, default_value = "0")]
+    pub concurrent_node_status_updates: String,
+    /// Service controller: Services reconciled concurrently.
+    #[arg(long)]
+    pub concurrent_service_syncs: Option<String>,
+
+    /// Upstream generic flags accepted for drop-in compatibility with HCCM manifests.
+    #[command(flatten)]
+    pub compat: CompatArgs,
+
+    /// Cloud (Hetzner) settings, HCCM environment names.
+    #[command(flatten)]
+    pub cloud: CloudArgs,
+}
+
+/// Upstream cloud-controller-manager flags accepted so HCCM's argument lists keep working.
+/// Values are checked where they mean something; the rest are accepted and ignored.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CompatArgs {
+    /// Must be `hcloud` when given.
+    #[arg(long)]
+    pub cloud_provider: Option<String>,
+    /// Accepted, no effect.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allow_untagged_cloud: Option<bool>,
+    /// Accepted, no effect.
+    #[arg(long)]
+    pub cloud_config: Option<String>,
+    /// Cluster name passed to load-balancer and route calls.
+    #[arg(long, default_value = "kubernetes")]
+    pub cluster_name: String,
+    /// Route controller: cluster CIDR(s).
+    #[arg(long)]
+    pub cluster_cidr: Option<String>,
+    /// Route controller: whether routes are configured.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub configure_cloud_routes: Option<bool>,
+    /// Accepted, no effect.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allocate_node_cidrs: Option<bool>,
+    /// Route controller: safety resync period.
+    #[arg(long)]
+    pub route_reconciliation_period: Option<String>,
+    /// Accepted, no effect (no webhook server).
+    #[arg(long)]
+    pub webhook_secure_port: Option<String>,
+    /// Accepted, no effect (the admin server replaces the secure port).
+    #[arg(long)]
+    pub secure_port: Option<String>,
+    /// Accepted, no effect.
+    #[arg(long)]
+    pub bind_address: Option<String>,
+    /// Accepted, no effect.
+    #[arg(long)]
+    pub feature_gates: Option<String>,
+    /// Accepted, no effect.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub use_service_account_credentials: Option<bool>,
+    /// klog verbosity; accepted, use RUST_LOG instead.
+    #[arg(long = "v", short = 'v')]
+    pub verbosity: Option<String>,
+}
+
+/// Cloud settings, read from the HCCM environment names (flags exist for local runs).
+#[derive(Args, Debug, Clone, Default)]
+pub struct CloudArgs {
+    /// API token (env only in production; never logged).
+    #[arg(long, env = "HCLOUD_TOKEN", hide_env_values = true, value_parser = parse_secret)]
+    pub hcloud_token: Option<Secret>,
+    /// File holding the API token (content trimmed).
+    #[arg(long, env = "HCLOUD_TOKEN_FILE")]
+    pub hcloud_token_file: Option<PathBuf>,
+    /// API endpoint.
+    #[arg(long, env = "HCLOUD_ENDPOINT")]
+    pub hcloud_endpoint: Option<String>,
+    /// Network ID or name.
+    #[arg(long, env = "HCLOUD_NETWORK")]
+    pub hcloud_network: Option<String>,
+    /// `ipv4` (default), `ipv6` or `dualstack`.
+    #[arg(long, env = "HCLOUD_INSTANCES_ADDRESS_FAMILY")]
+    pub hcloud_instances_address_family: Option<String>,
+    /// Set zone labels (default true).
+    #[arg(long, env = "HCLOUD_INSTANCES_ZONE_LABEL_ENABLED")]
+    pub hcloud_instances_zone_label_enabled: Option<String>,
+    /// Server snapshot max age (Go duration, default 10s).
+    #[arg(long, env = "HCLOUD_SERVER_CACHE_MAX_AGE")]
+    pub hcloud_server_cache_max_age: Option<String>,
+    /// Dump HTTP traffic (accepted; requests are traced at debug level instead).
+    #[arg(long, env = "HCLOUD_DEBUG")]
+    pub hcloud_debug: Option<String>,
+}
+
+/// Validated cloud settings (mapped into cloud-client's config by [`CloudSettings::to_hcloud_config`]).
+#[derive(Debug, Clone)]
+pub struct CloudSettings {
+    /// API token.
+    pub token: Secret,
+    /// API endpoint, when not the default.
+    pub endpoint: Option<String>,
+    /// Network ID or name.
+    pub network: Option<String>,
+    /// Address family of node addresses.
+    pub address_family: AddressFamily,
+    /// Whether zone labels are set.
+    pub zone_label_enabled: bool,
+    /// Snapshot max age.
+    pub server_cache_max_age: Option<Duration>,
+}
+
+/// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AddressFamily {
+    /// IPv4 only (default).
+    #[default]
+    Ipv4,
+    /// IPv6 only.
+    Ipv6,
+    /// Both.
+    DualStack,
+}
+
+/// Leader-election settings.
+#[derive(Debug, Clone)]
+pub struct LeaderElection {
+    /// Lease name.
+    pub lease_name: String,
+    /// Lease namespace.
+    pub namespace: String,
+    /// Holder identity.
+    pub identity: String,
+    /// Lease duration.
+    pub lease_duration: Duration,
+    /// Renew deadline.
+    pub renew_deadline: Duration,
+    /// Standby retry period.
+    pub retry_period: Duration,
+}
+
+/// The validated configuration every controller reads.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Kubeconfig path; in-cluster when `None`.
+    pub kubeconfig: Option<PathBuf>,
+    /// Whether `--controllers` enables this binary's controller.
+    pub enabled: bool,
+    /// Admin server address.
+    pub admin_address: SocketAddr,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Leader election, `None` when disabled.
+    pub leader_election: Option<LeaderElection>,
+    /// `--node-monitor-period`.
+    pub node_monitor_period: Duration,
+    /// `--node-status-update-frequency`.
+    pub node_status_update_frequency: Duration,
+    /// `--concurrent-node-syncs` (controller default applied).
+    pub concurrent_node_syncs: u16,
+    /// `--concurrent-node-status-updates` (0 resolved to `concurrent_node_syncs`).
+    pub concurrent_node_status_updates: u16,
+    /// `--concurrent-service-syncs` (default 10).
+    pub concurrent_service_syncs: u16,
+    /// `--cluster-name`.
+    pub cluster_name: String,
+    /// `--cluster-cidr`, raw.
+    pub cluster_cidr: Option<String>,
+    /// `--configure-cloud-routes`.
+    pub configure_cloud_routes: bool,
+    /// `--route-reconciliation-period` (default 5m safety resync).
+    pub route_reconciliation_period: Duration,
+    /// Cloud settings; `None` when the controller runs without a cloud (tests inject one).
+    pub cloud: Option<CloudSettings>,
+}
+
+/// Every problem found in the configuration, reported at once.
+#[derive(Debug, thiserror::Error)]
+pub struct ConfigError {
+    /// One line per problem.
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "invalid configuration ({} problem(s)):",
+            self.problems.len()
+        )?;
+        for p in &self.problems {
+            writeln!(f, "  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Collects configuration problems; controller crates use it for their own flags too.
+#[derive(Debug, Default)]
+pub struct Problems(Vec<String>);
+
+impl Problems {
+    /// Records a problem.
+    pub fn push(&mut self, problem: impl Into<String>) {
+        self.0.push(problem.into());
+    }
+    /// Parses a Go-style duration (`500ms`, `15s`, `5m`, `1h30m`); records a problem and returns `fallback` on error.
+    pub fn duration(&mut self, flag: &str, value: &str, fallback: Duration) -> Duration {
+        match parse_go_duration(value) {
+            Ok(d) => d,
+            Err(e) => {
+                self.push(format!("{flag}={value:?}: {e}"));
+                fallback
+            }
+        }
+    }
+    /// Parses a positive duration.
+    pub fn positive_duration(&mut self, flag: &str, value: &str, fallback: Duration) -> Duration {
+        let d = self.duration(flag, value, fallback);
+        if d.is_zero() {
+            self.push(format!("{flag}={value:?}: must be greater than zero"));
+            return fallback;
+        }
+        d
+    }
+    /// Parses an integer in `min..=max`.
+    pub fn int(&mut self, flag: &str, value: &str, min: u64, max: u64, fallback: u64) -> u64 {
+        match value.trim().parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) => n,
+            Ok(n) => {
+                self.push(format!("{flag}={n}: must be between {min} and {max}"));
+                fallback
+            }
+            Err(_) => {
+                self.push(format!("{flag}={value:?}: not a non-negative integer"));
+                fallback
+            }
+        }
+    }
+    /// Parses a boolean the way Go's `strconv.ParseBool` does.
+    pub fn bool(&mut self, flag: &str, value: &str, fallback: bool) -> bool {
+        match parse_go_bool(value) {
+            Some(b) => b,
+            None => {
+                self.push(format!("{flag}={value:?}: not a boolean (true/false/1/0)"));
+                fallback
+            }
+        }
+    }
+    /// True when no problem was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// `Ok(value)` when no problem was recorded, else the combined error.
+    pub fn finish<T>(self, value: T) -> Result<T, ConfigError> {
+        if self.0.is_empty() {
+            Ok(value)
+        } else {
+            Err(ConfigError { problems: self.0 })
+        }
+    }
+}
+
+/// Go's `strconv.ParseBool`.
+pub fn parse_go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Parses a Go `time.Duration` string (units ns, us, µs, ms, s, m, h; fractions allowed; `0` alone ok).
+pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    if s.starts_with('-') {
+        return Err("negative duration".into());
+    }
+    let s = s.strip_prefix('+').unwrap_or(s);
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("missing unit in duration {s:?} (e.g. 15s, 5m, 500ms)"))?;
+        if num_len == 0 {
+            return Err(format!("invalid duration {s:?} (e.g. 15s, 5m, 500ms)"));
+        }
+        let num: f64 = rest[..num_len]
+            .parse()
+            .map_err(|_| format!("invalid number in duration {s:?}"))?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let secs = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            u => {
+                return Err(format!(
+                    "unknown unit {u:?} in duration {s:?} (ns, us, ms, s, m, h)"
+                ));
+            }
+        };
+        total += num * secs;
+        rest = &rest[unit_len..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// Evaluates upstream `--controllers` syntax for one controller.
+///
+/// `*` enables all default-on controllers (ours is default-on), `name`/`alias` enables, `-name`
+/// disables, the first matching entry wins. Names of the other cloud-controllers are accepted
+/// (manifests written for the all-in-one CCM list them); anything else is an error.
+pub fn controller_enabled(info: &ControllerInfo, spec: &str, problems: &mut Problems) -> bool {
+    const KNOWN: &[&str] = &[
+        "cloud-node-controller",
+        "cloud-node",
+        "cloud-node-lifecycle-controller",
+        "cloud-node-lifecycle",
+        "service-lb-controller",
+        "service",
+        "node-route-controller",
+        "route",
+    ];
+    let mut decision: Option<bool> = None;
+    let mut star = false;
+    for raw in spec.split(',') {
+        let entry = raw.trim();
+        if entry.is_empty() {
+            continue;
+        }
+        if entry == "*" {
+            star = true;
+            continue;
+        }
+        let (negated, name) = match entry.strip_prefix('-') {
+            Some(n) => (true, n),
+            None => (false, entry),
+        };
+        if !KNOWN.contains(&name) {
+            problems.push(format!(
+                "--controllers: {name:?} is not in the list of known controllers ({})",
+                KNOWN.join(", ")
+            ));
+            continue;
+        }
+        if decision.is_none() && (name == info.canonical || name == info.alias) {
+            decision = Some(!negated);
+        }
+    }
+    decision.unwrap_or(star)
+}
+
+fn parse_admin_address(value: &str) -> Result<SocketAddr, String> {
+    let v = value.trim();
+    let full = if v.starts_with(':') {
+        format!("0.0.0.0{v}")
+    } else {
+        v.to_string()
+    };
+    full.parse::<SocketAddr>()
+        .map_err(|_| format!("--admin-address={value:?}: expected host:port or :port"))
+}
+
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    format!("{host}_{}", random_suffix())
+}
+
+/// A random hex string from std's randomly seeded hasher (no extra dependency).
+pub fn random_suffix() -> String {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    format!("{:016x}", h.finish())
+}
+
+impl CloudArgs {
+    /// Validates the cloud settings. `required` is false only when a test injects its own cloud.
+    pub fn validate(&self, problems: &mut Problems) -> Option<CloudSettings> {
+        let token = match (&self.hcloud_token, &self.hcloud_token_file) {
+            (Some(t), None) => Some(t.clone()),
+            (None, Some(path)) => match std::fs::read_to_string(path) {
+                Ok(s) => Some(Secret(s.trim().to_string())),
+                Err(e) => {
+                    problems.push(format!(
+                        "HCLOUD_TOKEN_FILE={}: cannot read: {e}",
+                        path.display()
+                    ));
+                    None
+                }
+            },
+            (Some(_), Some(_)) => {
+                problems.push("HCLOUD_TOKEN and HCLOUD_TOKEN_FILE are both set; set only one");
+                None
+            }
+            (None, None) => {
+                problems.push("HCLOUD_TOKEN (or HCLOUD_TOKEN_FILE) is required");
+                None
+            }
+        };
+        if let Some(t) = &token
+            && t.expose().is_empty()
+        {
+            problems.push("HCLOUD_TOKEN is empty");
+        }
+        if let Some(ep) = &self.hcloud_endpoint
+            && !(ep.starts_with("http://") || ep.starts_with("https://"))
+        {
+            problems.push(format!(
+                "HCLOUD_ENDPOINT={ep:?}: must be an http:// or https:// URL"
+            ));
+        }
+        let address_family = match self.hcloud_instances_address_family.as_deref() {
+            None | Some("") | Some("ipv4") => AddressFamily::Ipv4,
+            Some("ipv6") => AddressFamily::Ipv6,
+            Some("dualstack") => AddressFamily::DualStack,
+            Some(other) => {
+                problems.push(format!(
+                    "HCLOUD_INSTANCES_ADDRESS_FAMILY={other:?}: must be ipv4, ipv6 or dualstack"
+                ));
+                AddressFamily::Ipv4
+            }
+        };
+        let zone_label_enabled = match self.hcloud_instances_zone_label_enabled.as_deref() {
+            None | Some("") => true,
+            Some(v) => problems.bool("HCLOUD_INSTANCES_ZONE_LABEL_ENABLED", v, true),
+        };
+        let server_cache_max_age = self
+            .hcloud_server_cache_max_age
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(|v| problems.duration("HCLOUD_SERVER_CACHE_MAX_AGE", v, Duration::from_secs(10)));
+        if let Some(v) = self.hcloud_debug.as_deref().filter(|s| !s.is_empty()) {
+            problems.bool("HCLOUD_DEBUG", v, false);
+        }
+        if let Some(n) = &self.hcloud_network
+            && n.trim().is_empty()
+        {
+            problems.push("HCLOUD_NETWORK is set but empty");
+        }
+        Some(CloudSettings {
+            token: token?,
+            endpoint: self.hcloud_endpoint.clone(),
+            network: self.hcloud_network.clone().filter(|s| !s.is_empty()),
+            address_family,
+            zone_label_enabled,
+            server_cache_max_age,
+        })
+    }
+}
+
+impl CommonArgs {
+    /// Validates everything; `need_cloud` false skips the cloud settings (tests inject a cloud).
+    pub fn validate(&self, info: &ControllerInfo, need_cloud: bool) -> Result<Config, ConfigError> {
+        let mut p = Problems::default();
+        self.validate_into(info, need_cloud, &mut p)
+            .and_then(|c| p.finish(c))
+    }
+
+    /// Like [`CommonArgs::validate`], adding problems to `p` (controller crates validate their own
+    /// flags into the same collector before calling [`Problems::finish`]).
+    pub fn validate_into(
+        &self,
+        info: &ControllerInfo,
+        need_cloud: bool,
+        p: &mut Problems,
+    ) -> Result<Config, ConfigError> {
+        let enabled = controller_enabled(info, &self.controllers, p);
+        let admin_address = match &self.admin_address {
+            Some(a) => parse_admin_address(a).unwrap_or_else(|e| {
+                p.push(e);
+                SocketAddr::from(([0, 0, 0, 0], info.default_admin_port))
+            }),
+            None => SocketAddr::from(([0, 0, 0, 0], info.default_admin_port)),
+        };
+
+        let lease_duration = p.positive_duration(
+            "--leader-elect-lease-duration",
+            &self.leader_elect_lease_duration,
+            Duration::from_secs(15),
+        );
+        let renew_deadline = p.positive_duration(
+            "--leader-elect-renew-deadline",
+            &self.leader_elect_renew_deadline,
+            Duration::from_secs(10),
+        );
+        let retry_period = p.positive_duration(
+            "--leader-elect-retry-period",
+            &self.leader_elect_retry_period,
+            Duration::from_secs(2),
+        );
+        if self.leader_elect {
+            if renew_deadline >= lease_duration {
+                p.push(format!(
+                    "--leader-elect-renew-deadline ({renew_deadline:?}) must be less than --leader-elect-lease-duration ({lease_duration:?})"
+                ));
+            }
+            if retry_period >= renew_deadline {
+                p.push(format!(
+                    "--leader-elect-retry-period ({retry_period:?}) must be less than --leader-elect-renew-deadline ({renew_deadline:?})"
+                ));
+            }
+            if lease_duration.as_secs() < 2 || lease_duration.subsec_nanos() != 0 {
+                p.push(format!(
+                    "--leader-elect-lease-duration ({lease_duration:?}) must be whole seconds, at least 2s (Lease granularity)"
+                ));
+            }
+            if self.leader_elect_resource_lock != "leases" {
+                p.push(format!(
+                    "--leader-elect-resource-lock={:?}: only \"leases\" is supported",
+                    self.leader_elect_resource_lock
+                ));
+            }
+            if self.leader_elect_resource_namespace.is_empty() {
+                p.push("--leader-elect-resource-namespace must not be empty");
+            }
+        }
+        let leader_election = self.leader_elect.then(|| LeaderElection {
+            lease_name: self
+                .leader_elect_resource_name
+                .clone()
+                .unwrap_or_else(|| format!("cloud-controller-manager-{}", info.name)),
+            namespace: self.leader_elect_resource_namespace.clone(),
+            identity: self
+                .leader_elect_identity
+                .clone()
+                .filter(|s| !s.is_empty())
+                .map(|s| format!("{s}_{}", random_suffix()))
+                .unwrap_or_else(default_identity),
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        });
+
+        let node_monitor_period = p.positive_duration(
+            "--node-monitor-period",
+            &self.node_monitor_period,
+            Duration::from_secs(5),
+        );
+        let node_status_update_frequency = p.positive_duration(
+            "--node-status-update-frequency",
+            &self.node_status_update_frequency,
+            Duration::from_secs(300),
+        );
+        let concurrent_node_syncs = match &self.concurrent_node_syncs {
+            Some(v) => p.int("--concurrent-node-syncs", v, 1, 1024, 1) as u16,
+            None => info.default_concurrency,
+        };
+        let status_updates = p.int(
+            "--concurrent-node-status-updates",
+            &self.concurrent_node_status_updates,
+            0,
+            1024,
+            0,
+        ) as u16;
+        let concurrent_service_syncs = match &self.concurrent_service_syncs {
+            Some(v) => p.int("--concurrent-service-syncs", v, 1, 1024, 1) as u16,
+            None => 10,
+        };
+        let route_reconciliation_period = match &self.compat.route_reconciliation_period {
+            Some(v) => {
+                p.positive_duration("--route-reconciliation-period", v, Duration::from_secs(300))
+            }
+            None => Duration::from_secs(300),
+        };
+        if let Some(cp) = &self.compat.cloud_provider
+            && cp != "hcloud"
+        {
+            p.push(format!(
+                "--cloud-provider={cp:?}: only \"hcloud\" is supported"
+            ));
+        }
+        let cloud = if need_cloud {
+            self.cloud.validate(p)
+        } else {
+            None
+        };
+        Ok(Config {
+            kubeconfig: self.kubeconfig.clone(),
+            enabled,
+            admin_address,
+            log_format: self.log_format,
+            leader_election,
+            node_monitor_period,
+            node_status_update_frequency,
+            concurrent_node_syncs,
+            concurrent_node_status_updates: if status_updates == 0 {
+                concurrent_node_syncs
+            } else {
+                status_updates
+            },
+            concurrent_service_syncs,
+            cluster_name: self.compat.cluster_name.clone(),
+            cluster_cidr: self.compat.cluster_cidr.clone(),
+            configure_cloud_routes: self.compat.configure_cloud_routes.unwrap_or(true),
+            route_reconciliation_period,
+            cloud,
+        })
+    }
+}
+
+impl Config {
+    /// A configuration for in-process tests: no cloud settings, no leader election, admin server on
+    /// an ephemeral loopback port.
+    pub fn for_tests(info: &ControllerInfo) -> Config {
+        let args = CommonArgs {
+            controllers: "*".into(),
+            leader_elect: false,
+            leader_elect_lease_duration: "15s".into(),
+            leader_elect_renew_deadline: "10s".into(),
+            leader_elect_retry_period: "2s".into(),
+            leader_elect_resource_namespace: "kube-system".into(),
+            leader_elect_resource_lock: "leases".into(),
+            node_monitor_period: "5s".into(),
+            node_status_update_frequency: "5m".into(),
+            concurrent_node_status_updates: "0".into(),
+            admin_address: Some("127.0.0.1:0".into()),
+            compat: CompatArgs {
+                cluster_name: "kubernetes".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        args.validate(info, false)
+            .expect("the test configuration is valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    const INFO: ControllerInfo = ControllerInfo {
+        name: "node-controller",
+        canonical: "cloud-node-controller",
+        alias: "cloud-node",
+        component: "cloud-node-controller",
+        default_admin_port: 10270,
+        default_concurrency: 16,
+    };
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+
+    fn parse(args: &[&str]) -> CommonArgs {
+        let mut v = vec!["bin"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v).unwrap().common
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("15s").unwrap(), Duration::from_secs(15));
+        assert_eq!(
+            parse_go_duration("1h30m").unwrap(),
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            parse_go_duration("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            parse_go_duration("1.5s").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_go_duration("15").is_err());
+        assert!(parse_go_duration("abc").is_err());
+        assert!(parse_go_duration("5x").is_err());
+        assert!(parse_go_duration("-5s").is_err());
+    }
+
+    #[test]
+    fn controllers_flag() {
+        let mut p = Problems::default();
+        assert!(controller_enabled(&INFO, "*", &mut p));
+        assert!(controller_enabled(&INFO, "*,-route", &mut p));
+        assert!(!controller_enabled(&INFO, "*,-cloud-node", &mut p));
+        assert!(!controller_enabled(
+            &INFO,
+            "-cloud-node-controller,*",
+            &mut p
+        ));
+        assert!(controller_enabled(&INFO, "cloud-node,-cloud-node", &mut p));
+        assert!(!controller_enabled(&INFO, "service,route", &mut p));
+        assert!(p.is_empty());
+        controller_enabled(&INFO, "*,-bogus", &mut p);
+        assert_eq!(p.0.len(), 1);
+    }
+
+    #[test]
+    fn every_problem_is_listed_once() {
+        let args = parse(&[
+            "--leader-elect-lease-duration=abc",
+            "--node-monitor-period=5x",
+            "--concurrent-node-syncs=0",
+            "--controllers=*,-nope",
+            "--hcloud-instances-address-family=ipv5",
+            "--admin-address=nonsense",
+        ]);
+        let err = args.validate(&INFO, true).unwrap_err();
+        let text = err.to_string();
+        for needle in [
+            "--leader-elect-lease-duration",
+            "--node-monitor-period",
+            "--concurrent-node-syncs",
+            "nope",
+            "HCLOUD_INSTANCES_ADDRESS_FAMILY",
+            "--admin-address",
+            "HCLOUD_TOKEN",
+        ] {
+            assert!(text.contains(needle), "{needle} missing in {text}");
+        }
+        assert_eq!(err.problems.len(), 7, "{text}");
+    }
+
+    #[test]
+    fn defaults_and_hccm_env() {
+        let mut args = parse(&[
+            "--leader-elect=false",
+            "--cloud-provider=hcloud",
+            "--allow-untagged-cloud",
+        ]);
+        args.cloud.hcloud_token = Some(Secret::new("t0ken"));
+        args.cloud.hcloud_instances_address_family = Some("dualstack".into());
+        let c = args.validate(&INFO, true).unwrap();
+        assert!(c.enabled);
+        assert!(c.leader_election.is_none());
+        assert_eq!(c.concurrent_node_syncs, 16);
+        assert_eq!(c.concurrent_node_status_updates, 16);
+        assert_eq!(c.admin_address.port(), 10270);
+        let cloud = c.cloud.unwrap();
+        assert_eq!(cloud.address_family, AddressFamily::DualStack);
+        assert!(!format!("{cloud:?}").contains("t0ken"));
+    }
+
+    #[test]
+    fn lease_defaults() {
+        let mut args = parse(&[]);
+        args.cloud.hcloud_token = Some(Secret::new("x"));
+        let c = args.validate(&INFO, true).unwrap();
+        let le = c.leader_election.unwrap();
+        assert_eq!(le.lease_name, "cloud-controller-manager-node-controller");
+        assert_eq!(le.namespace, "kube-system");
+        assert_eq!(le.lease_duration, Duration::from_secs(15));
+    }
+}

@@ -1,0 +1,166 @@
+//! Leader election on a coordination.k8s.io Lease, via kube-lease-manager, behind a small gate.
+//!
+//! - A standby re-reads the Lease every retry period (one GET), so a Lease released on SIGTERM is
+//!   taken over within about one retry period instead of a full lease duration.
+//! - The leader renews `renew_deadline` after each renewal (grace = duration − renew deadline).
+//! - [`Leadership::lost`] resolves when another holder took the Lease, or renewals failed for longer
+//!   than the renew deadline; the runtime then stops reconciling and exits non-zero.
+//! - [`Leadership::release`] frees the Lease on graceful shutdown.
+
+use std::time::{Duration, Instant};
+
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::LeaderElection;
+
+/// Acquires the Lease of one controller.
+#[derive(Clone)]
+pub struct LeaderGate {
+    client: kube::Client,
+    cfg: LeaderElection,
+}
+
+impl std::fmt::Debug for LeaderGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderGate")
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}
+
+/// Proof of holding the Lease.
+#[derive(Debug)]
+pub struct Leadership {
+    manager: LeaseManager,
+    cfg: LeaderElection,
+}
+
+impl LeaderGate {
+    /// A gate for `cfg`.
+    pub fn new(client: kube::Client, cfg: LeaderElection) -> Self {
+        Self { client, cfg }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LeaderElection {
+        &self.cfg
+    }
+
+    fn durations(&self) -> (u64, u64) {
+        let duration = self.cfg.lease_duration.as_secs().max(2);
+        let grace = duration
+            .saturating_sub(self.cfg.renew_deadline.as_secs())
+            .clamp(1, duration - 1);
+        (duration, grace)
+    }
+
+    async fn build(&self) -> Result<LeaseManager, kube_lease_manager::LeaseManagerError> {
+        let (duration, grace) = self.durations();
+        LeaseManagerBuilder::new(self.client.clone(), &self.cfg.lease_name)
+            .with_namespace(&self.cfg.namespace)
+            .with_identity(&self.cfg.identity)
+            .with_duration(duration)
+            .with_grace(grace)
+            .build()
+            .await
+    }
+
+    /// Waits until this process holds the Lease. `None` when `shutdown` was cancelled first.
+    pub async fn acquire(&self, shutdown: &CancellationToken) -> Option<Leadership> {
+        let mut logged_holder = false;
+        loop {
+            if shutdown.is_cancelled() {
+                return None;
+            }
+            match self.build().await {
+                Ok(manager) => {
+                    // `changed()` locks a free/expired Lease, or sleeps until the holder's lease would
+                    // expire; cut that sleep at the retry period and re-read the Lease instead.
+                    let outcome = tokio::select! {
+                        _ = shutdown.cancelled() => return None,
+                        r = manager.changed() => Some(r),
+                        _ = tokio::time::sleep(self.cfg.retry_period) => None,
+                    };
+                    match outcome {
+                        Some(Ok(true)) => {
+                            tracing::info!(lease = %self.cfg.lease_name, namespace = %self.cfg.namespace,
+                                identity = %self.cfg.identity, "acquired leadership");
+                            return Some(Leadership {
+                                manager,
+                                cfg: self.cfg.clone(),
+                            });
+                        }
+                        Some(Ok(false)) | None => {
+                            if !logged_holder {
+                                tracing::info!(lease = %self.cfg.lease_name, "standing by: the Lease is held by another instance");
+                                logged_holder = true;
+                            }
+                            // Loop immediately only after a timeout; after an explicit "not leader"
+                            // answer wait one retry period.
+                            if outcome.is_some() {
+                                tokio::select! {
+                                    _ = shutdown.cancelled() => return None,
+                                    _ = tokio::time::sleep(self.cfg.retry_period) => {}
+                                }
+                            }
+                        }
+                        Some(Err(e)) => {
+                            tracing::warn!(error = %e, lease = %self.cfg.lease_name, "leader election attempt failed");
+                            tokio::select! {
+                                _ = shutdown.cancelled() => return None,
+                                _ = tokio::time::sleep(self.cfg.retry_period) => {}
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, lease = %self.cfg.lease_name, namespace = %self.cfg.namespace,
+                        "cannot read or create the Lease");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return None,
+                        _ = tokio::time::sleep(self.cfg.retry_period) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Leadership {
+    /// Keeps renewing; resolves when leadership is lost. Must be polled continuously while leading.
+    pub async fn lost(&self) -> String {
+        let mut failing_since: Option<Instant> = None;
+        loop {
+            match self.manager.changed().await {
+                Ok(false) => {
+                    return format!(
+                        "Lease {}/{} was taken by another holder",
+                        self.cfg.namespace, self.cfg.lease_name
+                    );
+                }
+                Ok(true) => failing_since = None,
+                Err(e) => {
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    tracing::warn!(error = %e, "renewing the Lease failed");
+                    if since.elapsed() >= self.cfg.renew_deadline {
+                        return format!(
+                            "could not renew Lease {}/{} for {:?}: {e}",
+                            self.cfg.namespace, self.cfg.lease_name, self.cfg.renew_deadline
+                        );
+                    }
+                    tokio::time::sleep(self.cfg.retry_period.min(Duration::from_secs(1))).await;
+                }
+            }
+        }
+    }
+
+    /// Releases the Lease so a standby takes over at once.
+    pub async fn release(self) {
+        match tokio::time::timeout(Duration::from_secs(5), self.manager.release()).await {
+            Ok(Ok(())) => tracing::info!(lease = %self.cfg.lease_name, "released leadership"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "releasing the Lease failed"),
+            Err(_) => tracing::warn!("releasing the Lease timed out"),
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Prometheus metrics every controller exposes (prometheus-client, no global state).
+//!
+//! Names (prefix `cloud_controllers_`): `reconciles_total{controller,result}`,
+//! `reconcile_duration_seconds{controller}`, `queue_depth{controller}`, `leader{controller}`,
+//! `cloud_api_requests_total{endpoint,method,status}`, `cloud_api_rate_limit_remaining`,
+//! `cloud_api_rate_limit_limit`, `cloud_api_rate_limited_total`, `cloud_api_retries_total`,
+//! plus whatever a controller registers itself through [`crate::Runtime::registry_mut`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of per-controller metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    /// Controller name, e.g. `node-controller`.
+    pub controller: String,
+}
+
+/// Labels of the reconcile counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// Controller name.
+    pub controller: String,
+    /// `ok`, `requeue` or an error category (bounded set, from the controller's error type).
+    pub result: String,
+}
+
+/// Labels of the bad-input counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// Controller name.
+    pub controller: String,
+    /// Warning event reason, e.g. `InvalidNodeIP`.
+    pub reason: String,
+}
+
+/// The metrics controller-kit maintains for every controller.
+#[derive(Debug, Clone)]
+pub struct KitMetrics {
+    controller: String,
+    reconciles: Family<ResultLabels, Counter>,
+    reconcile_duration: Family<ControllerLabels, Histogram>,
+    queue_depth: Family<ControllerLabels, Gauge>,
+    leader: Family<ControllerLabels, Gauge>,
+    warnings: Family<ReasonLabels, Counter>,
+}
+
+impl KitMetrics {
+    /// Creates the metrics and registers them.
+    pub fn register(controller: &str, registry: &mut Registry) -> Self {
+        let m = Self {
+            controller: controller.to_string(),
+            reconciles: Family::default(),
+            reconcile_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 4.0, 10))
+            }),
+            queue_depth: Family::default(),
+            leader: Family::default(),
+            warnings: Family::default(),
+        };
+        registry.register("reconciles", "Reconciles by result", m.reconciles.clone());
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of one reconcile",
+            m.reconcile_duration.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Objects waiting for or in reconciliation",
+            m.queue_depth.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this process holds the controller's Lease (or runs without leader election)",
+            m.leader.clone(),
+        );
+        registry.register(
+            "bad_input_warnings",
+            "Warning events about invalid input on objects, by reason",
+            m.warnings.clone(),
+        );
+        // Make the series visible from the start.
+        m.leader_gauge().set(0);
+        m.queue_gauge().set(0);
+        m
+    }
+
+    fn labels(&self) -> ControllerLabels {
+        ControllerLabels {
+            controller: self.controller.clone(),
+        }
+    }
+
+    /// The leader gauge.
+    pub fn leader_gauge(&self) -> Gauge {
+        self.leader.get_or_create(&self.labels()).clone()
+    }
+
+    /// The queue-depth gauge.
+    pub fn queue_gauge(&self) -> Gauge {
+        self.queue_depth.get_or_create(&self.labels()).clone()
+    }
+
+    /// Counts one reconcile with `result`.
+    pub fn count_reconcile(&self, result: &str) {
+        self.reconciles
+            .get_or_create(&ResultLabels {
+                controller: self.controller.clone(),
+                result: result.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts one bad-input warning.
+    pub fn count_warning(&self, reason: &str) {
+        self.warnings
+            .get_or_create(&ReasonLabels {
+                controller: self.controller.clone(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Starts timing a reconcile; the duration is observed and the result counted when the guard drops
+    /// (so early `?` returns are measured too). The queue-depth gauge counts the reconcile while it runs.
+    pub fn reconcile_timer(&self) -> ReconcileTimer {
+        let queue = self.queue_gauge();
+        queue.inc();
+        ReconcileTimer {
+            metrics: self.clone(),
+            start: Instant::now(),
+            result: "error",
+            queue,
+        }
+    }
+}
+
+/// RAII guard from [`KitMetrics::reconcile_timer`].
+#[derive(Debug)]
+pub struct ReconcileTimer {
+    metrics: KitMetrics,
+    start: Instant,
+    result: &'static str,
+    queue: Gauge,
+}
+
+impl ReconcileTimer {
+    /// Sets the result label (default `error`, for early returns).
+    pub fn set_result(&mut self, result: &'static str) {
+        self.result = result;
+    }
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        self.queue.dec();
+        self.metrics
+            .reconcile_duration
+            .get_or_create(&self.metrics.labels())
+            .observe(self.start.elapsed().as_secs_f64());
+        self.metrics.count_reconcile(self.result);
+    }
+}
+
+/// Exposes cloud-client's [`cloud_client::ClientStats`] as metrics, read at scrape time.
+#[derive(Debug)]
+pub struct CloudStatsCollector {
+    stats: Arc<cloud_client::ClientStats>,
+}
+
+impl CloudStatsCollector {
+    /// Wraps the stats of one cloud client.
+    pub fn new(stats: Arc<cloud_client::ClientStats>) -> Self {
+        Self { stats }
+    }
+}
+
+impl Collector for CloudStatsCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snap = self.stats.snapshot();
+        {
+            let mut calls = encoder.encode_descriptor(
+                "cloud_api_requests",
+                "Cloud API calls by endpoint template, method and HTTP status (0 = no response)",
+                None,
+                MetricType::Counter,
+            )?;
+            for (key, count) in &snap.calls {
+                let labels = [
+                    ("endpoint", key.endpoint.clone()),
+                    ("method", key.method.clone()),
+                    ("status", key.status.to_string()),
+                ];
+                calls
+                    .encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, _, u64>(count, None)?;
+            }
+        }
+        if let Some(rl) = snap.rate_limit {
+            encoder
+                .encode_descriptor(
+                    "cloud_api_rate_limit_remaining",
+                    "Cloud API requests left in the rate-limit budget, as last reported by the cloud",
+                    None,
+                    MetricType::Gauge,
+                )?
+                .encode_gauge(&rl.remaining)?;
+            encoder
+                .encode_descriptor(
+                    "cloud_api_rate_limit_limit",
+                    "Cloud API rate-limit budget size (requests per hour)",
+                    None,
+                    MetricType::Gauge,
+                )?
+                .encode_gauge(&rl.limit)?;
+        }
+        encoder
+            .encode_descriptor(
+                "cloud_api_rate_limited",
+                "Cloud API responses with HTTP 429",
+                None,
+                MetricType::Counter,
+            )?
+            .encode_counter::<NoLabelSet, _, u64>(&snap.rate_limited, None)?;
+        encoder
+            .encode_descriptor(
+                "cloud_api_retries",
+                "Cloud API retries performed by the client",
+                None,
+                MetricType::Counter,
+            )?
+            .encode_counter::<NoLabelSet, _, u64>(&snap.retries, None)?;
+        Ok(())
+    }
+}
+
+/// A gauge fed from an atomic the caller owns (e.g. "uninitialized nodes").
+#[derive(Debug, Clone, Default)]
+pub struct SharedGauge(Arc<AtomicI64>);
+
+impl SharedGauge {
+    /// Sets the value.
+    pub fn set(&self, v: i64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+    /// Reads the value.
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Renders a registry in the OpenMetrics text format.
+pub fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    if prometheus_client::encoding::text::encode(&mut out, registry).is_err() {
+        out.clear();
+        out.push_str("# encoding failed\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timer_counts_and_observes() {
+        let mut reg = Registry::with_prefix("cloud_controllers");
+        let m = KitMetrics::register("node-controller", &mut reg);
+        {
+            let mut t = m.reconcile_timer();
+            assert_eq!(m.queue_gauge().get(), 1);
+            t.set_result("ok");
+        }
+        {
+            let _t = m.reconcile_timer();
+        }
+        let stats = cloud_client::ClientStats::new();
+        reg.register_collector(Box::new(CloudStatsCollector::new(stats)));
+        let text = encode(&reg);
+        assert!(
+            text.contains(
+                r#"cloud_controllers_reconciles_total{controller="node-controller",result="ok"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"result="error"} 1"#), "{text}");
+        assert!(text.contains(r#"cloud_controllers_queue_depth{controller="node-controller"} 0"#));
+        assert!(
+            text.contains("cloud_controllers_cloud_api_retries_total 0"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,377 @@
+//! The process runtime: parse config → telemetry → clients → admin server → leader gate → controller.
+//!
+//! Controllers implement only their reconcile logic and hand a closure to [`Runtime::run`]; tests build
+//! a [`Runtime`] around their own `kube::Client` and CancellationToken with [`Runtime::new`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::EventType;
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::{self, Readiness};
+use crate::config::{CommonArgs, Config, ConfigError, Problems};
+use crate::events::Events;
+use crate::leader::LeaderGate;
+use crate::metrics::{CloudStatsCollector, KitMetrics};
+use crate::{ControllerInfo, telemetry};
+
+/// What a controller gets when it starts (after winning the Lease).
+#[derive(Clone)]
+pub struct Context {
+    /// Kubernetes client.
+    pub client: kube::Client,
+    /// Validated configuration.
+    pub config: Arc<Config>,
+    /// The process's event publisher.
+    pub events: Events,
+    /// Kit metrics (reconcile counters, queue depth, ...).
+    pub metrics: KitMetrics,
+    /// Flip `set_synced(true)` once the reflector stores are ready.
+    pub readiness: Readiness,
+    /// Cancelled on shutdown or lost leadership: stop reconciling and return.
+    pub shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`Runtime::run`] ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The Lease was lost; reconciling stopped at once.
+    #[error("leadership lost: {0}")]
+    LeaseLost(String),
+    /// The admin server could not bind.
+    #[error("admin server on {addr}: {source}")]
+    Admin {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The controller failed.
+    #[error("controller failed: {0:#}")]
+    Controller(anyhow::Error),
+}
+
+/// One controller process (or one in-process instance in tests).
+pub struct Runtime {
+    info: &'static ControllerInfo,
+    config: Arc<Config>,
+    client: kube::Client,
+    shutdown: CancellationToken,
+    registry: Registry,
+    metrics: KitMetrics,
+    readiness: Readiness,
+    instance: Option<String>,
+    listener: Option<tokio::net::TcpListener>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("controller", &self.info.name)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A runtime around an existing client; `shutdown` stops it.
+    pub fn new(
+        info: &'static ControllerInfo,
+        config: Config,
+        client: kube::Client,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let mut registry = Registry::with_prefix("cloud_controllers");
+        let metrics = KitMetrics::register(info.name, &mut registry);
+        let instance = config
+            .leader_election
+            .as_ref()
+            .map(|l| l.identity.clone())
+            .or_else(|| std::env::var("POD_NAME").ok())
+            .or_else(|| std::env::var("HOSTNAME").ok());
+        Self {
+            info,
+            config: Arc::new(config),
+            client,
+            shutdown,
+            registry,
+            metrics,
+            readiness: Readiness::default(),
+            instance,
+            listener: None,
+        }
+    }
+
+    /// The controller's identity.
+    pub fn info(&self) -> &'static ControllerInfo {
+        self.info
+    }
+    /// The configuration.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+    /// The Kubernetes client.
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+    /// Kit metrics.
+    pub fn metrics(&self) -> &KitMetrics {
+        &self.metrics
+    }
+    /// Readiness handle (e.g. for tests).
+    pub fn readiness(&self) -> Readiness {
+        self.readiness.clone()
+    }
+    /// Register controller-specific metrics here before [`Runtime::run`].
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+    /// Exposes a cloud client's call counters and rate-limit budget on `/metrics`.
+    pub fn register_cloud_stats(&mut self, stats: Arc<cloud_client::ClientStats>) {
+        self.registry
+            .register_collector(Box::new(CloudStatsCollector::new(stats)));
+    }
+
+    /// Binds the admin server now (run binds it otherwise) and returns its address.
+    pub async fn bind_admin(&mut self) -> Result<SocketAddr, RunError> {
+        let addr = self.config.admin_address;
+        if self.listener.is_none() {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| RunError::Admin { addr, source })?;
+            self.listener = Some(l);
+        }
+        self.listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .ok_or(RunError::Admin {
+                addr,
+                source: std::io::Error::other("no local address"),
+            })
+    }
+
+    /// Serves the admin endpoints, waits for the Lease (when electing), then runs `controller` until
+    /// shutdown. Losing the Lease cancels the controller at once and returns [`RunError::LeaseLost`];
+    /// a graceful shutdown releases the Lease.
+    pub async fn run<F, Fut>(mut self, controller: F) -> Result<(), RunError>
+    where
+        F: FnOnce(Context) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        self.bind_admin().await?;
+        let listener = self.listener.take().expect("bound above");
+        let admin_token = CancellationToken::new();
+        let _admin_guard = admin_token.clone().drop_guard();
+        {
+            let registry = Arc::new(std::mem::take(&mut self.registry));
+            let app = admin::router(registry, self.readiness.clone());
+            let token = admin_token.clone();
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app)
+                    .with_graceful_shutdown(token.cancelled_owned())
+                    .await
+                {
+                    tracing::error!(error = %e, "admin server failed");
+                }
+            });
+        }
+
+        let events = Events::new(
+            self.client.clone(),
+            self.info.component,
+            self.instance.clone(),
+        );
+        if !self.config.enabled {
+            tracing::warn!(
+                controller = self.info.canonical,
+                "disabled by --controllers; idling"
+            );
+            self.readiness.set_idle(true);
+            self.shutdown.cancelled().await;
+            return Ok(());
+        }
+
+        let leadership = match &self.config.leader_election {
+            Some(le) => {
+                self.readiness.set_standby(true);
+                let gate = LeaderGate::new(self.client.clone(), le.clone());
+                let Some(l) = gate.acquire(&self.shutdown).await else {
+                    return Ok(());
+                };
+                self.readiness.set_standby(false);
+                let lease_ref = ObjectReference {
+                    api_version: Some("coordination.k8s.io/v1".into()),
+                    kind: Some("Lease".into()),
+                    name: Some(le.lease_name.clone()),
+                    namespace: Some(le.namespace.clone()),
+                    ..Default::default()
+                };
+                events
+                    .publish_ref(
+                        &lease_ref,
+                        EventType::Normal,
+                        "LeaderElection",
+                        "Elect",
+                        format!("{} became leader", le.identity),
+                    )
+                    .await;
+                Some(l)
+            }
+            None => None,
+        };
+        self.metrics.leader_gauge().set(1);
+
+        let ctrl_token = self.shutdown.child_token();
+        let ctx = Context {
+            client: self.client.clone(),
+            config: self.config.clone(),
+            events,
+            metrics: self.metrics.clone(),
+            readiness: self.readiness.clone(),
+            shutdown: ctrl_token.clone(),
+        };
+        let mut task = tokio::spawn(controller(ctx));
+        let shutdown = self.shutdown.clone();
+        let drain_deadline = async move {
+            shutdown.cancelled().await;
+            tokio::time::sleep(Duration::from_secs(20)).await;
+        };
+
+        let join = |r: Result<anyhow::Result<()>, tokio::task::JoinError>| match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(RunError::Controller(e)),
+            Err(e) => Err(RunError::Controller(anyhow::anyhow!(
+                "controller task: {e}"
+            ))),
+        };
+
+        let result = match &leadership {
+            Some(l) => tokio::select! {
+                r = &mut task => join(r),
+                reason = l.lost() => {
+                    ctrl_token.cancel();
+                    task.abort();
+                    self.metrics.leader_gauge().set(0);
+                    tracing::error!(%reason, "leadership lost; stopped reconciling");
+                    return Err(RunError::LeaseLost(reason));
+                }
+                _ = drain_deadline => {
+                    tracing::warn!("controller did not stop within 20s; aborting it");
+                    task.abort();
+                    Ok(())
+                }
+            },
+            None => tokio::select! {
+                r = &mut task => join(r),
+                _ = drain_deadline => {
+                    tracing::warn!("controller did not stop within 20s; aborting it");
+                    task.abort();
+                    Ok(())
+                }
+            },
+        };
+        ctrl_token.cancel();
+        self.metrics.leader_gauge().set(0);
+        if let Some(l) = leadership {
+            l.release().await;
+        }
+        result
+    }
+}
+
+/// Process entry point for a controller binary: validates `common` plus the controller's own flags
+/// (`extra`, into the same problem list), then runs `start` on a Tokio runtime. Exit codes: 0 clean
+/// shutdown, 1 failure or lost Lease, 2 invalid configuration.
+pub fn main<T, S, Fut>(
+    info: &'static ControllerInfo,
+    common: CommonArgs,
+    extra: impl FnOnce(&mut Problems) -> T,
+    start: S,
+) -> ExitCode
+where
+    S: FnOnce(Runtime, T) -> Fut,
+    Fut: Future<Output = Result<(), RunError>>,
+{
+    crate::install_crypto_provider();
+    let mut problems = Problems::default();
+    let config = common.validate_into(info, true, &mut problems);
+    let extra = extra(&mut problems);
+    let config = match config.and_then(|c| problems.finish(c)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}: {e}", info.name);
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{}: cannot start the Tokio runtime: {e}", info.name);
+            return ExitCode::from(1);
+        }
+    };
+    let _telemetry = rt.block_on(async { telemetry::init(info.name, config.log_format) });
+    let code = rt.block_on(async move {
+        let shutdown = crate::shutdown::signal_token();
+        let client = match kube_client(&config).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build the Kubernetes client");
+                return ExitCode::from(1);
+            }
+        };
+        tracing::info!(
+            controller = info.name,
+            version = env!("CARGO_PKG_VERSION"),
+            "starting"
+        );
+        let runtime = Runtime::new(info, config, client, shutdown);
+        match start(runtime, extra).await {
+            Ok(()) => {
+                tracing::info!("stopped");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "exiting");
+                ExitCode::from(1)
+            }
+        }
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    code
+}
+
+/// The Kubernetes client for `config`: `--kubeconfig` when given, else in-cluster/default inference.
+pub async fn kube_client(config: &Config) -> anyhow::Result<kube::Client> {
+    let kc = match &config.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(kc)?)
+}
+
+/// Turns a validated-but-failed config into the standard message (for controllers validating later).
+pub fn config_error(problems: Vec<String>) -> ConfigError {
+    ConfigError { problems }
+}
