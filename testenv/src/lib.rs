@@ -1,1 +1,34 @@
-//! A real etcd + kube-apiserver on 127.0.0.1 for tests.
+//! A real etcd + kube-apiserver on 127.0.0.1, for tests, benchmarks and the demo.
+//!
+//! There is no Docker engine or cluster on our machines, so, like controller-runtime's envtest, we
+//! run the two real control-plane processes locally. No kubelet, scheduler or controller-manager
+//! runs: tests create Nodes themselves, set their conditions by patching status, and nothing
+//! garbage-collects or finishes namespace deletion. See `shared/design/control-plane.md`.
+//!
+//! ```no_run
+//! # async fn t() {
+//! let k = testenv::kube().await;              // shared by this test binary, started once
+//! let admin = k.client().await;               // system:masters
+//! let sa = k.service_account_client("kube-system", "node-controller").await; // RBAC applies
+//! # }
+//! ```
+
+mod binaries;
+mod control_plane;
+mod error;
+mod pki;
+mod process;
+mod shared;
+
+pub use binaries::{
+    Binaries, ETCD_VERSION, KUBE_APISERVER_VERSION, cache_dir, ensure as ensure_binaries,
+};
+pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};
+pub use error::{Error, Result};
+pub use process::{Lifetime, pid_alive};
+pub use shared::{TestKube, kube};
+
+/// Installs aws-lc-rs as the process's rustls provider (the only one compiled in). Idempotent.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}

@@ -1,0 +1,238 @@
+//! Finding or building the kube-apiserver and etcd binaries.
+//!
+//! Nothing is downloaded prebuilt: both are compiled from source through the Go module proxy (see
+//! `testenv/go/`) and cached by version under `$HOME/.cache/cloud-controllers/testenv/`, so only the
+//! first run on a machine pays the ~5–7 minutes. `TESTENV_KUBE_APISERVER` / `TESTENV_ETCD` point at
+//! prebuilt binaries instead.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::{Error, Result};
+
+/// The kube-apiserver release the tests run against.
+pub const KUBE_APISERVER_VERSION: &str = "v1.36.3";
+/// The etcd release the tests run against.
+pub const ETCD_VERSION: &str = "v3.6.14";
+/// Oldest Go that can build [`KUBE_APISERVER_VERSION`] (its go directive).
+pub const MIN_GO: &str = "1.26";
+
+/// Paths of the two control-plane binaries.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    pub kube_apiserver: PathBuf,
+    pub etcd: PathBuf,
+}
+
+/// One binary we know how to build with `go build` from a throw-away module.
+struct Component {
+    name: &'static str,
+    version: &'static str,
+    env_var: &'static str,
+    go_mod: &'static str,
+    main_go: &'static str,
+    ldflags: &'static str,
+}
+
+const KUBE_APISERVER: Component = Component {
+    name: "kube-apiserver",
+    version: KUBE_APISERVER_VERSION,
+    env_var: "TESTENV_KUBE_APISERVER",
+    go_mod: include_str!("../go/kube-apiserver.go.mod"),
+    main_go: include_str!("../go/kube-apiserver.main.go"),
+    // Without the version stamp the apiserver reports v0.0.0 and clients refuse some features.
+    ldflags: "-s -w -X k8s.io/component-base/version.gitVersion=v1.36.3 \
+              -X k8s.io/component-base/version.gitMajor=1 \
+              -X k8s.io/component-base/version.gitMinor=36",
+};
+
+const ETCD: Component = Component {
+    name: "etcd",
+    version: ETCD_VERSION,
+    env_var: "TESTENV_ETCD",
+    go_mod: include_str!("../go/etcd.go.mod"),
+    main_go: include_str!("../go/etcd.main.go"),
+    ldflags: "-s -w",
+};
+
+/// Returns both binaries, building whichever is missing from the cache. Blocking; safe to call from
+/// several processes at once (a file lock makes the second wait for the first build).
+pub fn ensure() -> Result<Binaries> {
+    Ok(Binaries {
+        etcd: ensure_one(&ETCD)?,
+        kube_apiserver: ensure_one(&KUBE_APISERVER)?,
+    })
+}
+
+/// Where built binaries and their build modules are cached.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TESTENV_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    home.join(".cache/cloud-controllers/testenv")
+}
+
+fn ensure_one(c: &Component) -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os(c.env_var) {
+        let path = PathBuf::from(path);
+        return if is_executable(&path) {
+            Ok(path)
+        } else {
+            Err(Error::BadOverride {
+                env_var: c.env_var,
+                path,
+            })
+        };
+    }
+    let dir = cache_dir().join(format!("{}-{}", c.name, c.version));
+    let binary = dir.join(c.name);
+    if is_executable(&binary) {
+        return Ok(binary);
+    }
+    fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+    let lock_path = dir.join(".build.lock");
+    let lock =
+        File::create(&lock_path).map_err(Error::io(format!("creating {}", lock_path.display())))?;
+    lock.lock()
+        .map_err(Error::io(format!("locking {}", lock_path.display())))?;
+    // Another process may have finished the build while we waited for the lock.
+    if !is_executable(&binary) {
+        build(c, &dir, &binary)?;
+    }
+    Ok(binary)
+}
+
+fn build(c: &Component, dir: &Path, binary: &Path) -> Result<()> {
+    check_go("go", c)?;
+    let src = dir.join("src");
+    fs::create_dir_all(&src).map_err(Error::io(format!("creating {}", src.display())))?;
+    write_if_changed(&src.join("go.mod"), c.go_mod)?;
+    write_if_changed(&src.join("main.go"), c.main_go)?;
+    eprintln!(
+        "testenv: building {} {} through the Go module proxy into {} \
+         (the first time takes minutes; cached afterwards)",
+        c.name,
+        c.version,
+        dir.display()
+    );
+    let started = std::time::Instant::now();
+    go(c, &src, "go mod tidy", &["mod", "tidy"])?;
+    let tmp = binary.with_extension("partial");
+    let tmp_arg = tmp.to_string_lossy().into_owned();
+    go(
+        c,
+        &src,
+        "go build",
+        &[
+            "build",
+            "-trimpath",
+            "-ldflags",
+            c.ldflags,
+            "-o",
+            &tmp_arg,
+            ".",
+        ],
+    )?;
+    // Rename last, so a half-written binary is never mistaken for a cached one.
+    fs::rename(&tmp, binary)
+        .map_err(Error::io(format!("moving {} into place", binary.display())))?;
+    eprintln!("testenv: built {} in {:.0?}", c.name, started.elapsed());
+    Ok(())
+}
+
+fn go(c: &Component, dir: &Path, step: &'static str, args: &[&str]) -> Result<()> {
+    let output = Command::new("go")
+        .args(args)
+        .current_dir(dir)
+        // `local`: never let Go fetch another toolchain; nojsonv2: with Go 1.27's jsonv2 default
+        // the apiserver serves a broken /openapi/v2 and `kubectl apply` fails.
+        .env("GOTOOLCHAIN", "local")
+        .env("CGO_ENABLED", "0")
+        .env("GOEXPERIMENT", "nojsonv2")
+        .output()
+        .map_err(Error::io(format!("running go {}", args.join(" "))))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stdout));
+    Err(Error::GoBuild {
+        component: c.name,
+        version: c.version,
+        step,
+        goproxy: std::env::var("GOPROXY").unwrap_or_else(|_| "default".into()),
+        output: tail(&text, 30),
+    })
+}
+
+/// Fails with install instructions when `go` is absent or older than [`MIN_GO`].
+fn check_go(go: &str, c: &Component) -> Result<()> {
+    let missing = |found: String| Error::GoMissing {
+        component: c.name,
+        min: MIN_GO,
+        found,
+        env_var: c.env_var,
+    };
+    let output = Command::new(go)
+        .args(["env", "GOVERSION"])
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .map_err(|e| missing(format!("`go` could not be run ({e})")))?;
+    let version = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    match parse_go_version(&version) {
+        Some(v) if v >= parse_go_version(&format!("go{MIN_GO}")).unwrap_or_default() => Ok(()),
+        // A development build reports no number; let it try.
+        None if version.starts_with("devel") => Ok(()),
+        _ => Err(missing(format!("`go env GOVERSION` says {version:?}"))),
+    }
+}
+
+fn parse_go_version(v: &str) -> Option<(u32, u32)> {
+    let mut parts = v.strip_prefix("go")?.split(['.', 'r', 'b']);
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+fn write_if_changed(path: &Path, content: &str) -> Result<()> {
+    if fs::read_to_string(path).ok().as_deref() != Some(content) {
+        fs::write(path, content).map_err(Error::io(format!("writing {}", path.display())))?;
+    }
+    Ok(())
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The last `lines` lines of `text`.
+pub(crate) fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_versions_parse() {
+        assert_eq!(parse_go_version("go1.26.8"), Some((1, 26)));
+        assert_eq!(parse_go_version("go1.27rc1"), Some((1, 27)));
+        assert_eq!(parse_go_version("go1.26"), Some((1, 26)));
+        assert_eq!(parse_go_version("devel go1.28-abc"), None);
+        assert!(parse_go_version("go1.9.2") < parse_go_version("go1.26.0"));
+    }
+
+    #[test]
+    fn a_missing_go_names_what_to_install() {
+        let err = check_go("/nonexistent/bin/go", &KUBE_APISERVER).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("Go toolchain (>= 1.26)"), "{msg}");
+        assert!(msg.contains("Install Go 1.26 or newer"), "{msg}");
+        assert!(msg.contains("TESTENV_KUBE_APISERVER"), "{msg}");
+    }
+}
