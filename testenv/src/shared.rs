@@ -103,14 +103,12 @@ pub struct TestKube {
 
 impl TestKube {
     /// An admin (`system:masters`) client.
-    pub fn client(&self) -> impl Future<Output = kube::Client> + '_ {
-        async {
-            self.info
-                .connection
-                .client()
-                .await
-                .expect("admin client for the test control plane")
-        }
+    pub async fn client(&self) -> kube::Client {
+        self.info
+            .connection
+            .client()
+            .await
+            .expect("admin client for the test control plane")
     }
 
     /// A client acting as ServiceAccount `namespace/name` (impersonation), so RBAC applies.
