@@ -1,1 +1,68 @@
-fn main() {}
+//! Developer entry points: `cargo xtask <command>` (alias in `.cargo/config.toml`).
+
+mod control_plane;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(about = "cloud-controllers developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// A persistent local kube-apiserver + etcd for people (tests start their own).
+    #[command(subcommand)]
+    ControlPlane(control_plane::Command),
+    /// Build (or find cached) kube-apiserver and etcd, so the first test does not pay for it.
+    Prepare,
+    /// Run the whole test suite: prepares the control-plane binaries, then `cargo test --workspace`.
+    Test {
+        /// Extra arguments passed to `cargo test`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::ControlPlane(cmd) => control_plane::run(cmd),
+        Command::Prepare => prepare().map(|_| ExitCode::SUCCESS),
+        Command::Test { args } => test(&args),
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        ExitCode::FAILURE
+    })
+}
+
+fn prepare() -> anyhow::Result<()> {
+    let binaries = testenv::ensure_binaries()?;
+    eprintln!(
+        "kube-apiserver {}: {}\netcd {}: {}",
+        testenv::KUBE_APISERVER_VERSION,
+        binaries.kube_apiserver.display(),
+        testenv::ETCD_VERSION,
+        binaries.etcd.display()
+    );
+    Ok(())
+}
+
+fn test(args: &[String]) -> anyhow::Result<ExitCode> {
+    prepare()?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["test", "--workspace", "--all-targets"])
+        .args(args)
+        .status()?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
