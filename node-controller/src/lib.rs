@@ -1,1 +1,129 @@
-//! The node controller: see the crate README section in the repository README.
+//! The node controller (upstream `cloud-node-controller`): initializes Nodes carrying
+//! `node.cloudprovider.kubernetes.io/uninitialized` from the cloud's instance metadata, keeps the
+//! stable topology labels in line with the beta ones, and refreshes node addresses periodically.
+//!
+//! Better than upstream: a node stuck in initialization gets a Warning event saying why; many nodes
+//! initialize concurrently (`--concurrent-node-syncs`, default 16) from one shared server snapshot.
+
+pub mod address_sync;
+pub mod addresses;
+pub mod controller;
+pub mod error;
+pub mod keys;
+pub mod labels;
+pub mod metrics;
+pub mod nodeip;
+
+use std::sync::Arc;
+
+use cloud_client::{Cloud, Instances};
+use controller_kit::{Context, ControllerInfo, RunError, Runtime};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::runtime::controller as kctrl;
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+
+use crate::controller::{Ctx, error_policy, reconcile, relevant_hash};
+use crate::metrics::NodeMetrics;
+
+/// Identity of this controller.
+pub const INFO: ControllerInfo = ControllerInfo {
+    name: "node-controller",
+    canonical: "cloud-node-controller",
+    alias: "cloud-node",
+    component: "cloud-node-controller",
+    default_admin_port: 10271,
+    default_concurrency: 16,
+};
+
+/// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
+pub async fn start(mut rt: Runtime, cloud: Cloud) -> Result<(), RunError> {
+    let Some(instances) = cloud.instances.clone() else {
+        return Err(RunError::Controller(anyhow::anyhow!(
+            "the cloud provider {} does not support instances",
+            cloud.provider_name
+        )));
+    };
+    rt.register_cloud_stats(cloud.stats.clone());
+    let metrics = NodeMetrics::register(rt.registry_mut());
+    rt.run(move |ctx| run(ctx, instances, metrics)).await
+}
+
+/// Strips what the controller never reads, to keep the cache small.
+fn slim(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+        status.volumes_attached = None;
+        status.volumes_in_use = None;
+        status.conditions = None;
+        status.node_info = None;
+        status.capacity = None;
+        status.allocatable = None;
+    }
+    if let Some(a) = node.metadata.annotations.as_mut() {
+        a.retain(|k, _| k == keys::ANNOTATION_PROVIDED_NODE_IP);
+    }
+}
+
+/// The controller body: a Node watch feeding a reflector store and the reconciler, plus the
+/// periodic address sync.
+pub async fn run(
+    ctx: Context,
+    instances: Arc<dyn Instances>,
+    metrics: NodeMetrics,
+) -> anyhow::Result<()> {
+    let client = ctx.client.clone();
+    let cfg = ctx.config.clone();
+    let rctx = Arc::new(Ctx::new(
+        client.clone(),
+        instances,
+        ctx.events.clone(),
+        ctx.metrics.clone(),
+        metrics,
+    ));
+
+    let (store, writer) = reflector::store::<Node>();
+    let stream = watcher(Api::<Node>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(slim)
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(relevant_hash, Default::default());
+
+    let readiness = ctx.readiness.clone();
+    let ready_store = store.clone();
+    let shutdown = ctx.shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            r = ready_store.wait_until_ready() => if r.is_ok() {
+                tracing::info!(nodes = ready_store.len(), "node cache synced");
+                readiness.set_synced(true);
+            },
+        }
+    });
+    let sync = tokio::spawn(address_sync::run(
+        rctx.clone(),
+        store.clone(),
+        cfg.node_status_update_frequency,
+        cfg.concurrent_node_status_updates,
+        ctx.shutdown.clone(),
+    ));
+
+    Controller::for_stream(stream, store)
+        .with_config(kctrl::Config::default().concurrency(cfg.concurrent_node_syncs))
+        .graceful_shutdown_on(ctx.shutdown.clone().cancelled_owned())
+        .run(reconcile, error_policy, rctx)
+        .for_each(|res| async move {
+            match res {
+                Ok(_) => {}
+                Err(kctrl::Error::ReconcilerFailed(..)) => {} // logged by error_policy
+                Err(e) => tracing::warn!(error = %e, "node controller stream error"),
+            }
+        })
+        .await;
+    sync.abort();
+    Ok(())
+}

@@ -1,11 +1,28 @@
-use clap::Parser;
+//! node-controller binary: parse flags, build the cloud, run under controller-kit.
+use std::process::ExitCode;
 
-/// The node controller of cloud-controllers.
+use clap::Parser;
+use controller_kit::CommonArgs;
+
+/// The node controller of cloud-controllers (upstream cloud-node-controller).
 #[derive(Debug, Parser)]
 #[command(version, about)]
-struct Args {}
+struct Args {
+    #[command(flatten)]
+    common: CommonArgs,
+}
 
-fn main() -> anyhow::Result<()> {
-    let _args = Args::parse();
-    anyhow::bail!("node-controller is not implemented yet")
+fn main() -> ExitCode {
+    let args = Args::parse();
+    controller_kit::runtime::main(
+        &node_controller::INFO,
+        args.common,
+        |_| (),
+        |rt, ()| async move {
+            let cloud = controller_kit::cloud::build(rt.config())
+                .await
+                .map_err(|e| controller_kit::RunError::Controller(e.into()))?;
+            node_controller::start(rt, cloud).await
+        },
+    )
 }

@@ -1,0 +1,57 @@
+//! Periodic address refresh of initialized nodes (§1.8): every `--node-status-update-frequency`
+//! (sliding), all nodes from the reflector store, `--concurrent-node-status-updates` at a time. The
+//! cloud lookups are served by cloud-client's shared server snapshot (one list per max age).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info_span};
+
+use crate::controller::{Ctx, is_uninitialized, node_ref, write_addresses};
+
+/// Runs until `shutdown`. The store must be driven by someone else (the controller's watch).
+pub async fn run(
+    ctx: Arc<Ctx>,
+    store: Store<Node>,
+    period: std::time::Duration,
+    concurrency: u16,
+    shutdown: CancellationToken,
+) {
+    tokio::select! {
+        _ = shutdown.cancelled() => return,
+        r = store.wait_until_ready() => if r.is_err() { return },
+    }
+    loop {
+        let span = info_span!("address_sync");
+        pass(&ctx, &store, concurrency).instrument(span).await;
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+    }
+}
+
+/// One pass over all initialized nodes.
+pub async fn pass(ctx: &Arc<Ctx>, store: &Store<Node>, concurrency: u16) {
+    let nodes: Vec<Arc<Node>> = store
+        .state()
+        .into_iter()
+        .filter(|n| !is_uninitialized(n))
+        .collect();
+    debug!(nodes = nodes.len(), "address sync pass");
+    futures::stream::iter(nodes)
+        .for_each_concurrent(usize::from(concurrency.max(1)), |node| {
+            let ctx = ctx.clone();
+            async move {
+                match ctx.instances.instance_metadata(&node_ref(&node)).await {
+                    Ok(meta) => write_addresses(&node, &ctx, &meta.addresses).await,
+                    Err(e) => debug!(node = %node.name_any(), error = %e, "address sync: cloud lookup failed; skipping"),
+                }
+            }
+        })
+        .await;
+}

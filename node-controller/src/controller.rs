@@ -1,0 +1,376 @@
+//! Node initialization (§1.2–1.5) and label reconciliation of initialized nodes (§1.7).
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cloud_client::{CloudError, ErrorClass, InstanceMetadata, Instances, NodeRef};
+use controller_kit::events::reasons;
+use controller_kit::{Events, KitMetrics};
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::addresses::{self, AddressUpdate};
+use crate::error::Error;
+use crate::keys::{ANNOTATION_PROVIDED_NODE_IP, TAINT_UNINITIALIZED};
+use crate::labels;
+use crate::metrics::NodeMetrics;
+use crate::nodeip;
+
+/// Shared state of the reconciler.
+pub struct Ctx {
+    /// Node API (cluster scoped).
+    pub nodes: Api<Node>,
+    /// Cloud instances.
+    pub instances: Arc<dyn Instances>,
+    /// Event publisher.
+    pub events: Events,
+    /// Kit metrics.
+    pub kit: KitMetrics,
+    /// Controller metrics.
+    pub metrics: NodeMetrics,
+    /// Failed attempts per node, for exponential backoff.
+    attempts: Mutex<HashMap<String, u32>>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    /// A reconciler context.
+    pub fn new(
+        client: kube::Client,
+        instances: Arc<dyn Instances>,
+        events: Events,
+        kit: KitMetrics,
+        metrics: NodeMetrics,
+    ) -> Self {
+        Self {
+            nodes: Api::all(client),
+            instances,
+            events,
+            kit,
+            metrics,
+            attempts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn reset_attempts(&self, node: &str) {
+        if let Ok(mut a) = self.attempts.lock() {
+            a.remove(node);
+        }
+    }
+
+    fn next_attempt(&self, node: &str) -> u32 {
+        let Ok(mut a) = self.attempts.lock() else {
+            return 1;
+        };
+        let n = a.entry(node.to_string()).or_default();
+        *n = n.saturating_add(1);
+        *n
+    }
+}
+
+/// True when the node carries the uninitialized taint (value/effect ignored).
+pub fn is_uninitialized(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_UNINITIALIZED))
+}
+
+/// The node's providerID, if set and non-empty.
+pub fn provider_id(node: &Node) -> Option<&str> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .filter(|p| !p.is_empty())
+}
+
+/// What the cloud lookup needs about a node.
+pub fn node_ref(node: &Node) -> NodeRef {
+    NodeRef::with_provider_id(node.name_any(), provider_id(node).unwrap_or_default())
+}
+
+/// Hash of the fields this controller acts on, so kubelet status heartbeats do not trigger reconciles.
+pub fn relevant_hash(node: &Node) -> Option<u64> {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    node.metadata.labels.hash(&mut h);
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_PROVIDED_NODE_IP))
+        .hash(&mut h);
+    provider_id(node).hash(&mut h);
+    if let Some(taints) = node.spec.as_ref().and_then(|s| s.taints.as_ref()) {
+        for t in taints {
+            (&t.key, &t.effect, &t.value).hash(&mut h);
+        }
+    }
+    Some(h.finish())
+}
+
+/// Reconciles one node.
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let name = node.name_any();
+    let span = info_span!("reconcile", node = %name, initialized = !is_uninitialized(&node));
+    async move {
+        let mut timer = ctx.kit.reconcile_timer();
+        let result = if is_uninitialized(&node) {
+            initialize(&node, &ctx).await
+        } else {
+            reconcile_labels(&node, &ctx).await
+        };
+        if result.is_ok() {
+            timer.set_result("ok");
+            ctx.reset_attempts(&name);
+        } else if let Err(e) = &result {
+            timer.set_result(e.metric_label());
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+/// Requeue policy: conflicts retry quickly (the cache catches up); other errors back off per node,
+/// 1 s doubling to 5 min (kube has no per-object backoff of its own).
+pub fn error_policy(node: Arc<Node>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    if err.is_conflict() {
+        debug!(node = %node.name_any(), "conflict; retrying");
+        return Action::requeue(Duration::from_millis(200));
+    }
+    let n = ctx.next_attempt(&node.name_any());
+    let delay =
+        Duration::from_secs(1u64 << (n.saturating_sub(1)).min(8)).min(Duration::from_secs(300));
+    warn!(node = %node.name_any(), error = %err, attempt = n, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+async fn initialize(node: &Node, ctx: &Ctx) -> Result<Action, Error> {
+    let name = node.name_any();
+    info!("initializing node with cloud provider");
+    let meta = match ctx.instances.instance_metadata(&node_ref(node)).await {
+        Ok(m) => m,
+        Err(source) => {
+            warn_lookup_failed(node, ctx, &source).await;
+            return Err(Error::Cloud { node: name, source });
+        }
+    };
+    if meta.provider_id.is_empty() && provider_id(node).is_none() {
+        ctx.events
+            .warning(
+                node,
+                reasons::INITIALIZATION_BLOCKED,
+                "InitializeNode",
+                "Cannot initialize node: the cloud provider returned no provider ID and the node has none".into(),
+            )
+            .await;
+        return Err(Error::NoProviderId { node: name });
+    }
+
+    // The node IP must be one of the cloud's addresses before the taint goes (§1.4).
+    if let Some(v) = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_PROVIDED_NODE_IP))
+    {
+        let checked = nodeip::parse(v).and_then(|ips| nodeip::filter(&ips, &meta.addresses));
+        if let Err(source) = checked {
+            let reason = match source {
+                nodeip::NodeIpError::Invalid { .. } => reasons::INVALID_NODE_IP,
+                nodeip::NodeIpError::NotFound { .. } => reasons::NODE_IP_NOT_FOUND,
+            };
+            ctx.kit.count_warning(reason);
+            ctx.events
+                .warning(
+                    node,
+                    reason,
+                    "InitializeNode",
+                    format!("Node stays uninitialized: {source}"),
+                )
+                .await;
+            return Err(Error::NodeIp { node: name, source });
+        }
+    }
+
+    let patched = remove_taint_and_label(node, ctx, &meta).await?;
+    if let Some(created) = node.metadata.creation_timestamp.as_ref() {
+        ctx.metrics
+            .taint_removal_delay
+            .observe(seconds_since(created));
+    }
+
+    // Addresses right away, with the metadata already fetched (§1.2d).
+    write_addresses(&patched, ctx, &meta.addresses).await;
+
+    ctx.events
+        .normal(
+            node,
+            reasons::SYNCED,
+            "InitializeNode",
+            "Node synced successfully".into(),
+        )
+        .await;
+    if let Some(created) = node.metadata.creation_timestamp.as_ref() {
+        ctx.metrics
+            .initial_sync_delay
+            .observe(seconds_since(created));
+    }
+    info!(provider_id = %meta.provider_id, "node initialized");
+    Ok(Action::await_change())
+}
+
+fn seconds_since(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> f64 {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let d = now.duration_since(t.0);
+    d.as_secs_f64().max(0.0)
+}
+
+async fn warn_lookup_failed(node: &Node, ctx: &Ctx, e: &CloudError) {
+    let (reason, note) = match (e, e.class()) {
+        (CloudError::InvalidInput { .. }, _) => (
+            reasons::UNKNOWN_PROVIDER_ID,
+            format!("Node stays uninitialized: its providerID is not valid: {e}"),
+        ),
+        (CloudError::Unsupported { .. }, _) => (
+            reasons::UNKNOWN_PROVIDER_ID,
+            format!("Node stays uninitialized: {e}"),
+        ),
+        (_, ErrorClass::NotFound) => (
+            reasons::SERVER_NOT_FOUND,
+            format!("Node stays uninitialized: no cloud server matches it: {e}"),
+        ),
+        _ => (
+            reasons::INSTANCE_LOOKUP_FAILED,
+            format!("Node stays uninitialized: the cloud lookup failed (will retry): {e}"),
+        ),
+    };
+    if matches!(
+        e,
+        CloudError::InvalidInput { .. } | CloudError::Unsupported { .. }
+    ) {
+        ctx.kit.count_warning(reason);
+    }
+    ctx.events
+        .warning(node, reason, "InitializeNode", note)
+        .await;
+}
+
+/// One optimistic-locked merge patch: labels, providerID (only when empty), taints without the
+/// uninitialized one. Returns the patched node.
+async fn remove_taint_and_label(
+    node: &Node,
+    ctx: &Ctx,
+    meta: &InstanceMetadata,
+) -> Result<Node, Error> {
+    let name = node.name_any();
+    let existing: BTreeMap<String, String> = node.labels().clone();
+    let l = labels::init_labels(meta, &existing);
+    for k in &l.dropped {
+        warn!(label = %k, "discarding additional cloud label in a Kubernetes-reserved domain");
+    }
+    for (k, node_v, cloud_v) in &l.conflicts {
+        warn!(label = %k, node_value = %node_v, cloud_value = %cloud_v, "node already has the label with another value; keeping the node's");
+    }
+    let remaining: Vec<&Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|t| t.iter().filter(|t| t.key != TAINT_UNINITIALIZED).collect())
+        .unwrap_or_default();
+
+    let mut spec = serde_json::Map::new();
+    spec.insert(
+        "taints".into(),
+        if remaining.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::to_value(&remaining).unwrap_or(serde_json::Value::Null)
+        },
+    );
+    if provider_id(node).is_none() && !meta.provider_id.is_empty() {
+        spec.insert("providerID".into(), meta.provider_id.clone().into());
+    }
+    let mut metadata = serde_json::Map::new();
+    if let Some(rv) = node.resource_version() {
+        metadata.insert("resourceVersion".into(), rv.into());
+    }
+    if !l.set.is_empty() {
+        metadata.insert(
+            "labels".into(),
+            serde_json::to_value(&l.set).unwrap_or_default(),
+        );
+    }
+    let patch = serde_json::json!({ "metadata": metadata, "spec": spec });
+    ctx.nodes
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| Error::Kube {
+            node: name,
+            what: "patch node (labels, providerID, taints)",
+            source,
+        })
+}
+
+/// Writes the node's addresses from `cloud` when they changed (§1.9). Errors are logged only.
+pub async fn write_addresses(node: &Node, ctx: &Ctx, cloud: &[cloud_client::NodeAddress]) {
+    if is_uninitialized(node) {
+        return;
+    }
+    match addresses::desired(node, cloud) {
+        Ok(AddressUpdate::Changed(list)) => {
+            let patch = addresses::status_patch(&list);
+            match ctx
+                .nodes
+                .patch_status(
+                    &node.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(_) => debug!(node = %node.name_any(), "addresses updated"),
+                Err(e) => {
+                    warn!(node = %node.name_any(), error = %e, "patching node addresses failed")
+                }
+            }
+        }
+        Ok(AddressUpdate::Unchanged) => {}
+        Ok(AddressUpdate::NoCloudAddresses) => {
+            debug!(node = %node.name_any(), "cloud reported no addresses; keeping the node's")
+        }
+        Err(e) => warn!(node = %node.name_any(), error = %e, "skipping address update"),
+    }
+}
+
+/// §1.7: the beta topology/instance-type labels are the source of truth for the stable ones.
+async fn reconcile_labels(node: &Node, ctx: &Ctx) -> Result<Action, Error> {
+    let want = labels::stable_from_beta(node.labels());
+    if want.is_empty() {
+        return Ok(Action::await_change());
+    }
+    info!(labels = ?want, "reconciling stable labels from beta labels");
+    let patch = serde_json::json!({ "metadata": { "labels": want } });
+    ctx.nodes
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|source| Error::Kube {
+            node: node.name_any(),
+            what: "patch node labels",
+            source,
+        })?;
+    Ok(Action::await_change())
+}

@@ -1,0 +1,34 @@
+//! Node-controller metrics (upstream names, under the `cloud_controllers_` prefix).
+
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Registered once per process.
+#[derive(Debug, Clone)]
+pub struct NodeMetrics {
+    /// Seconds from Node creation to removal of the uninitialized taint.
+    pub taint_removal_delay: Histogram,
+    /// Seconds from Node creation to the end of its initial sync (taint removed + addresses written).
+    pub initial_sync_delay: Histogram,
+}
+
+impl NodeMetrics {
+    /// Creates and registers the metrics.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            taint_removal_delay: Histogram::new(exponential_buckets(0.25, 2.0, 14)),
+            initial_sync_delay: Histogram::new(exponential_buckets(0.25, 2.0, 14)),
+        };
+        registry.register(
+            "node_controller_cloud_provider_taint_removal_delay_seconds",
+            "Seconds from Node creation until the uninitialized taint was removed",
+            m.taint_removal_delay.clone(),
+        );
+        registry.register(
+            "node_controller_initial_node_sync_delay_seconds",
+            "Seconds from Node creation until its initial sync finished",
+            m.initial_sync_delay.clone(),
+        );
+        m
+    }
+}
