@@ -1,11 +1,32 @@
-use clap::Parser;
+//! lifecycle-controller binary: parse flags, build the cloud, run under controller-kit.
+use std::process::ExitCode;
 
-/// The lifecycle controller of cloud-controllers.
+use clap::Parser;
+use controller_kit::CommonArgs;
+use lifecycle_controller::LifecycleArgs;
+
+/// The lifecycle controller of cloud-controllers (upstream cloud-node-lifecycle-controller).
 #[derive(Debug, Parser)]
 #[command(version, about)]
-struct Args {}
+struct Args {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    lifecycle: LifecycleArgs,
+}
 
-fn main() -> anyhow::Result<()> {
-    let _args = Args::parse();
-    anyhow::bail!("lifecycle-controller is not implemented yet")
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let lifecycle = args.lifecycle;
+    controller_kit::runtime::main(
+        &lifecycle_controller::INFO,
+        args.common,
+        |p| lifecycle.validate(p),
+        |rt, filter| async move {
+            let cloud = controller_kit::cloud::build(rt.config())
+                .await
+                .map_err(|e| controller_kit::RunError::Controller(e.into()))?;
+            lifecycle_controller::start(rt, cloud, filter).await
+        },
+    )
 }

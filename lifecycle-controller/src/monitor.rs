@@ -1,0 +1,273 @@
+//! The node monitor pass (controller-behavior.md §2.2): Ready nodes lose the shutdown taint; for
+//! NotReady nodes the cloud decides: positively gone → delete the Node; powered off → shutdown taint.
+//! Cloud errors never delete anything. Many nodes are checked in parallel (bounded), served by
+//! cloud-client's shared server snapshot.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cloud_client::{Instances, NodeRef};
+use controller_kit::events::reasons;
+use controller_kit::{Events, KitMetrics};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use kube::{Api, ResourceExt};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::filter::NodeFilter;
+
+/// Taint added to NotReady nodes whose server is powered off.
+pub const TAINT_SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+
+/// Shared state of the monitor.
+pub struct Monitor {
+    /// Node API.
+    pub nodes: Api<Node>,
+    /// Cloud instances.
+    pub instances: Arc<dyn Instances>,
+    /// Events.
+    pub events: Events,
+    /// Kit metrics.
+    pub kit: KitMetrics,
+    /// Hybrid-cluster opt-out.
+    pub filter: NodeFilter,
+    /// Nodes checked at once.
+    pub concurrency: usize,
+    /// Per-node backoff after repeated cloud errors: (failures, not before).
+    backoff: Mutex<HashMap<String, (u32, Instant)>>,
+}
+
+impl std::fmt::Debug for Monitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Monitor")
+            .field("filter", &self.filter)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Ready condition status: `True`, `False` or `Unknown` (missing condition = `Unknown`).
+pub fn ready_status(node: &Node) -> &str {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.as_str())
+        .unwrap_or("Unknown")
+}
+
+fn taints(node: &Node) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+}
+
+fn is_shutdown_taint(t: &Taint) -> bool {
+    t.key == TAINT_SHUTDOWN && t.effect == "NoSchedule"
+}
+
+/// What one node evaluation did (for logs and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Excluded by the hybrid-cluster filter.
+    Excluded,
+    /// Ready; nothing to do (or shutdown taint removed).
+    Ready,
+    /// NotReady, server exists and runs.
+    Running,
+    /// NotReady, server powered off (taint present/added).
+    Shutdown,
+    /// Node deleted (server gone).
+    Deleted,
+    /// Skipped: cloud or API error, or backing off.
+    Error,
+}
+
+impl Monitor {
+    /// A monitor.
+    pub fn new(
+        client: kube::Client,
+        instances: Arc<dyn Instances>,
+        events: Events,
+        kit: KitMetrics,
+        filter: NodeFilter,
+        concurrency: usize,
+    ) -> Self {
+        Self {
+            nodes: Api::all(client),
+            instances,
+            events,
+            kit,
+            filter,
+            concurrency: concurrency.max(1),
+            backoff: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// One pass over every node in `store`.
+    pub async fn pass(self: &Arc<Self>, store: &Store<Node>) {
+        let nodes = store.state();
+        futures::stream::iter(nodes)
+            .for_each_concurrent(self.concurrency, |node| {
+                let this = self.clone();
+                let span = info_span!("reconcile", node = %node.name_any());
+                async move {
+                    let mut timer = this.kit.reconcile_timer();
+                    let outcome = this.check(&node).await;
+                    timer.set_result(match outcome {
+                        Outcome::Error => "error",
+                        Outcome::Deleted => "deleted",
+                        _ => "ok",
+                    });
+                }
+                .instrument(span)
+            })
+            .await;
+    }
+
+    fn backing_off(&self, name: &str) -> bool {
+        self.backoff
+            .lock()
+            .map(|b| {
+                b.get(name)
+                    .is_some_and(|(_, until)| Instant::now() < *until)
+            })
+            .unwrap_or(false)
+    }
+
+    fn failed(&self, name: &str) {
+        if let Ok(mut b) = self.backoff.lock() {
+            let e = b.entry(name.to_string()).or_insert((0, Instant::now()));
+            e.0 = e.0.saturating_add(1);
+            // 1st failure: retry next tick; then 2 s, 4 s, … up to 5 min.
+            let delay = if e.0 <= 1 {
+                Duration::ZERO
+            } else {
+                Duration::from_secs(1u64 << (e.0 - 1).min(8)).min(Duration::from_secs(300))
+            };
+            e.1 = Instant::now() + delay;
+        }
+    }
+
+    fn succeeded(&self, name: &str) {
+        if let Ok(mut b) = self.backoff.lock() {
+            b.remove(name);
+        }
+    }
+
+    /// Evaluates one node.
+    pub async fn check(&self, node: &Node) -> Outcome {
+        let name = node.name_any();
+        let provider_id = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .filter(|p| !p.is_empty());
+        if let Some(why) = self.filter.excluded(node.labels(), provider_id) {
+            debug!(reason = why, "node excluded from lifecycle management");
+            return Outcome::Excluded;
+        }
+        if ready_status(node) == "True" {
+            if taints(node).iter().any(is_shutdown_taint) {
+                let keep: Vec<Taint> = taints(node)
+                    .into_iter()
+                    .filter(|t| !is_shutdown_taint(t))
+                    .collect();
+                match self.write_taints(node, keep).await {
+                    Ok(()) => info!("node is Ready again; removed the shutdown taint"),
+                    Err(e) => warn!(error = %e, "removing the shutdown taint failed"),
+                }
+            }
+            return Outcome::Ready;
+        }
+        if self.backing_off(&name) {
+            return Outcome::Error;
+        }
+        let node_ref = NodeRef::with_provider_id(name.clone(), provider_id.unwrap_or_default());
+        let exists = match self.instances.instance_exists(&node_ref).await {
+            Ok(e) => e,
+            Err(e) => {
+                // Never delete on an error (including unsupported providerIDs).
+                warn!(error = %e, "cloud lookup failed; not touching the node");
+                self.failed(&name);
+                return Outcome::Error;
+            }
+        };
+        if !exists {
+            self.events
+                .normal(
+                    node,
+                    reasons::DELETING_NODE,
+                    "DeleteNode",
+                    format!("Deleting node {name} because it does not exist in the cloud provider"),
+                )
+                .await;
+            info!("server does not exist; deleting the node");
+            return match self.nodes.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    self.succeeded(&name);
+                    Outcome::Deleted
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => Outcome::Deleted,
+                Err(e) => {
+                    self.events
+                        .warning(
+                            node,
+                            reasons::DELETING_NODE_FAILED,
+                            "DeleteNode",
+                            format!("Failed deleting node {name}: {e}"),
+                        )
+                        .await;
+                    Outcome::Error
+                }
+            };
+        }
+        match self.instances.instance_shutdown(&node_ref).await {
+            Ok(true) => {
+                self.succeeded(&name);
+                if !taints(node).iter().any(is_shutdown_taint) {
+                    let mut t = taints(node);
+                    t.push(Taint {
+                        key: TAINT_SHUTDOWN.into(),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    });
+                    match self.write_taints(node, t).await {
+                        Ok(()) => info!("server is powered off; added the shutdown taint"),
+                        Err(e) => warn!(error = %e, "adding the shutdown taint failed"),
+                    }
+                }
+                Outcome::Shutdown
+            }
+            Ok(false) => {
+                self.succeeded(&name);
+                Outcome::Running
+            }
+            Err(e) => {
+                warn!(error = %e, "cloud shutdown check failed");
+                self.failed(&name);
+                Outcome::Error
+            }
+        }
+    }
+
+    /// Writes the full taint list with the cached resourceVersion (taints have no merge key, so the
+    /// list is replaced under an optimistic lock; a conflict is retried on the next pass).
+    async fn write_taints(&self, node: &Node, taints: Vec<Taint>) -> Result<(), kube::Error> {
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": node.resource_version() },
+            "spec": { "taints": if taints.is_empty() { serde_json::Value::Null } else { serde_json::to_value(&taints).unwrap_or_default() } },
+        });
+        self.nodes
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map(|_| ())
+    }
+}
