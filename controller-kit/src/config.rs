@@ -278,6 +278,8 @@ pub struct Config {
     pub route_reconciliation_period: Duration,
     /// Cloud settings; `None` when the controller runs without a cloud (tests inject one).
     pub cloud: Option<CloudSettings>,
+    /// Label selector restricting the Node watch (not a flag: tests and sharding set it in code).
+    pub node_label_selector: Option<String>,
 }
 
 /// Every problem found in the configuration, reported at once.
@@ -728,6 +730,7 @@ impl CommonArgs {
             configure_cloud_routes: self.compat.configure_cloud_routes.unwrap_or(true),
             route_reconciliation_period,
             cloud,
+            node_label_selector: None,
         })
     }
 }

@@ -67,6 +67,14 @@ fn slim(node: &mut Node) {
     }
 }
 
+fn watch_config(cfg: &controller_kit::Config) -> watcher::Config {
+    let wc = watcher::Config::default();
+    match &cfg.node_label_selector {
+        Some(sel) => wc.labels(sel),
+        None => wc,
+    }
+}
+
 /// The controller body: a Node watch feeding a reflector store and the reconciler, plus the
 /// periodic address sync.
 pub async fn run(
@@ -85,7 +93,7 @@ pub async fn run(
     ));
 
     let (store, writer) = reflector::store::<Node>();
-    let stream = watcher(Api::<Node>::all(client), watcher::Config::default())
+    let stream = watcher(Api::<Node>::all(client), watch_config(&cfg))
         .default_backoff()
         .modify(slim)
         .reflect(writer)

@@ -1,0 +1,438 @@
+//! End-to-end tests of the node controller: real kube-apiserver (testenv), cloud-sim over HTTP, the
+//! controller in-process through its library entry point.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cloud_client::{Cloud, CloudError, InstanceMetadata, Instances, NodeRef};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use support::run::{cloud_for, spawn, test_config};
+use support::{NodeSpecT, create_node, event_with_reason, eventually, get_node, has_taint, unique};
+
+const T: Duration = Duration::from_secs(30);
+
+fn label(n: &Node, k: &str) -> Option<String> {
+    n.metadata.labels.as_ref().and_then(|l| l.get(k).cloned())
+}
+
+fn addresses(n: &Node) -> Vec<(String, String)> {
+    n.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .map(|a| {
+            a.iter()
+                .map(|a| (a.type_.clone(), a.address.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn start_node_controller(
+    client: kube::Client,
+    run: &str,
+    cloud: Cloud,
+) -> support::run::Running {
+    let cfg = test_config(&node_controller::INFO, run);
+    spawn(&node_controller::INFO, cfg, client, move |rt| {
+        node_controller::start(rt, cloud)
+    })
+    .await
+}
+
+async fn initialized(client: &kube::Client, name: &str) -> Node {
+    eventually(&format!("node {name} initialized"), T, || async {
+        get_node(client, name)
+            .await
+            .filter(|n| !has_taint(n, support::UNINITIALIZED))
+    })
+    .await
+}
+
+#[tokio::test]
+async fn initializes_node_with_labels_addresses_provider_id_and_removes_taint() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("init");
+    let name = unique("node");
+    let server = support::sim::create_server(&sim, &name).await;
+    let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
+
+    create_node(
+        &client,
+        &run,
+        &name,
+        NodeSpecT {
+            tainted: true,
+            node_ip: Some(server.ipv4.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let n = initialized(&client, &name).await;
+
+    assert_eq!(
+        n.spec.as_ref().unwrap().provider_id.as_deref(),
+        Some(format!("hcloud://{}", server.id).as_str())
+    );
+    for k in [
+        "node.kubernetes.io/instance-type",
+        "beta.kubernetes.io/instance-type",
+    ] {
+        assert_eq!(
+            label(&n, k).as_deref(),
+            Some(server.server_type.as_str()),
+            "{k}"
+        );
+    }
+    for k in [
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/region",
+    ] {
+        assert_eq!(
+            label(&n, k).as_deref(),
+            Some(server.location.as_str()),
+            "{k}"
+        );
+    }
+    assert!(label(&n, "topology.kubernetes.io/zone").is_some());
+    assert_eq!(
+        label(&n, "failure-domain.beta.kubernetes.io/zone"),
+        label(&n, "topology.kubernetes.io/zone")
+    );
+    assert_eq!(
+        label(&n, "instance.hetzner.cloud/provided-by").as_deref(),
+        Some("cloud")
+    );
+
+    let addrs = eventually("addresses written", T, || async {
+        let a = addresses(&get_node(&client, &name).await?);
+        (!a.is_empty()).then_some(a)
+    })
+    .await;
+    assert_eq!(
+        addrs[0],
+        ("ExternalIP".to_string(), server.ipv4.clone()),
+        "node IP first: {addrs:?}"
+    );
+    assert!(
+        addrs.contains(&("Hostname".to_string(), name.clone())),
+        "{addrs:?}"
+    );
+
+    let ev = eventually("Synced event", T, || {
+        event_with_reason(&client, &name, "Synced")
+    })
+    .await;
+    assert_eq!(ev.type_.as_deref(), Some("Normal"));
+    assert_eq!(
+        ev.reporting_controller.as_deref(),
+        Some("cloud-node-controller")
+    );
+
+    let metrics = ctl.metrics().await;
+    assert!(
+        metrics.contains(
+            "cloud_controllers_node_controller_cloud_provider_taint_removal_delay_seconds_count 1"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("cloud_controllers_cloud_api_requests_total{"),
+        "{metrics}"
+    );
+    ctl.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn existing_provider_id_is_used_and_never_overwritten() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("pid");
+    let server = support::sim::create_server(&sim, &unique("srv")).await;
+    let name = unique("node-other-name");
+    let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
+
+    let pid = format!("hcloud://{}", server.id);
+    create_node(
+        &client,
+        &run,
+        &name,
+        NodeSpecT {
+            tainted: true,
+            provider_id: Some(pid.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let n = initialized(&client, &name).await;
+    assert_eq!(
+        n.spec.as_ref().unwrap().provider_id.as_deref(),
+        Some(pid.as_str())
+    );
+    assert_eq!(
+        label(&n, "node.kubernetes.io/instance-type").as_deref(),
+        Some(server.server_type.as_str())
+    );
+    ctl.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn node_ip_mismatch_keeps_taint_and_warns_with_cloud_addresses() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("nodeip");
+    let name = unique("node");
+    let server = support::sim::create_server(&sim, &name).await;
+    let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
+
+    create_node(
+        &client,
+        &run,
+        &name,
+        NodeSpecT {
+            tainted: true,
+            node_ip: Some("10.99.99.99".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let ev = eventually("NodeIPNotFound warning", T, || {
+        event_with_reason(&client, &name, "NodeIPNotFound")
+    })
+    .await;
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    let note = ev.note.unwrap_or_default();
+    assert!(
+        note.contains("10.99.99.99") && note.contains(&server.ipv4),
+        "{note}"
+    );
+    let n = get_node(&client, &name).await.unwrap();
+    assert!(has_taint(&n, support::UNINITIALIZED), "taint must stay");
+    assert!(
+        n.spec.as_ref().unwrap().provider_id.is_none(),
+        "nothing written half-way"
+    );
+
+    // An invalid annotation is bad input: a Warning, the controller keeps running.
+    let bad = unique("node-bad");
+    support::sim::create_server(&sim, &bad).await;
+    create_node(
+        &client,
+        &run,
+        &bad,
+        NodeSpecT {
+            tainted: true,
+            node_ip: Some("not-an-ip".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    eventually("InvalidNodeIP warning", T, || {
+        event_with_reason(&client, &bad, "InvalidNodeIP")
+    })
+    .await;
+    assert!(ctl.metrics().await.contains(r#"reason="InvalidNodeIP""#));
+    ctl.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn server_not_found_keeps_taint_and_warns_listing_what_was_tried() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("notfound");
+    let name = unique("ghost");
+    let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
+    create_node(
+        &client,
+        &run,
+        &name,
+        NodeSpecT {
+            tainted: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let ev = eventually("ServerNotFound warning", T, || {
+        event_with_reason(&client, &name, "ServerNotFound")
+    })
+    .await;
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert!(
+        ev.note.unwrap_or_default().contains(&name),
+        "the message names what was tried"
+    );
+    assert!(has_taint(
+        &get_node(&client, &name).await.unwrap(),
+        support::UNINITIALIZED
+    ));
+    ctl.stop().await.unwrap();
+}
+
+/// Cloud instances that add labels in reserved domains (the Hetzner provider itself never does).
+struct ExtraLabels(Arc<dyn Instances>);
+
+#[async_trait]
+impl Instances for ExtraLabels {
+    async fn instance_exists(&self, node: &NodeRef) -> Result<bool, CloudError> {
+        self.0.instance_exists(node).await
+    }
+    async fn instance_shutdown(&self, node: &NodeRef) -> Result<bool, CloudError> {
+        self.0.instance_shutdown(node).await
+    }
+    async fn instance_metadata(&self, node: &NodeRef) -> Result<InstanceMetadata, CloudError> {
+        let mut m = self.0.instance_metadata(node).await?;
+        let extra: BTreeMap<String, String> = [
+            ("node.kubernetes.io/sneaky", "x"),
+            ("k8s.io/sneaky", "x"),
+            ("example.com/allowed", "yes"),
+            ("example.com/user-owned", "cloud"),
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        m.additional_labels.extend(extra);
+        Ok(m)
+    }
+}
+
+#[tokio::test]
+async fn reserved_domain_labels_are_dropped_and_user_labels_kept() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("labels");
+    let name = unique("node");
+    support::sim::create_server(&sim, &name).await;
+    let mut cloud = cloud_for(&sim).await;
+    cloud.instances = Some(Arc::new(ExtraLabels(cloud.instances.clone().unwrap())));
+    let ctl = start_node_controller(client.clone(), &run, cloud).await;
+    let labels = [("example.com/user-owned".to_string(), "user".to_string())].into();
+    create_node(
+        &client,
+        &run,
+        &name,
+        NodeSpecT {
+            tainted: true,
+            labels,
+            ..Default::default()
+        },
+    )
+    .await;
+    let n = initialized(&client, &name).await;
+    assert_eq!(label(&n, "example.com/allowed").as_deref(), Some("yes"));
+    assert_eq!(
+        label(&n, "example.com/user-owned").as_deref(),
+        Some("user"),
+        "never overwrites user labels"
+    );
+    assert!(label(&n, "node.kubernetes.io/sneaky").is_none());
+    assert!(label(&n, "k8s.io/sneaky").is_none());
+    ctl.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn stable_labels_follow_beta_labels_on_initialized_nodes() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("beta");
+    let name = unique("node");
+    let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
+    let labels: BTreeMap<String, String> = [
+        ("failure-domain.beta.kubernetes.io/zone", "fsn1-dc14"),
+        ("topology.kubernetes.io/zone", "edited-by-user"),
+        ("beta.kubernetes.io/instance-type", "cx22"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    create_node(
+        &client,
+        &run,
+        &name,
+        NodeSpecT {
+            tainted: false,
+            labels,
+            ..Default::default()
+        },
+    )
+    .await;
+    let n = eventually("stable labels reconciled", T, || async {
+        get_node(&client, &name).await.filter(|n| {
+            label(n, "topology.kubernetes.io/zone").as_deref() == Some("fsn1-dc14")
+                && label(n, "node.kubernetes.io/instance-type").as_deref() == Some("cx22")
+        })
+    })
+    .await;
+    assert!(
+        label(&n, "topology.kubernetes.io/region").is_none(),
+        "no beta region, no stable region"
+    );
+    assert_eq!(
+        sim.total_requests(),
+        0,
+        "initialized nodes cost no cloud call"
+    );
+    ctl.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn periodic_address_sync_repairs_changed_addresses() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("addr");
+    let name = unique("node");
+    let server = support::sim::create_server(&sim, &name).await;
+    let mut cfg = test_config(&node_controller::INFO, &run);
+    cfg.node_status_update_frequency = Duration::from_millis(500);
+    let cloud = cloud_for(&sim).await;
+    let ctl = spawn(&node_controller::INFO, cfg, client.clone(), move |rt| {
+        node_controller::start(rt, cloud)
+    })
+    .await;
+
+    create_node(
+        &client,
+        &run,
+        &name,
+        NodeSpecT {
+            tainted: false,
+            provider_id: Some(format!("hcloud://{}", server.id)),
+            ..Default::default()
+        },
+    )
+    .await;
+    // Untainted node with stale addresses: the periodic sync replaces the whole list.
+    Api::<Node>::all(client.clone())
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"addresses": [{"type": "ExternalIP", "address": "192.0.2.1"}, {"type": "InternalIP", "address": "10.1.1.1"}]}})),
+        )
+        .await
+        .unwrap();
+    let addrs = eventually("addresses synced from the cloud", T, || async {
+        let a = addresses(&get_node(&client, &name).await?);
+        a.contains(&("ExternalIP".to_string(), server.ipv4.clone()))
+            .then_some(a)
+    })
+    .await;
+    assert!(
+        !addrs
+            .iter()
+            .any(|(_, a)| a == "192.0.2.1" || a == "10.1.1.1"),
+        "replace semantics: {addrs:?}"
+    );
+    ctl.stop().await.unwrap();
+}

@@ -1,0 +1,251 @@
+//! Shared helpers of the end-to-end tests: the testenv control plane, a cloud-sim per test, Nodes as
+//! kubelet creates them, the chart's RBAC applied and bound, polling with a deadline.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, ServiceAccount, Taint,
+};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
+};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+
+pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+pub const TEST_LABEL: &str = "cloud-controllers.test/run";
+
+/// A unique, DNS-safe name.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}-{:x}{}", nanos, N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// How a test node looks when created.
+#[derive(Debug, Clone, Default)]
+pub struct NodeSpecT {
+    pub tainted: bool,
+    pub provider_id: Option<String>,
+    pub node_ip: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    /// `Some(true)` = Ready, `Some(false)` = NotReady, `None` = no status at all.
+    pub ready: Option<bool>,
+}
+
+/// Creates a Node labelled with `run` (the controller under test only watches its run's nodes).
+pub async fn create_node(client: &Client, run: &str, name: &str, spec: NodeSpecT) -> Node {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut labels = spec.labels.clone();
+    labels.insert(TEST_LABEL.into(), run.into());
+    let mut node = Node::default();
+    node.metadata.name = Some(name.into());
+    node.metadata.labels = Some(labels);
+    if let Some(ip) = &spec.node_ip {
+        node.metadata.annotations = Some(
+            [(
+                "alpha.kubernetes.io/provided-node-ip".to_string(),
+                ip.clone(),
+            )]
+            .into(),
+        );
+    }
+    node.spec = Some(NodeSpec {
+        provider_id: spec.provider_id.clone(),
+        taints: spec.tainted.then(|| {
+            vec![Taint {
+                key: UNINITIALIZED.into(),
+                value: Some("true".into()),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            }]
+        }),
+        ..Default::default()
+    });
+    let created = api
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create node");
+    if let Some(ready) = spec.ready {
+        set_ready(client, name, ready).await;
+    }
+    created
+}
+
+/// Patches the node's Ready condition, as kubelet would.
+pub async fn set_ready(client: &Client, name: &str, ready: bool) {
+    let api: Api<Node> = Api::all(client.clone());
+    let status = NodeStatus {
+        conditions: Some(vec![NodeCondition {
+            type_: "Ready".into(),
+            status: if ready { "True" } else { "False" }.into(),
+            reason: Some(
+                if ready {
+                    "KubeletReady"
+                } else {
+                    "KubeletNotReady"
+                }
+                .into(),
+            ),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"status": status})),
+    )
+    .await
+    .expect("patch node status");
+}
+
+/// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The node, if it exists.
+pub async fn get_node(client: &Client, name: &str) -> Option<Node> {
+    Api::<Node>::all(client.clone())
+        .get_opt(name)
+        .await
+        .expect("get node")
+}
+
+/// True when the node carries the uninitialized taint.
+pub fn has_taint(node: &Node, key: &str) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == key))
+}
+
+/// events.k8s.io Events about the node (they land in `default`).
+pub async fn node_events(client: &Client, node: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::all(client.clone());
+    api.list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(node))
+        .collect()
+}
+
+/// The first event on `node` with `reason`.
+pub async fn event_with_reason(client: &Client, node: &str, reason: &str) -> Option<Event> {
+    node_events(client, node)
+        .await
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some(reason))
+}
+
+async fn ensure_namespace(client: &Client, ns: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let mut n = Namespace::default();
+    n.metadata.name = Some(ns.into());
+    match api.create(&PostParams::default(), &n).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create namespace {ns}: {e}"),
+    }
+}
+
+/// Applies the chart's RBAC file (ClusterRole + Role), renamed for this run so parallel tests do not
+/// clash, and binds both to ServiceAccount `ns/sa`. Returns nothing; use
+/// `testenv::TestKube::service_account_client(ns, sa)` afterwards.
+pub async fn apply_chart_rbac(client: &Client, file: &Path, ns: &str, sa: &str) {
+    ensure_namespace(client, ns).await;
+    let text = std::fs::read_to_string(file).expect("read RBAC file");
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).expect("parse RBAC YAML");
+    let sa_api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let mut sa_obj = ServiceAccount::default();
+    sa_obj.metadata.name = Some(sa.into());
+    let _ = sa_api.create(&PostParams::default(), &sa_obj).await;
+    let subject = Subject {
+        kind: "ServiceAccount".into(),
+        name: sa.into(),
+        namespace: Some(ns.into()),
+        ..Default::default()
+    };
+    let pp = PatchParams::apply("cloud-controllers-tests").force();
+    for doc in docs {
+        match doc["kind"].as_str() {
+            Some("ClusterRole") => {
+                let mut cr: ClusterRole = serde_json::from_value(doc).expect("ClusterRole");
+                let name = format!("{}:{ns}", cr.name_any());
+                cr.metadata.name = Some(name.clone());
+                Api::<ClusterRole>::all(client.clone())
+                    .patch(&name, &pp, &Patch::Apply(&cr))
+                    .await
+                    .expect("apply ClusterRole");
+                let mut b = ClusterRoleBinding::default();
+                b.metadata.name = Some(name.clone());
+                b.role_ref = RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "ClusterRole".into(),
+                    name: name.clone(),
+                };
+                b.subjects = Some(vec![subject.clone()]);
+                Api::<ClusterRoleBinding>::all(client.clone())
+                    .patch(&name, &pp, &Patch::Apply(&b))
+                    .await
+                    .expect("apply ClusterRoleBinding");
+            }
+            Some("Role") => {
+                let mut r: Role = serde_json::from_value(doc).expect("Role");
+                let name = r.name_any();
+                r.metadata.namespace = Some(ns.into());
+                Api::<Role>::namespaced(client.clone(), ns)
+                    .patch(&name, &pp, &Patch::Apply(&r))
+                    .await
+                    .expect("apply Role");
+                let mut b = RoleBinding::default();
+                b.metadata.name = Some(name.clone());
+                b.metadata.namespace = Some(ns.into());
+                b.role_ref = RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "Role".into(),
+                    name: name.clone(),
+                };
+                b.subjects = Some(vec![subject.clone()]);
+                Api::<RoleBinding>::namespaced(client.clone(), ns)
+                    .patch(&name, &pp, &Patch::Apply(&b))
+                    .await
+                    .expect("apply RoleBinding");
+            }
+            other => panic!("unexpected kind {other:?} in {}", file.display()),
+        }
+    }
+}
+
+/// Path of a chart RBAC file from a crate's manifest dir.
+pub fn rbac_file(controller: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../charts/cloud-controllers/files/rbac")
+        .join(format!("{controller}.yaml"))
+}

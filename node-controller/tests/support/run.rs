@@ -1,0 +1,77 @@
+//! Running a controller in-process against the test control plane and a cloud-sim.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use cloud_client::Cloud;
+use cloud_client::hcloud::{HcloudConfig, HcloudProvider, Token};
+use controller_kit::{Config, ControllerInfo, RunError, Runtime};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// A cloud client for `sim`, with a short snapshot max age so tests see cloud changes quickly.
+pub async fn cloud_for(sim: &cloud_sim::Sim) -> Cloud {
+    let mut cfg = HcloudConfig::new(Token::new(sim.token()));
+    cfg.endpoint = sim.endpoint().trim_end_matches('/').to_string();
+    cfg.server_cache_max_age = Duration::from_millis(300);
+    cfg.retry.max_attempts = 2;
+    cfg.retry.base = Duration::from_millis(50);
+    HcloudProvider::new(cfg).await.expect("hcloud provider for the sim").cloud()
+}
+
+/// The test configuration of `info`, watching only nodes labelled with `run`.
+pub fn test_config(info: &ControllerInfo, run: &str) -> Config {
+    let mut c = Config::for_tests(info);
+    c.node_label_selector = Some(format!("{}={run}", super::TEST_LABEL));
+    c.node_monitor_period = Duration::from_millis(500);
+    c
+}
+
+/// A running in-process controller.
+pub struct Running {
+    pub token: CancellationToken,
+    pub task: JoinHandle<Result<(), RunError>>,
+    pub admin: std::net::SocketAddr,
+}
+
+impl Running {
+    /// Cancels and waits for the controller.
+    pub async fn stop(self) -> Result<(), RunError> {
+        self.token.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("controller stops within 30s")
+            .expect("controller task")
+    }
+
+    /// The admin server's /metrics text.
+    pub async fn metrics(&self) -> String {
+        http_get(self.admin, "/metrics").await
+    }
+}
+
+/// Minimal HTTP/1.0 GET on loopback (no extra client dependency).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect admin");
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    out
+}
+
+/// Starts `start(rt)` on a fresh runtime with `config` and `client`.
+pub async fn spawn<F, Fut>(info: &'static ControllerInfo, config: Config, client: kube::Client, start: F) -> Running
+where
+    F: FnOnce(Runtime) -> Fut,
+    Fut: std::future::Future<Output = Result<(), RunError>> + Send + 'static,
+{
+    controller_kit::install_crypto_provider();
+    let token = CancellationToken::new();
+    let mut rt = Runtime::new(info, config, client, token.clone());
+    let admin = rt.bind_admin().await.expect("bind admin");
+    let task = tokio::spawn(start(rt));
+    Running { token, task, admin }
+}
