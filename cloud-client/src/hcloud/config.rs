@@ -1,0 +1,509 @@
+//! Configuration of the Hetzner provider, readable from the same env vars HCCM uses (hetzner.md §1.7).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::CloudError;
+use crate::hcloud::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
+
+/// Default API endpoint (`HCLOUD_ENDPOINT`).
+pub const DEFAULT_ENDPOINT: &str = "https://api.hetzner.cloud/v1";
+
+/// The API token. Its `Debug`/`Display` never show the secret; only the transport reads it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// Wraps a token; surrounding whitespace (e.g. a trailing newline in a Secret file) is trimmed.
+    pub fn new(token: impl AsRef<str>) -> Self {
+        Token(token.as_ref().trim().to_string())
+    }
+
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Length in characters (Hetzner tokens are 64 characters; HCCM only warns otherwise).
+    pub fn len(&self) -> usize {
+        self.0.chars().count()
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AddressFamily {
+    #[default]
+    Ipv4,
+    Ipv6,
+    DualStack,
+}
+
+impl AddressFamily {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ipv4" => Some(AddressFamily::Ipv4),
+            "ipv6" => Some(AddressFamily::Ipv6),
+            "dualstack" => Some(AddressFamily::DualStack),
+            _ => None,
+        }
+    }
+
+    pub fn has_v4(self) -> bool {
+        matches!(self, AddressFamily::Ipv4 | AddressFamily::DualStack)
+    }
+
+    pub fn has_v6(self) -> bool {
+        matches!(self, AddressFamily::Ipv6 | AddressFamily::DualStack)
+    }
+}
+
+/// Process-wide load-balancer defaults (`HCLOUD_LOAD_BALANCERS_*`); annotations override them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LbDefaults {
+    pub location: Option<String>,
+    pub network_zone: Option<String>,
+    pub lb_type: Option<String>,
+    pub algorithm: Option<String>,
+    pub use_private_ip: bool,
+    pub disable_private_ingress: bool,
+    pub disable_public_network: Option<bool>,
+    pub disable_ipv6: bool,
+    pub uses_proxyprotocol: Option<bool>,
+    pub private_subnet_ip_range: Option<String>,
+    pub health_check_interval: Option<Duration>,
+    pub health_check_timeout: Option<Duration>,
+    pub health_check_retries: Option<u32>,
+}
+
+/// Client-side retry policy for retryable errors (jittered exponential backoff).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Total attempts including the first (1 = no retry).
+    pub max_attempts: u32,
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            base: Duration::from_millis(500),
+            cap: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How actions are polled: first after `initial`, then ×`factor` up to `max`, giving up after `timeout`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ActionPollPolicy {
+    pub initial: Duration,
+    pub factor: f64,
+    pub max: Duration,
+    pub timeout: Duration,
+}
+
+impl Default for ActionPollPolicy {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_millis(100),
+            factor: 2.0,
+            max: Duration::from_secs(2),
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Everything the Hetzner provider needs. Build with [`HcloudConfig::new`] (then adjust fields, e.g. from
+/// clap) or [`HcloudConfig::from_env`]; [`HcloudConfig::validate`] reports all problems at once.
+#[derive(Debug, Clone)]
+pub struct HcloudConfig {
+    /// `HCLOUD_TOKEN` / `HCLOUD_TOKEN_FILE`.
+    pub token: Token,
+    /// `HCLOUD_ENDPOINT`, without trailing slash.
+    pub endpoint: String,
+    /// Per-request timeout (HCCM: 15 s).
+    pub request_timeout: Duration,
+    /// `HCLOUD_NETWORK`: network id or name.
+    pub network: Option<String>,
+    /// `HCLOUD_NETWORK_ROUTES_ENABLED` (only meaningful with a network).
+    pub network_routes_enabled: bool,
+    /// `HCLOUD_LOAD_BALANCERS_ENABLED`.
+    pub load_balancers_enabled: bool,
+    /// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
+    pub address_family: AddressFamily,
+    /// `HCLOUD_INSTANCES_ZONE_LABEL_ENABLED`.
+    pub zone_label_enabled: bool,
+    /// `HCLOUD_SERVER_CACHE_MAX_AGE`: age after which the shared server list is refreshed.
+    pub server_cache_max_age: Duration,
+    /// A miss in a snapshot younger than this is final; an older snapshot is refreshed once first.
+    pub server_cache_miss_fresh: Duration,
+    /// `HCLOUD_LOAD_BALANCERS_*` defaults.
+    pub lb_defaults: LbDefaults,
+    pub retry: RetryPolicy,
+    pub action_poll: ActionPollPolicy,
+    /// Requests kept in reserve from the project's rate-limit budget (other tools share it).
+    pub rate_limit_reserve: u32,
+    /// Value of the `User-Agent` header.
+    pub user_agent: String,
+}
+
+impl HcloudConfig {
+    /// Defaults as HCCM has them, with the given token.
+    pub fn new(token: Token) -> Self {
+        Self {
+            token,
+            endpoint: DEFAULT_ENDPOINT.to_string(),
+            request_timeout: Duration::from_secs(15),
+            network: None,
+            network_routes_enabled: true,
+            load_balancers_enabled: true,
+            address_family: AddressFamily::Ipv4,
+            zone_label_enabled: true,
+            server_cache_max_age: Duration::from_secs(10),
+            server_cache_miss_fresh: Duration::from_secs(1),
+            lb_defaults: LbDefaults::default(),
+            retry: RetryPolicy::default(),
+            action_poll: ActionPollPolicy::default(),
+            rate_limit_reserve: 2,
+            user_agent: format!("cloud-controllers/{}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+
+    /// Reads the HCCM env vars from the process environment. All problems are returned together.
+    pub fn from_env() -> Result<Self, CloudError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Like [`from_env`](Self::from_env) with an injectable lookup (tests, clap-provided maps).
+    /// Empty values count as unset.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, CloudError> {
+        let get = |k: &str| {
+            lookup(k)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| v.trim().to_string())
+        };
+        let mut problems = Vec::new();
+
+        let token = match (get("HCLOUD_TOKEN"), get("HCLOUD_TOKEN_FILE")) {
+            (Some(t), None) => Token::new(t),
+            (None, Some(path)) => match std::fs::read_to_string(&path) {
+                Ok(t) => Token::new(t),
+                Err(e) => {
+                    problems.push(format!("HCLOUD_TOKEN_FILE: cannot read {path}: {e}"));
+                    Token::new("")
+                }
+            },
+            (Some(_), Some(_)) => {
+                problems.push("HCLOUD_TOKEN and HCLOUD_TOKEN_FILE are mutually exclusive".into());
+                Token::new("")
+            }
+            (None, None) => Token::new(""),
+        };
+        let mut c = Self::new(token);
+
+        let bool_var = |name: &str, target: &mut bool, problems: &mut Vec<String>| {
+            if let Some(v) = get(name) {
+                match parse_bool(&v) {
+                    Some(b) => *target = b,
+                    None => problems.push(format!("{name}={v:?}: expected {BOOL_EXPECTED}")),
+                }
+            }
+        };
+        bool_var(
+            "HCLOUD_NETWORK_ROUTES_ENABLED",
+            &mut c.network_routes_enabled,
+            &mut problems,
+        );
+        bool_var(
+            "HCLOUD_LOAD_BALANCERS_ENABLED",
+            &mut c.load_balancers_enabled,
+            &mut problems,
+        );
+        bool_var(
+            "HCLOUD_INSTANCES_ZONE_LABEL_ENABLED",
+            &mut c.zone_label_enabled,
+            &mut problems,
+        );
+        bool_var(
+            "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP",
+            &mut c.lb_defaults.use_private_ip,
+            &mut problems,
+        );
+        bool_var(
+            "HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS",
+            &mut c.lb_defaults.disable_private_ingress,
+            &mut problems,
+        );
+        bool_var(
+            "HCLOUD_LOAD_BALANCERS_DISABLE_IPV6",
+            &mut c.lb_defaults.disable_ipv6,
+            &mut problems,
+        );
+        for (name, target) in [
+            (
+                "HCLOUD_LOAD_BALANCERS_DISABLE_PUBLIC_NETWORK",
+                &mut c.lb_defaults.disable_public_network,
+            ),
+            (
+                "HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL",
+                &mut c.lb_defaults.uses_proxyprotocol,
+            ),
+        ] {
+            if let Some(v) = get(name) {
+                match parse_bool(&v) {
+                    Some(b) => *target = Some(b),
+                    None => problems.push(format!("{name}={v:?}: expected {BOOL_EXPECTED}")),
+                }
+            }
+        }
+
+        if let Some(v) = get("HCLOUD_ENDPOINT") {
+            c.endpoint = v.trim_end_matches('/').to_string();
+        }
+        c.network = get("HCLOUD_NETWORK");
+        if let Some(v) = get("HCLOUD_INSTANCES_ADDRESS_FAMILY") {
+            match AddressFamily::parse(&v) {
+                Some(f) => c.address_family = f,
+                None => problems.push(format!(
+                    "HCLOUD_INSTANCES_ADDRESS_FAMILY={v:?}: expected one of ipv4, ipv6, dualstack"
+                )),
+            }
+        }
+        for (name, target) in [
+            ("HCLOUD_SERVER_CACHE_MAX_AGE", &mut c.server_cache_max_age),
+            ("HCLOUD_REQUEST_TIMEOUT", &mut c.request_timeout),
+        ] {
+            if let Some(v) = get(name) {
+                match parse_duration(&v) {
+                    Some(d) => *target = d,
+                    None => problems.push(format!("{name}={v:?}: expected {DURATION_EXPECTED}")),
+                }
+            }
+        }
+        for (name, target) in [
+            (
+                "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL",
+                &mut c.lb_defaults.health_check_interval,
+            ),
+            (
+                "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT",
+                &mut c.lb_defaults.health_check_timeout,
+            ),
+        ] {
+            if let Some(v) = get(name) {
+                match parse_duration(&v) {
+                    Some(d) => *target = Some(d),
+                    None => problems.push(format!("{name}={v:?}: expected {DURATION_EXPECTED}")),
+                }
+            }
+        }
+        if let Some(v) = get("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES") {
+            match v.parse::<u32>() {
+                Ok(n) => c.lb_defaults.health_check_retries = Some(n),
+                Err(_) => problems.push(format!(
+                    "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES={v:?}: expected a non-negative integer"
+                )),
+            }
+        }
+        c.lb_defaults.location = get("HCLOUD_LOAD_BALANCERS_LOCATION");
+        c.lb_defaults.network_zone = get("HCLOUD_LOAD_BALANCERS_NETWORK_ZONE");
+        c.lb_defaults.lb_type = get("HCLOUD_LOAD_BALANCERS_TYPE");
+        c.lb_defaults.algorithm = get("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE");
+        c.lb_defaults.private_subnet_ip_range =
+            get("HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE");
+
+        if let Err(CloudError::InvalidConfig { problems: more }) = c.validate() {
+            problems.extend(more);
+        }
+        if problems.is_empty() {
+            Ok(c)
+        } else {
+            problems.dedup();
+            Err(CloudError::InvalidConfig { problems })
+        }
+    }
+
+    /// Checks the whole configuration and returns every problem found, not just the first.
+    pub fn validate(&self) -> Result<(), CloudError> {
+        let mut problems = Vec::new();
+        if self.token.is_empty() {
+            problems.push("HCLOUD_TOKEN (or HCLOUD_TOKEN_FILE) is required".to_string());
+        }
+        if !(self.endpoint.starts_with("http://") || self.endpoint.starts_with("https://")) {
+            problems.push(format!(
+                "HCLOUD_ENDPOINT={:?}: expected an http(s) URL",
+                self.endpoint
+            ));
+        }
+        if self.request_timeout.is_zero() {
+            problems.push("request timeout must be > 0".to_string());
+        }
+        if self.server_cache_max_age.is_zero() {
+            problems.push("HCLOUD_SERVER_CACHE_MAX_AGE must be > 0".to_string());
+        }
+        if self.lb_defaults.location.is_some() && self.lb_defaults.network_zone.is_some() {
+            problems.push(
+                "HCLOUD_LOAD_BALANCERS_LOCATION and HCLOUD_LOAD_BALANCERS_NETWORK_ZONE are mutually exclusive".into(),
+            );
+        }
+        if let Some(a) = &self.lb_defaults.algorithm
+            && a != "round_robin"
+            && a != "least_connections"
+        {
+            problems.push(format!(
+                "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE={a:?}: expected round_robin or least_connections"
+            ));
+        }
+        if self.lb_defaults.use_private_ip && self.network.is_none() {
+            problems.push(
+                "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP=true requires HCLOUD_NETWORK".to_string(),
+            );
+        }
+        if self.retry.max_attempts == 0 {
+            problems.push("retry attempts must be >= 1".to_string());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(CloudError::InvalidConfig { problems })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    const TOKEN: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789ab";
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<HcloudConfig, CloudError> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        HcloudConfig::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_match_hccm() {
+        let c = cfg(&[("HCLOUD_TOKEN", TOKEN)]).unwrap();
+        assert_eq!(c.endpoint, DEFAULT_ENDPOINT);
+        assert_eq!(c.request_timeout, Duration::from_secs(15));
+        assert_eq!(c.server_cache_max_age, Duration::from_secs(10));
+        assert_eq!(c.address_family, AddressFamily::Ipv4);
+        assert!(c.zone_label_enabled && c.load_balancers_enabled && c.network_routes_enabled);
+        assert!(c.user_agent.starts_with("cloud-controllers/"));
+    }
+
+    #[test]
+    fn reports_all_problems_at_once() {
+        let err = cfg(&[
+            ("HCLOUD_INSTANCES_ADDRESS_FAMILY", "ipv5"),
+            ("HCLOUD_SERVER_CACHE_MAX_AGE", "soon"),
+            ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
+            ("HCLOUD_LOAD_BALANCERS_NETWORK_ZONE", "eu-central"),
+            ("HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP", "yes"),
+            ("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE", "random"),
+        ])
+        .unwrap_err();
+        let CloudError::InvalidConfig { problems } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(problems.len(), 6, "{problems:#?}");
+        for needle in [
+            "HCLOUD_TOKEN",
+            "ipv5",
+            "soon",
+            "mutually exclusive",
+            "yes",
+            "random",
+        ] {
+            assert!(
+                err.to_string().contains(needle),
+                "{needle} missing in {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn token_file_is_trimmed_and_never_printed() {
+        let dir = std::env::temp_dir().join(format!("cc-token-{}", std::process::id()));
+        std::fs::write(&dir, format!("  {TOKEN}\n")).unwrap();
+        let c = cfg(&[
+            ("HCLOUD_TOKEN_FILE", dir.to_str().unwrap()),
+            ("HCLOUD_ENDPOINT", "http://x/v1/"),
+        ])
+        .unwrap();
+        std::fs::remove_file(&dir).ok();
+        assert_eq!(c.token.expose(), TOKEN);
+        assert_eq!(c.endpoint, "http://x/v1");
+        let dbg = format!("{c:?} {} {:?}", c.token, c.token);
+        assert!(!dbg.contains(TOKEN), "{dbg}");
+        assert!(dbg.contains("<redacted>"));
+    }
+
+    #[test]
+    fn parses_lb_defaults_and_family() {
+        let c = cfg(&[
+            ("HCLOUD_TOKEN", TOKEN),
+            ("HCLOUD_NETWORK", "k8s"),
+            ("HCLOUD_INSTANCES_ADDRESS_FAMILY", "dualstack"),
+            ("HCLOUD_INSTANCES_ZONE_LABEL_ENABLED", "false"),
+            ("HCLOUD_SERVER_CACHE_MAX_AGE", "1m"),
+            ("HCLOUD_LOAD_BALANCERS_TYPE", "lb21"),
+            ("HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP", "1"),
+            ("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL", "5"),
+            ("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT", "3s"),
+            ("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES", "2"),
+            ("HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL", "T"),
+        ])
+        .unwrap();
+        assert_eq!(c.network.as_deref(), Some("k8s"));
+        assert_eq!(c.address_family, AddressFamily::DualStack);
+        assert!(!c.zone_label_enabled);
+        assert_eq!(c.server_cache_max_age, Duration::from_secs(60));
+        assert_eq!(c.lb_defaults.lb_type.as_deref(), Some("lb21"));
+        assert!(c.lb_defaults.use_private_ip);
+        assert_eq!(
+            c.lb_defaults.health_check_interval,
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            c.lb_defaults.health_check_timeout,
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(c.lb_defaults.health_check_retries, Some(2));
+        assert_eq!(c.lb_defaults.uses_proxyprotocol, Some(true));
+    }
+
+    #[test]
+    fn address_family_parsing() {
+        assert_eq!(AddressFamily::parse("ipv4"), Some(AddressFamily::Ipv4));
+        assert_eq!(AddressFamily::parse("ipv6"), Some(AddressFamily::Ipv6));
+        assert_eq!(
+            AddressFamily::parse("dualstack"),
+            Some(AddressFamily::DualStack)
+        );
+        assert_eq!(AddressFamily::parse("IPv4"), None);
+        assert!(AddressFamily::DualStack.has_v4() && AddressFamily::DualStack.has_v6());
+        assert!(!AddressFamily::Ipv6.has_v4());
+    }
+}

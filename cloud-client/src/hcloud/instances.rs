@@ -1,0 +1,247 @@
+//! `Instances` for Hetzner Cloud servers, served from the shared server snapshot (hetzner.md §1.2-1.4).
+
+use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::CloudError;
+use crate::hcloud::config::AddressFamily;
+use crate::hcloud::provider_id::ProviderId;
+use crate::hcloud::servers::{ServerCache, ServerKey};
+use crate::hcloud::wire::Server;
+use crate::provider::{AddressKind, InstanceMetadata, Instances, NodeAddress, NodeRef};
+
+/// Label HCCM puts on every node it manages, telling Cloud from Robot servers.
+pub const PROVIDED_BY_LABEL: &str = "instance.hetzner.cloud/provided-by";
+
+/// Zone label values HCCM derived from the (now removed) `datacenter` field; kept so existing
+/// clusters' topology labels do not change on migration.
+pub fn legacy_zone(location: &str) -> String {
+    match location {
+        "nbg1" => "nbg1-dc3",
+        "hel1" => "hel1-dc2",
+        "fsn1" => "fsn1-dc14",
+        "ash" => "ash-dc1",
+        "hil" => "hil-dc1",
+        "sin" => "sin-dc1",
+        other => other,
+    }
+    .to_string()
+}
+
+/// `<prefix>::1` of a `<prefix>::/64` network, the address HCCM reports for a server's IPv6.
+pub fn ipv6_host(network: &str) -> Option<String> {
+    let prefix = network.split('/').next()?;
+    let addr: Ipv6Addr = prefix.parse().ok()?;
+    let mut octets = addr.octets();
+    octets[15] |= 1;
+    Some(Ipv6Addr::from(octets).to_string())
+}
+
+/// Node addresses in HCCM order: Hostname, ExternalIP v4, ExternalIP v6, InternalIP.
+pub(crate) fn node_addresses(
+    s: &Server,
+    family: AddressFamily,
+    network: Option<i64>,
+) -> Vec<NodeAddress> {
+    let mut out = vec![NodeAddress::new(AddressKind::Hostname, s.name.clone())];
+    let public = s.public_net.as_ref();
+    if family.has_v4()
+        && let Some(v4) = public
+            .and_then(|p| p.ipv4.as_ref())
+            .filter(|v| !v.ip.is_empty())
+    {
+        out.push(NodeAddress::new(AddressKind::ExternalIP, v4.ip.clone()));
+    }
+    if family.has_v6()
+        && let Some(v6) = public
+            .and_then(|p| p.ipv6.as_ref())
+            .and_then(|v| ipv6_host(&v.ip))
+    {
+        out.push(NodeAddress::new(AddressKind::ExternalIP, v6));
+    }
+    if let Some(net) = network
+        && let Some(ip) = s.private_ip(net)
+    {
+        out.push(NodeAddress::new(AddressKind::InternalIP, ip));
+    }
+    out
+}
+
+#[derive(Debug, Clone)]
+pub struct HcloudInstances {
+    pub(crate) cache: ServerCache,
+    pub(crate) network_id: Option<i64>,
+    pub(crate) family: AddressFamily,
+    pub(crate) zone_label_enabled: bool,
+}
+
+impl HcloudInstances {
+    /// Finds the node's server: by providerID when set (HCCM does not fall back to the name then),
+    /// else by node name. `Ok(None)` = confirmed absent; the second value lists what was tried.
+    async fn find(&self, node: &NodeRef) -> Result<(Option<Arc<Server>>, Vec<String>), CloudError> {
+        match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+            Some(pid) => {
+                let id = ProviderId::cloud_id(pid)?;
+                let s = self.cache.lookup(&ServerKey::Id(id)).await?;
+                Ok((s, vec![format!("providerID {pid} (server id {id})")]))
+            }
+            None => {
+                let s = self.cache.lookup(&ServerKey::Name(&node.name)).await?;
+                Ok((
+                    s,
+                    vec![format!(
+                        "server name {:?} (node has no providerID)",
+                        node.name
+                    )],
+                ))
+            }
+        }
+    }
+
+    async fn get(&self, node: &NodeRef) -> Result<Arc<Server>, CloudError> {
+        match self.find(node).await? {
+            (Some(s), _) => Ok(s),
+            (None, tried) => Err(CloudError::NotFound {
+                what: format!("server for node {:?}", node.name),
+                tried,
+            }),
+        }
+    }
+
+    pub(crate) fn metadata_of(&self, s: &Server) -> InstanceMetadata {
+        let region = s.location_name().map(str::to_string);
+        let zone = if self.zone_label_enabled {
+            region.as_deref().map(legacy_zone)
+        } else {
+            None
+        };
+        InstanceMetadata {
+            provider_id: ProviderId::cloud(s.id),
+            instance_type: s
+                .server_type
+                .as_ref()
+                .map(|t| t.name.clone())
+                .unwrap_or_default(),
+            zone,
+            region,
+            addresses: node_addresses(s, self.family, self.network_id),
+            additional_labels: BTreeMap::from([(
+                PROVIDED_BY_LABEL.to_string(),
+                "cloud".to_string(),
+            )]),
+        }
+    }
+}
+
+#[async_trait]
+impl Instances for HcloudInstances {
+    async fn instance_exists(&self, node: &NodeRef) -> Result<bool, CloudError> {
+        Ok(self.find(node).await?.0.is_some())
+    }
+
+    async fn instance_shutdown(&self, node: &NodeRef) -> Result<bool, CloudError> {
+        Ok(self.get(node).await?.status == "off")
+    }
+
+    async fn instance_metadata(&self, node: &NodeRef) -> Result<InstanceMetadata, CloudError> {
+        let s = self.get(node).await?;
+        Ok(self.metadata_of(&s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hcloud::wire::{IpEntry, Location, NamedRef, ServerPrivateNet, ServerPublicNet};
+
+    fn server() -> Server {
+        Server {
+            id: 5,
+            name: "node-a".into(),
+            status: "running".into(),
+            public_net: Some(ServerPublicNet {
+                ipv4: Some(IpEntry {
+                    ip: "100.64.0.5".into(),
+                }),
+                ipv6: Some(IpEntry {
+                    ip: "2001:db8:0:5::/64".into(),
+                }),
+            }),
+            private_net: vec![ServerPrivateNet {
+                network: 9,
+                ip: "10.0.0.5".into(),
+            }],
+            server_type: Some(NamedRef {
+                id: 1,
+                name: "cx22".into(),
+            }),
+            location: Some(Location {
+                id: 1,
+                name: "fsn1".into(),
+                network_zone: Some("eu-central".into()),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn zone_map_is_hccms() {
+        for (l, z) in [
+            ("nbg1", "nbg1-dc3"),
+            ("hel1", "hel1-dc2"),
+            ("fsn1", "fsn1-dc14"),
+            ("ash", "ash-dc1"),
+            ("hil", "hil-dc1"),
+            ("sin", "sin-dc1"),
+            ("new1", "new1"),
+        ] {
+            assert_eq!(legacy_zone(l), z);
+        }
+    }
+
+    #[test]
+    fn ipv6_host_is_prefix_one() {
+        assert_eq!(ipv6_host("2001:db8:0:5::/64").unwrap(), "2001:db8:0:5::1");
+        assert_eq!(
+            ipv6_host("2a01:4f8:1c1c:abcd::/64").unwrap(),
+            "2a01:4f8:1c1c:abcd::1"
+        );
+        assert!(ipv6_host("garbage").is_none());
+    }
+
+    #[test]
+    fn addresses_follow_family() {
+        let s = server();
+        let kinds = |f, n| {
+            node_addresses(&s, f, n)
+                .into_iter()
+                .map(|a| format!("{}={}", a.kind, a.address))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            kinds(AddressFamily::Ipv4, None),
+            ["Hostname=node-a", "ExternalIP=100.64.0.5"]
+        );
+        assert_eq!(
+            kinds(AddressFamily::Ipv6, None),
+            ["Hostname=node-a", "ExternalIP=2001:db8:0:5::1"]
+        );
+        assert_eq!(
+            kinds(AddressFamily::DualStack, Some(9)),
+            [
+                "Hostname=node-a",
+                "ExternalIP=100.64.0.5",
+                "ExternalIP=2001:db8:0:5::1",
+                "InternalIP=10.0.0.5"
+            ]
+        );
+        // Other networks do not leak in; ipv4: null is tolerated.
+        assert_eq!(kinds(AddressFamily::Ipv4, Some(10)).len(), 2);
+        let mut v6only = server();
+        v6only.public_net.as_mut().unwrap().ipv4 = None;
+        assert_eq!(node_addresses(&v6only, AddressFamily::Ipv4, None).len(), 1);
+    }
+}

@@ -1,0 +1,64 @@
+//! Every `load-balancer.hetzner.cloud/*` Service annotation of HCCM v1.35 (hetzner.md §1.5).
+
+/// Common prefix of all annotations.
+pub const PREFIX: &str = "load-balancer.hetzner.cloud/";
+
+macro_rules! annotations {
+    ($($(#[$m:meta])* $ident:ident = $suffix:literal;)*) => {
+        $( $(#[$m])* pub const $ident: &str = concat!("load-balancer.hetzner.cloud/", $suffix); )*
+        /// All known keys (including the read-only ones we never write).
+        pub const ALL: &[&str] = &[$($ident),*];
+    };
+}
+
+annotations! {
+    /// LB name; default `a` + UID without dashes, truncated to 32.
+    NAME = "name";
+    /// LB type, e.g. `lb11` (env `HCLOUD_LOAD_BALANCERS_TYPE`).
+    TYPE = "type";
+    /// Create-only; exclusive with network-zone.
+    LOCATION = "location";
+    /// Create-only; exclusive with location.
+    NETWORK_ZONE = "network-zone";
+    /// `round_robin` | `least_connections`.
+    ALGORITHM_TYPE = "algorithm-type";
+    /// `tcp` | `http` | `https`, for all ports.
+    PROTOCOL = "protocol";
+    USES_PROXYPROTOCOL = "uses-proxyprotocol";
+    IPV6_DISABLED = "ipv6-disabled";
+    DISABLE_PUBLIC_NETWORK = "disable-public-network";
+    DISABLE_PRIVATE_INGRESS = "disable-private-ingress";
+    USE_PRIVATE_IP = "use-private-ip";
+    PRIVATE_IPV4 = "private-ipv4";
+    PRIVATE_SUBNET_IP_RANGE = "private-subnet-ip-range";
+    HOSTNAME = "hostname";
+    NODE_SELECTOR = "node-selector";
+    IPV4_RDNS = "ipv4-rdns";
+    IPV6_RDNS = "ipv6-rdns";
+    HTTP_COOKIE_NAME = "http-cookie-name";
+    HTTP_COOKIE_LIFETIME = "http-cookie-lifetime";
+    HTTP_TIMEOUT_IDLE = "http-timeout-idle";
+    HTTP_STICKY_SESSIONS = "http-sticky-sessions";
+    HTTP_REDIRECT_HTTP = "http-redirect-http";
+    CERTIFICATE_TYPE = "certificate-type";
+    HTTP_CERTIFICATES = "http-certificates";
+    HTTP_MANAGED_CERTIFICATE_NAME = "http-managed-certificate-name";
+    HTTP_MANAGED_CERTIFICATE_DOMAINS = "http-managed-certificate-domains";
+    HTTP_MANAGED_CERTIFICATE_ACME_STAGING = "http-managed-certificate-acme-staging";
+    HEALTH_CHECK_PROTOCOL = "health-check-protocol";
+    HEALTH_CHECK_PORT = "health-check-port";
+    HEALTH_CHECK_INTERVAL = "health-check-interval";
+    HEALTH_CHECK_TIMEOUT = "health-check-timeout";
+    HEALTH_CHECK_RETRIES = "health-check-retries";
+    HEALTH_CHECK_HTTP_DOMAIN = "health-check-http-domain";
+    HEALTH_CHECK_HTTP_PATH = "health-check-http-path";
+    HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE = "health-check-http-validate-certificate";
+    /// Health-check expected status codes (the key has no `health-check-` prefix in HCCM).
+    HTTP_STATUS_CODES = "http-status-codes";
+    /// Read-only in HCCM, never written or read.
+    IPV4 = "ipv4";
+    /// Read-only in HCCM, never written or read.
+    IPV6 = "ipv6";
+    /// Reserved by HCCM, never written or read.
+    ID = "id";
+}

@@ -1,0 +1,212 @@
+//! `Routes` for the Hetzner network named by `HCLOUD_NETWORK` (hetzner.md §1.8, §2.9).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+
+use crate::error::CloudError;
+use crate::hcloud::actions::ActionWaiter;
+use crate::hcloud::provider_id::ProviderId;
+use crate::hcloud::servers::{ServerCache, ServerKey};
+use crate::hcloud::transport::{Req, Transport};
+use crate::hcloud::wire::{ActionResponse, Network, NetworkResponse, Server};
+use crate::provider::{AddressKind, Route, RouteRequest, Routes};
+
+#[derive(Debug)]
+pub struct HcloudRoutes {
+    transport: Transport,
+    actions: ActionWaiter,
+    servers: ServerCache,
+    network: i64,
+    server_max_age: Duration,
+}
+
+/// `<gateway>-<destination>`, HCCM's route name.
+pub fn route_name(gateway: &str, destination: &str) -> String {
+    format!("{gateway}-{destination}")
+}
+
+impl HcloudRoutes {
+    pub(crate) fn new(
+        transport: Transport,
+        actions: ActionWaiter,
+        servers: ServerCache,
+        network: i64,
+        server_max_age: Duration,
+    ) -> Self {
+        Self {
+            transport,
+            actions,
+            servers,
+            network,
+            server_max_age,
+        }
+    }
+
+    async fn network(&self) -> Result<Network, CloudError> {
+        let r: NetworkResponse = self
+            .transport
+            .call(&Req::get(
+                "/networks/{id}",
+                format!("/networks/{}", self.network),
+            ))
+            .await?;
+        Ok(r.network)
+    }
+
+    async fn route_action(
+        &self,
+        action: &'static str,
+        destination: &str,
+        gateway: &str,
+    ) -> Result<(), CloudError> {
+        let template = if action == "add_route" {
+            "/networks/{id}/actions/add_route"
+        } else {
+            "/networks/{id}/actions/delete_route"
+        };
+        let req = Req::post(
+            template,
+            format!("/networks/{}/actions/{action}", self.network),
+            json!({"destination": destination, "gateway": gateway}),
+        );
+        let r: ActionResponse = self.transport.call(&req).await?;
+        self.actions.wait(&r.action).await
+    }
+
+    async fn target_server(&self, req: &RouteRequest) -> Result<Arc<Server>, CloudError> {
+        let node = &req.target_node;
+        let (key, tried) = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+            Some(pid) => {
+                let id = ProviderId::cloud_id(pid)?;
+                (ServerKey::Id(id), format!("providerID {pid}"))
+            }
+            None => (
+                ServerKey::Name(&node.name),
+                format!("server name {:?}", node.name),
+            ),
+        };
+        self.servers
+            .lookup(&key)
+            .await?
+            .ok_or_else(|| CloudError::NotFound {
+                what: format!("server for node {:?}", node.name),
+                tried: vec![tried],
+            })
+    }
+}
+
+fn is_ipv6(cidr: &str) -> bool {
+    cidr.contains(':')
+}
+
+#[async_trait]
+impl Routes for HcloudRoutes {
+    async fn list_routes(&self) -> Result<Vec<Route>, CloudError> {
+        let net = self.network().await?;
+        let mut out = Vec::with_capacity(net.routes.len());
+        for r in &net.routes {
+            let server = self
+                .servers
+                .lookup_with_age(&ServerKey::PrivateIp(&r.gateway), self.server_max_age)
+                .await?;
+            let target = server.filter(|s| s.private_ip(self.network) == Some(r.gateway.as_str()));
+            out.push(Route {
+                name: route_name(&r.gateway, &r.destination),
+                target_node: target.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+                destination_cidr: r.destination.clone(),
+                gateway: r.gateway.clone(),
+                blackhole: target.is_none(),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn create_route(&self, req: &RouteRequest) -> Result<(), CloudError> {
+        if is_ipv6(&req.destination_cidr) {
+            return Err(CloudError::unsupported(format!(
+                "route {} for node {}: Hetzner private networks are IPv4-only; IPv6 pod routes must be handled by the CNI",
+                req.destination_cidr, req.target_node.name
+            )));
+        }
+        let server = self.target_server(req).await?;
+        let Some(gateway) = server.private_ip(self.network).map(str::to_string) else {
+            return Err(CloudError::Inconsistent {
+                message: format!(
+                    "server {} ({}) of node {} is not attached to network {}",
+                    server.name, server.id, req.target_node.name, self.network
+                ),
+            });
+        };
+        let internal: Vec<&str> = req
+            .target_addresses
+            .iter()
+            .filter(|a| a.kind == AddressKind::InternalIP)
+            .map(|a| a.address.as_str())
+            .collect();
+        if !internal.is_empty() && !internal.contains(&gateway.as_str()) {
+            return Err(CloudError::invalid_input(
+                format!("InternalIP addresses of node {}", req.target_node.name),
+                internal.join(","),
+                format!(
+                    "the server's private IP {gateway} in network {} among them",
+                    self.network
+                ),
+            ));
+        }
+        let net = self.network().await?;
+        if let Some(existing) = net
+            .routes
+            .iter()
+            .find(|r| r.destination == req.destination_cidr)
+        {
+            if existing.gateway == gateway {
+                return Ok(());
+            }
+            self.route_action("delete_route", &existing.destination, &existing.gateway)
+                .await?;
+        }
+        self.route_action("add_route", &req.destination_cidr, &gateway)
+            .await
+    }
+
+    async fn delete_route(&self, route: &Route) -> Result<(), CloudError> {
+        let gateway = if route.gateway.is_empty() {
+            let net = self.network().await?;
+            match net
+                .routes
+                .into_iter()
+                .find(|r| r.destination == route.destination_cidr)
+            {
+                Some(r) => r.gateway,
+                None => return Ok(()),
+            }
+        } else {
+            route.gateway.clone()
+        };
+        match self
+            .route_action("delete_route", &route.destination_cidr, &gateway)
+            .await
+        {
+            Err(e) if e.is_not_found() => Ok(()),
+            r => r,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_families() {
+        assert_eq!(
+            route_name("10.0.0.2", "10.244.1.0/24"),
+            "10.0.0.2-10.244.1.0/24"
+        );
+        assert!(is_ipv6("fd00::/64"));
+        assert!(!is_ipv6("10.244.0.0/24"));
+    }
+}

@@ -1,0 +1,193 @@
+//! The shared server snapshot: one paginated `GET /servers` list serves every lookup (by id, name,
+//! private IP) until it is older than the max age. Refreshes are single-flight: concurrent callers
+//! wait for the one list in progress instead of starting their own.
+//!
+//! A miss is never trusted from an old snapshot: unless the snapshot is younger than `miss_fresh`
+//! (or a refresh already happened since the caller's snapshot was taken), one fresh list is fetched
+//! before "not found" is reported. That is what keeps a stale cache from ever deleting a Node.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::CloudError;
+use crate::hcloud::pagination::list_all;
+use crate::hcloud::transport::{Req, Transport};
+use crate::hcloud::wire::{Server, ServersPage};
+
+/// One consistent list of all servers with its indexes.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    pub generation: u64,
+    pub fetched: Instant,
+    by_id: HashMap<i64, Arc<Server>>,
+    by_name: HashMap<String, i64>,
+    by_private_ip: HashMap<String, i64>,
+}
+
+impl Snapshot {
+    fn build(generation: u64, servers: Vec<Server>) -> Self {
+        let mut s = Snapshot {
+            generation,
+            fetched: Instant::now(),
+            by_id: HashMap::with_capacity(servers.len()),
+            by_name: HashMap::with_capacity(servers.len()),
+            by_private_ip: HashMap::new(),
+        };
+        for srv in servers {
+            s.by_name.insert(srv.name.clone(), srv.id);
+            for p in &srv.private_net {
+                if !p.ip.is_empty() {
+                    s.by_private_ip.insert(p.ip.clone(), srv.id);
+                }
+            }
+            s.by_id.insert(srv.id, Arc::new(srv));
+        }
+        s
+    }
+
+    pub fn by_id(&self, id: i64) -> Option<Arc<Server>> {
+        self.by_id.get(&id).cloned()
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<Arc<Server>> {
+        self.by_name.get(name).and_then(|id| self.by_id(*id))
+    }
+
+    pub fn by_private_ip(&self, ip: &str) -> Option<Arc<Server>> {
+        self.by_private_ip.get(ip).and_then(|id| self.by_id(*id))
+    }
+}
+
+/// Which server a lookup wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ServerKey<'a> {
+    Id(i64),
+    Name(&'a str),
+    PrivateIp(&'a str),
+}
+
+impl ServerKey<'_> {
+    fn find(&self, s: &Snapshot) -> Option<Arc<Server>> {
+        match self {
+            ServerKey::Id(id) => s.by_id(*id),
+            ServerKey::Name(n) => s.by_name(n),
+            ServerKey::PrivateIp(ip) => s.by_private_ip(ip),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct ServerCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    transport: Transport,
+    max_age: Duration,
+    miss_fresh: Duration,
+    current: RwLock<Option<Arc<Snapshot>>>,
+    refresh: tokio::sync::Mutex<()>,
+}
+
+impl fmt::Debug for ServerCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerCache")
+            .field("max_age", &self.inner.max_age)
+            .finish()
+    }
+}
+
+impl ServerCache {
+    pub(crate) fn new(transport: Transport, max_age: Duration, miss_fresh: Duration) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                transport,
+                max_age,
+                miss_fresh,
+                current: RwLock::new(None),
+                refresh: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    fn current(&self) -> Option<Arc<Snapshot>> {
+        self.inner
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A snapshot no older than `max_age` (refreshing single-flight if needed).
+    pub(crate) async fn snapshot(&self, max_age: Duration) -> Result<Arc<Snapshot>, CloudError> {
+        if let Some(s) = self.current()
+            && s.fetched.elapsed() < max_age
+        {
+            return Ok(s);
+        }
+        let seen = self.current().map(|s| s.generation);
+        self.refresh_after(seen, max_age).await
+    }
+
+    /// Refreshes unless another caller already produced a snapshot newer than generation `seen`
+    /// that is younger than `max_age`.
+    async fn refresh_after(
+        &self,
+        seen: Option<u64>,
+        max_age: Duration,
+    ) -> Result<Arc<Snapshot>, CloudError> {
+        let _guard = self.inner.refresh.lock().await;
+        if let Some(s) = self.current()
+            && Some(s.generation) != seen
+            && s.fetched.elapsed() < max_age
+        {
+            return Ok(s);
+        }
+        let servers =
+            list_all::<ServersPage>(&self.inner.transport, Req::get("/servers", "/servers"))
+                .await?;
+        let generation = seen
+            .unwrap_or(0)
+            .max(self.current().map(|s| s.generation).unwrap_or(0))
+            + 1;
+        let snap = Arc::new(Snapshot::build(generation, servers));
+        *self
+            .inner
+            .current
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(snap.clone());
+        Ok(snap)
+    }
+
+    /// Looks a server up. `Ok(None)` only when a fresh list (see module docs) does not contain it.
+    pub(crate) async fn lookup(
+        &self,
+        key: &ServerKey<'_>,
+    ) -> Result<Option<Arc<Server>>, CloudError> {
+        self.lookup_with_age(key, self.inner.max_age).await
+    }
+
+    /// Same as [`lookup`](Self::lookup) with a caller-specific max age (routes accept older data).
+    pub(crate) async fn lookup_with_age(
+        &self,
+        key: &ServerKey<'_>,
+        max_age: Duration,
+    ) -> Result<Option<Arc<Server>>, CloudError> {
+        let snap = self.snapshot(max_age).await?;
+        if let Some(s) = key.find(&snap) {
+            return Ok(Some(s));
+        }
+        if snap.fetched.elapsed() < self.inner.miss_fresh {
+            return Ok(None);
+        }
+        // Confirm the miss with data younger than the miss itself; concurrent misses share one refresh.
+        let snap = self
+            .refresh_after(Some(snap.generation), self.inner.miss_fresh)
+            .await?;
+        Ok(key.find(&snap))
+    }
+}
