@@ -1,1 +1,55 @@
-//! cloud-sim: a simulator of the Hetzner Cloud API subset used by the controllers.
+//! cloud-sim: a simulator of the Hetzner Cloud API subset the controllers use
+//! (hetzner.md §2 and the fidelity checklist of §5).
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let sim = cloud_sim::Sim::start().await;          // 127.0.0.1:<free port>
+//! let endpoint = sim.endpoint();                    // HCLOUD_ENDPOINT: http://127.0.0.1:PORT/v1
+//! let world = sim.world();                           // builds the world over the public API
+//! let net = world.create_network("k8s", "10.0.0.0/16", "10.0.1.0/24").await.unwrap();
+//! let node = world.create_server("node-1", "cx22", "fsn1").await.unwrap();
+//! world.attach_to_network(node, net, None).await.unwrap();
+//! sim.faults().fail_next(Some("GET /servers"), 1, 503, "unavailable");
+//! assert_eq!(sim.requests("POST", "/servers"), 1);
+//! # }
+//! ```
+//!
+//! Where things are:
+//! - `server`: router, request pipeline (rate limit, auth, faults, counters), [`Sim`].
+//! - `handlers::*`: one module per API resource; `wire`: JSON shapes; `state`: the world.
+//! - `actions`: action lifecycle and locking; `pagination`, `label_selector`: list plumbing.
+//! - `rate_limit`, [`faults`], `counters`, `control` (`/_sim` endpoints), `persistence`.
+//! - [`World`]: the test-side client.
+//!
+//! Control endpoints live under `/_sim` without authentication; see the `control` module.
+//! The metadata service is at `/hetzner/v1/metadata` and `/metadata/{server}/hetzner/v1/metadata`;
+//! see the `handlers::metadata` module for how the asking server is chosen.
+
+mod actions;
+mod app;
+mod catalog;
+mod cidr;
+mod clock;
+mod config;
+mod control;
+mod counters;
+mod error;
+pub mod faults;
+mod handlers;
+mod label_selector;
+mod pagination;
+mod persistence;
+mod rate_limit;
+mod server;
+mod state;
+mod wire;
+pub mod world;
+
+pub use config::{DEFAULT_TOKEN, SimConfig};
+pub use counters::RequestLogEntry;
+pub use error::StartError;
+pub use faults::{FaultKind, FaultRule, Faults};
+pub use label_selector::Selector;
+pub use rate_limit::RateLimitStatus;
+pub use server::Sim;
+pub use world::{ActionInfo, ApiFailure, RawResponse, World, WorldError};

@@ -1,18 +1,81 @@
-use clap::Parser;
+//! `cloud-sim --listen 127.0.0.1:8080 [--state FILE] [--token TOKEN] [--rate-limit N] ...`
+use std::time::Duration;
 
-/// Serve a simulated Hetzner Cloud API.
+use anyhow::Context;
+use clap::Parser;
+use cloud_sim::{Sim, SimConfig};
+
+/// Serve a simulated Hetzner Cloud API (endpoint: http://<listen>/v1).
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
     /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "CLOUD_SIM_LISTEN", default_value = "127.0.0.1:8080")]
     listen: std::net::SocketAddr,
     /// File the simulated world is kept in across restarts.
-    #[arg(long)]
+    #[arg(long, env = "CLOUD_SIM_STATE")]
     state: Option<std::path::PathBuf>,
+    /// Accept only this bearer token (default: any 64-character token).
+    #[arg(long, env = "CLOUD_SIM_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// A token that may only GET (403 token_readonly otherwise).
+    #[arg(long, env = "CLOUD_SIM_READONLY_TOKEN", hide_env_values = true)]
+    readonly_token: Option<String>,
+    /// Requests per hour (token bucket capacity; refills limit/3600 per second).
+    #[arg(long, default_value_t = 3600)]
+    rate_limit: u32,
+    /// How long actions stay running, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    action_duration_ms: u64,
+    /// Seed for probabilistic faults.
+    #[arg(long, default_value_t = 0x5eed)]
+    fault_seed: u64,
 }
 
-fn main() -> anyhow::Result<()> {
-    let _args = Args::parse();
-    anyhow::bail!("cloud-sim: the simulator is not implemented yet")
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let sim = Sim::try_start(SimConfig {
+        listen: args.listen,
+        token: args.token,
+        readonly_token: args.readonly_token,
+        rate_limit_per_hour: args.rate_limit,
+        action_duration: Duration::from_millis(args.action_duration_ms),
+        state_file: args.state,
+        fault_seed: args.fault_seed,
+        ..SimConfig::default()
+    })
+    .await
+    .context("starting cloud-sim")?;
+    println!(
+        "cloud-sim: HCLOUD_ENDPOINT={} HCLOUD_TOKEN=<any 64 characters>",
+        sim.endpoint()
+    );
+    shutdown_signal().await;
+    sim.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { () = ctrl_c => {}, () = term => {} }
 }

@@ -1,0 +1,62 @@
+//! How a simulator is set up; the binary's flags map onto these fields one to one.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone)]
+pub struct SimConfig {
+    /// Where to listen; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// The only token accepted. `None` accepts any 64-character bearer token, like hetzner.md
+    /// §2.13 asks; `Sim::token()` then hands out a fixed valid one.
+    pub token: Option<String>,
+    /// A token that may only `GET`; anything else answers 403 `token_readonly`.
+    pub readonly_token: Option<String>,
+    /// Rate limit bucket: capacity and hourly refill (the real default is 3600).
+    pub rate_limit_per_hour: u32,
+    /// How long actions stay `running` (and lock their resource).
+    pub action_duration: Duration,
+    /// Keeps the world across restarts: loaded at start, written after mutations and at stop.
+    pub state_file: Option<PathBuf>,
+    /// Seed for fault probabilities, so a failing run can be replayed.
+    pub fault_seed: u64,
+    /// How many requests the request log keeps.
+    pub request_log_capacity: usize,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            readonly_token: None,
+            rate_limit_per_hour: 3600,
+            action_duration: Duration::from_millis(50),
+            state_file: None,
+            fault_seed: 0x5eed,
+            request_log_capacity: 10_000,
+        }
+    }
+}
+
+// Tokens stay out of Debug output (architecture.md: secrets never appear in logs).
+impl fmt::Debug for SimConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redact = |t: &Option<String>| t.as_ref().map(|_| "<redacted>");
+        f.debug_struct("SimConfig")
+            .field("listen", &self.listen)
+            .field("token", &redact(&self.token))
+            .field("readonly_token", &redact(&self.readonly_token))
+            .field("rate_limit_per_hour", &self.rate_limit_per_hour)
+            .field("action_duration", &self.action_duration)
+            .field("state_file", &self.state_file)
+            .field("fault_seed", &self.fault_seed)
+            .field("request_log_capacity", &self.request_log_capacity)
+            .finish()
+    }
+}
+
+/// The token `Sim::token()` returns when any token is accepted: 64 characters, like a real one.
+pub const DEFAULT_TOKEN: &str = "cloudsimcloudsimcloudsimcloudsimcloudsimcloudsimcloudsimcloudsim";

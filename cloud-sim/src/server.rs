@@ -1,0 +1,375 @@
+//! Router assembly, the request pipeline every API call goes through, and `Sim`, a running
+//! simulator.
+//!
+//! Pipeline for `/v1/...` (in this order): rate limit (429 `rate_limit_exceeded`) → bearer
+//! token (401 `unauthorized`, 403 `token_readonly`) → fault rules (latency, hang, injected
+//! error) → handler → field omission → `RateLimit-*` and `X-Correlation-Id` headers → counters,
+//! request log and a debug log line. `/_sim/...` and the metadata service skip all of it.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body as HttpBody;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, Method, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::actions::FORCED_ACTION_ERROR;
+use crate::app::{App, AppInner};
+use crate::clock::{now_ms, rfc3339};
+use crate::config::{DEFAULT_TOKEN, SimConfig};
+use crate::control;
+use crate::counters::{self, RequestLogEntry};
+use crate::error::{ApiError, StartError};
+use crate::faults::{self, Faults};
+use crate::handlers;
+use crate::persistence;
+use crate::rate_limit::RateLimitStatus;
+use crate::state::State as World;
+use crate::world::World as WorldClient;
+
+/// The whole HTTP surface: API, metadata service and control endpoints.
+pub(crate) fn router(app: App) -> Router {
+    Router::new()
+        .merge(handlers::servers::routes())
+        .merge(handlers::load_balancers::routes())
+        .merge(handlers::networks::routes())
+        .merge(handlers::certificates::routes())
+        .merge(handlers::catalog::routes())
+        .merge(handlers::actions::routes())
+        .merge(handlers::metadata::routes())
+        .merge(control::routes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), pipeline))
+        .with_state(app)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("the requested resource")
+}
+
+fn authorize(app: &AppInner, req: &Request) -> Result<(), ApiError> {
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .ok_or_else(ApiError::unauthorized)?;
+    if app.config.readonly_token.as_deref() == Some(token) {
+        return if req.method() == Method::GET || req.method() == Method::HEAD {
+            Ok(())
+        } else {
+            Err(ApiError::token_readonly())
+        };
+    }
+    let valid = match &app.config.token {
+        Some(expected) => token == expected,
+        None => token.len() == 64 && token.bytes().all(|b| b.is_ascii_graphic()),
+    };
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized())
+    }
+}
+
+async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_owned();
+    let method = req.method().as_str().to_owned();
+    let Some(api_path) = path
+        .strip_prefix("/v1")
+        .filter(|p| p.is_empty() || p.starts_with('/'))
+    else {
+        let resp = next.run(req).await;
+        tracing::debug!(%method, %path, status = resp.status().as_u16(), "cloud-sim control/metadata request");
+        return resp;
+    };
+    // Counters and fault rules speak in route templates ("/servers/{id}"), not raw paths.
+    let endpoint = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| {
+            m.as_str()
+                .strip_prefix("/v1")
+                .unwrap_or(m.as_str())
+                .to_owned()
+        })
+        .unwrap_or_else(|| api_path.to_owned());
+    let uri = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| path.clone());
+    let started = Instant::now();
+
+    let (allowed, rate) = app.rate.try_acquire();
+    let mut resp = if !allowed {
+        ApiError::rate_limited().into_response()
+    } else if let Err(e) = authorize(&app, &req) {
+        e.into_response()
+    } else {
+        let decision = app.faults.decide(&counters::key(&method, &endpoint));
+        if !decision.latency.is_zero() {
+            tokio::time::sleep(decision.latency).await;
+        }
+        if let Some(hang) = decision.hang {
+            tokio::time::sleep(hang).await;
+            ApiError::new(504, "timeout", "injected timeout").into_response()
+        } else if let Some(e) = decision.error {
+            e.into_response()
+        } else {
+            let resp = FORCED_ACTION_ERROR
+                .scope(decision.action_error, next.run(req))
+                .await;
+            if decision.omit.is_empty() {
+                resp
+            } else {
+                omit(resp, &decision.omit).await
+            }
+        }
+    };
+
+    let seq = app.counters.total() + 1;
+    let headers = resp.headers_mut();
+    for (name, value) in [
+        ("ratelimit-limit", rate.limit.to_string()),
+        ("ratelimit-remaining", rate.remaining.to_string()),
+        ("ratelimit-reset", rate.reset.to_string()),
+        ("x-correlation-id", format!("sim-{seq:016x}")),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            headers.insert(name, v);
+        }
+    }
+    let status = resp.status().as_u16();
+    let duration_ms = started.elapsed().as_millis() as u64;
+    tracing::debug!(%method, %path, status, duration_ms, "cloud-sim API request");
+    app.counters.record(RequestLogEntry {
+        seq: 0,
+        method,
+        endpoint,
+        uri,
+        status,
+        duration_ms,
+        at: rfc3339(now_ms()),
+    });
+    resp
+}
+
+async fn omit(resp: Response, rules: &[(String, bool)]) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return ApiError::new(500, "server_error", "cannot buffer response").into_response();
+    };
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Response::from_parts(parts, HttpBody::from(bytes));
+    };
+    faults::omit_fields(&mut value, rules);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(
+        parts,
+        HttpBody::from(serde_json::to_vec(&value).unwrap_or_default()),
+    )
+}
+
+/// A running simulator. Dropping it stops the server (and writes the state file, if any).
+#[derive(Debug)]
+pub struct Sim {
+    app: App,
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<()>>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+impl Sim {
+    /// Starts on a free loopback port with the default configuration.
+    pub async fn start() -> Sim {
+        Sim::start_with(SimConfig::default()).await
+    }
+
+    /// Starts with `cfg`; panics if it cannot (tests want the failure loud and early).
+    pub async fn start_with(cfg: SimConfig) -> Sim {
+        match Sim::try_start(cfg).await {
+            Ok(sim) => sim,
+            Err(e) => panic!("cloud-sim failed to start: {e}"),
+        }
+    }
+
+    pub async fn try_start(cfg: SimConfig) -> Result<Sim, StartError> {
+        let state = match &cfg.state_file {
+            Some(path) => persistence::load(path)?,
+            None => World::default(),
+        };
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+        let app = AppInner::new(cfg, state);
+        let (tx, rx) = oneshot::channel::<()>();
+        let routes = router(app.clone());
+        let server = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = rx.await;
+            };
+            if let Err(e) = axum::serve(listener, routes)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                tracing::error!(error = %e, "cloud-sim server stopped");
+            }
+        });
+        let flusher = app.config.state_file.is_some().then(|| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    if let Err(e) = app.flush() {
+                        tracing::warn!(error = %e, "cloud-sim cannot write its state file");
+                    }
+                }
+            })
+        });
+        tracing::info!(%addr, "cloud-sim listening");
+        Ok(Sim {
+            app,
+            addr,
+            shutdown: Some(tx),
+            server: Some(server),
+            flusher,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: what `HCLOUD_ENDPOINT` is set to.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT`: where `/_sim` and the metadata service live.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Base URL of the metadata service as seen by server `server` (id or name): append
+    /// `/hetzner/v1/metadata[/key]`, exactly as after `http://169.254.169.254`.
+    pub fn metadata_url(&self, server: &str) -> String {
+        format!("http://{}/metadata/{server}", self.addr)
+    }
+
+    /// A valid 64-character token (the configured one, if any).
+    pub fn token(&self) -> String {
+        self.app
+            .config
+            .token
+            .clone()
+            .unwrap_or_else(|| DEFAULT_TOKEN.to_owned())
+    }
+
+    /// Requests received for `method` + path template without `/v1`, e.g.
+    /// `requests("POST", "/load_balancers/{id}/actions/add_target")`.
+    pub fn requests(&self, method: &str, path_template: &str) -> u64 {
+        self.app.counters.get(method, path_template)
+    }
+
+    pub fn total_requests(&self) -> u64 {
+        self.app.counters.total()
+    }
+
+    /// All counters as `"METHOD /template" → count`.
+    pub fn request_counts(&self) -> std::collections::HashMap<String, u64> {
+        self.app.counters.snapshot()
+    }
+
+    pub fn request_log(&self) -> Vec<RequestLogEntry> {
+        self.app.counters.log()
+    }
+
+    pub fn reset_counters(&self) {
+        self.app.counters.reset();
+    }
+
+    pub fn faults(&self) -> Faults {
+        self.app.faults.clone()
+    }
+
+    /// Sets the hourly limit (bucket capacity and refill) and the tokens left now.
+    pub fn set_rate_limit(&self, limit_per_hour: u32, remaining: u32) {
+        self.app.rate.set(Some(limit_per_hour), Some(remaining));
+    }
+
+    /// Sets only the tokens left now ("start with 10 remaining").
+    pub fn set_rate_limit_remaining(&self, remaining: u32) {
+        self.app.rate.set(None, Some(remaining));
+    }
+
+    pub fn rate_limit(&self) -> RateLimitStatus {
+        self.app.rate.status()
+    }
+
+    /// How long actions started from now on stay `running`.
+    pub fn set_action_duration(&self, d: Duration) {
+        self.app.set_action_duration(d);
+    }
+
+    /// The server the metadata service answers for when a request names none.
+    pub fn set_metadata_server(&self, server: Option<u64>) {
+        *self
+            .app
+            .metadata_server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = server;
+    }
+
+    /// A client that builds worlds through this simulator's public API.
+    pub fn world(&self) -> WorldClient {
+        WorldClient::new(&self.base_url(), &self.token())
+    }
+
+    /// Writes the state file now (no-op without one).
+    pub fn save_state(&self) -> std::io::Result<()> {
+        self.app.mark_dirty();
+        self.app.flush()
+    }
+
+    /// Stops accepting, lets in-flight requests finish, and writes the state file.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(server) = self.server.take() {
+            // Idle keep-alive connections can hold graceful shutdown open; do not wait forever.
+            let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        }
+        // Drop does the rest (flusher, final write).
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(f) = self.flusher.take() {
+            f.abort();
+        }
+        if let Err(e) = self.save_state() {
+            tracing::warn!(error = %e, "cloud-sim cannot write its state file at shutdown");
+        }
+    }
+}

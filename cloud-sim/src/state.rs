@@ -1,0 +1,266 @@
+//! The simulated project: every resource a client can create, plus id and address allocation.
+//! Serialized as a whole to the `--state` file, so only plain data lives here.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::actions::Action;
+use crate::cidr::Ipv4Net;
+use crate::label_selector::Labels;
+use crate::wire::LbService;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    pub next: NextIds,
+    pub servers: BTreeMap<u64, Server>,
+    pub load_balancers: BTreeMap<u64, LoadBalancer>,
+    pub networks: BTreeMap<u64, Network>,
+    pub certificates: BTreeMap<u64, Certificate>,
+    pub actions: BTreeMap<u64, Action>,
+    /// Ids of actions still running; the only ones `advance` has to look at.
+    #[serde(skip)]
+    pub running: BTreeSet<u64>,
+    /// Server name → id, so creating 10 000 servers does not scan for duplicates each time.
+    #[serde(skip)]
+    pub server_names: HashMap<String, u64>,
+    /// Private IPs taken per network (servers, alias IPs and load balancers).
+    #[serde(skip)]
+    pub private_ips: HashMap<u64, HashSet<u32>>,
+    /// How long new actions run, copied in from the live config whenever the state is locked.
+    #[serde(skip)]
+    pub action_ms: u64,
+}
+
+/// Counters for ids and addresses. Ids are never reused, like the real API's.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct NextIds {
+    pub server: u64,
+    pub load_balancer: u64,
+    pub network: u64,
+    pub certificate: u64,
+    pub action: u64,
+    pub public_ip: u64,
+    pub mac: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Server {
+    pub id: u64,
+    pub name: String,
+    pub status: String,
+    pub created_ms: u64,
+    pub server_type: u64,
+    pub location: u64,
+    pub image: u64,
+    pub labels: Labels,
+    pub ipv4: Option<PublicIpv4>,
+    pub ipv6: Option<PublicIpv6>,
+    pub private_net: Vec<ServerPrivateNet>,
+    pub protection_delete: bool,
+    pub protection_rebuild: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PublicIpv4 {
+    pub id: u64,
+    pub ip: Ipv4Addr,
+    pub dns_ptr: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PublicIpv6 {
+    pub id: u64,
+    /// The /64's network address; the API shows it as `<prefix>::/64`.
+    pub network: Ipv6Addr,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerPrivateNet {
+    pub network: u64,
+    pub ip: Ipv4Addr,
+    pub alias_ips: Vec<Ipv4Addr>,
+    pub mac_address: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadBalancer {
+    pub id: u64,
+    pub name: String,
+    pub lb_type: u64,
+    pub location: u64,
+    pub algorithm: String,
+    pub labels: Labels,
+    pub public_enabled: bool,
+    pub ipv4: Ipv4Addr,
+    pub ipv4_dns_ptr: String,
+    pub ipv6: Ipv6Addr,
+    pub ipv6_dns_ptr: String,
+    pub private_net: Vec<LbPrivateNet>,
+    pub services: Vec<LbService>,
+    pub targets: Vec<Target>,
+    pub protection_delete: bool,
+    pub created_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LbPrivateNet {
+    pub network: u64,
+    pub ip: Ipv4Addr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TargetKind {
+    Server(u64),
+    LabelSelector(String),
+    Ip(String),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Target {
+    pub kind: TargetKind,
+    pub use_private_ip: bool,
+    /// Health checks report `unknown` for a while after a target is added, like the real LB.
+    pub added_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Network {
+    pub id: u64,
+    pub name: String,
+    pub ip_range: Ipv4Net,
+    pub subnets: Vec<Subnet>,
+    pub routes: Vec<Route>,
+    pub labels: Labels,
+    pub protection_delete: bool,
+    pub expose_routes_to_vswitch: bool,
+    pub created_ms: u64,
+}
+
+impl Network {
+    /// The network's first address: the gateway of every cloud subnet, never a route target.
+    pub fn gateway(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.ip_range.first() + 1)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Subnet {
+    pub kind: String,
+    pub ip_range: Ipv4Net,
+    pub network_zone: String,
+    pub gateway: Ipv4Addr,
+    pub vswitch_id: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Route {
+    pub destination: Ipv4Net,
+    pub gateway: Ipv4Addr,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Certificate {
+    pub id: u64,
+    pub name: String,
+    pub labels: Labels,
+    pub kind: String,
+    pub certificate: Option<String>,
+    pub created_ms: u64,
+    pub not_valid_before_ms: Option<u64>,
+    pub not_valid_after_ms: Option<u64>,
+    pub domain_names: Vec<String>,
+    pub fingerprint: Option<String>,
+    /// Managed certificates only: `pending` | `completed` | `failed`.
+    pub issuance: Option<String>,
+    pub error: Option<(String, String)>,
+}
+
+impl State {
+    /// Rebuilds the indexes that are not serialized; call after loading a state file.
+    pub fn rebuild_indexes(&mut self) {
+        self.server_names = self
+            .servers
+            .values()
+            .map(|s| (s.name.clone(), s.id))
+            .collect();
+        self.running = self
+            .actions
+            .values()
+            .filter(|a| a.status == "running")
+            .map(|a| a.id)
+            .collect();
+        self.private_ips.clear();
+        let claims: Vec<(u64, Ipv4Addr)> = self
+            .servers
+            .values()
+            .flat_map(|s| {
+                s.private_net.iter().flat_map(|p| {
+                    std::iter::once((p.network, p.ip))
+                        .chain(p.alias_ips.iter().map(|a| (p.network, *a)))
+                })
+            })
+            .chain(
+                self.load_balancers
+                    .values()
+                    .flat_map(|lb| lb.private_net.iter().map(|p| (p.network, p.ip))),
+            )
+            .collect();
+        for (net, ip) in claims {
+            self.claim_private_ip(net, ip);
+        }
+    }
+
+    pub fn next_id(counter: &mut u64) -> u64 {
+        *counter += 1;
+        *counter
+    }
+
+    /// A unique public IPv4 from 100.64.0.0/10 and IPv6 /64 from 2001:db8::/32: room for four
+    /// million servers and load balancers, so benchmarks can tell every one apart by address.
+    pub fn alloc_public_ips(&mut self) -> (u64, Ipv4Addr, Ipv6Addr) {
+        let n = Self::next_id(&mut self.next.public_ip);
+        let v4 = Ipv4Addr::from(u32::from(Ipv4Addr::new(100, 64, 0, 0)) + (n as u32 & 0x003f_ffff));
+        let v6 = Ipv6Addr::new(0x2001, 0x0db8, (n >> 16) as u16, n as u16, 0, 0, 0, 0);
+        (n, v4, v6)
+    }
+
+    pub fn alloc_mac(&mut self) -> String {
+        let n = Self::next_id(&mut self.next.mac);
+        format!(
+            "86:00:00:{:02x}:{:02x}:{:02x}",
+            (n >> 16) as u8,
+            (n >> 8) as u8,
+            n as u8
+        )
+    }
+
+    pub fn claim_private_ip(&mut self, network: u64, ip: Ipv4Addr) {
+        self.private_ips
+            .entry(network)
+            .or_default()
+            .insert(u32::from(ip));
+    }
+
+    pub fn release_private_ip(&mut self, network: u64, ip: Ipv4Addr) {
+        if let Some(set) = self.private_ips.get_mut(&network) {
+            set.remove(&u32::from(ip));
+        }
+    }
+
+    pub fn private_ip_taken(&self, network: u64, ip: Ipv4Addr) -> bool {
+        self.private_ips
+            .get(&network)
+            .is_some_and(|s| s.contains(&u32::from(ip)))
+    }
+
+    /// The lowest free host address of `subnet` (skipping its network address, the address
+    /// after it, which the cloud reserves, and the broadcast address).
+    pub fn free_ip_in(&self, network: u64, subnet: &Ipv4Net) -> Option<Ipv4Addr> {
+        let taken = self.private_ips.get(&network);
+        (subnet.first() + 2..subnet.last())
+            .find(|ip| !taken.is_some_and(|t| t.contains(ip)))
+            .map(Ipv4Addr::from)
+    }
+}
