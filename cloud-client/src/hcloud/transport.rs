@@ -98,7 +98,15 @@ impl fmt::Debug for Transport {
 
 impl Transport {
     pub fn new(config: &HcloudConfig, stats: Arc<ClientStats>) -> Result<Self, CloudError> {
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        // A proxy from the environment must never capture a loopback endpoint (simulator, tests).
+        if ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+            .iter()
+            .any(|p| config.endpoint.starts_with(p))
+        {
+            builder = builder.no_proxy();
+        }
+        let http = builder
             .tls_backend_rustls()
             .user_agent(config.user_agent.clone())
             .timeout(config.request_timeout)
