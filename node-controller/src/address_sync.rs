@@ -17,13 +17,14 @@ use crate::controller::{Ctx, is_uninitialized, node_ref, write_addresses};
 pub async fn run(
     ctx: Arc<Ctx>,
     store: Store<Node>,
+    mut synced: tokio::sync::watch::Receiver<bool>,
     period: std::time::Duration,
     concurrency: u16,
     shutdown: CancellationToken,
 ) {
     tokio::select! {
         _ = shutdown.cancelled() => return,
-        r = store.wait_until_ready() => if r.is_err() { return },
+        r = synced.wait_for(|v| *v) => if r.is_err() { return },
     }
     loop {
         let span = info_span!("address_sync");

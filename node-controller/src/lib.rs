@@ -93,20 +93,29 @@ pub async fn run(
     ));
 
     let (store, writer) = reflector::store::<Node>();
+    // Readiness from the stream itself: kube's `Store::wait_until_ready` wakes only one of several
+    // concurrent waiters, and the Controller already waits on it.
+    let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
     let stream = watcher(Api::<Node>::all(client), watch_config(&cfg))
         .default_backoff()
         .modify(slim)
         .reflect(writer)
+        .inspect(move |ev| {
+            if matches!(ev, Ok(watcher::Event::InitDone)) {
+                synced_tx.send_replace(true);
+            }
+        })
         .applied_objects()
         .predicate_filter(relevant_hash, Default::default());
 
     let readiness = ctx.readiness.clone();
     let ready_store = store.clone();
     let shutdown = ctx.shutdown.clone();
+    let mut synced = synced_rx.clone();
     tokio::spawn(async move {
         tokio::select! {
             _ = shutdown.cancelled() => {}
-            r = ready_store.wait_until_ready() => if r.is_ok() {
+            r = synced.wait_for(|v| *v) => if r.is_ok() {
                 tracing::info!(nodes = ready_store.len(), "node cache synced");
                 readiness.set_synced(true);
             },
@@ -115,6 +124,7 @@ pub async fn run(
     let sync = tokio::spawn(address_sync::run(
         rctx.clone(),
         store.clone(),
+        synced_rx,
         cfg.node_status_update_frequency,
         cfg.concurrent_node_status_updates,
         ctx.shutdown.clone(),

@@ -18,6 +18,9 @@ use k8s_openapi::api::rbac::v1::{
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
+pub mod run;
+pub mod sim;
+
 pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 pub const TEST_LABEL: &str = "cloud-controllers.test/run";
 

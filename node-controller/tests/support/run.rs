@@ -69,9 +69,22 @@ where
     Fut: std::future::Future<Output = Result<(), RunError>> + Send + 'static,
 {
     controller_kit::install_crypto_provider();
+    std::mem::forget(controller_kit::telemetry::init("test", controller_kit::config::LogFormat::Text));
     let token = CancellationToken::new();
     let mut rt = Runtime::new(info, config, client, token.clone());
     let admin = rt.bind_admin().await.expect("bind admin");
     let task = tokio::spawn(start(rt));
     Running { token, task, admin }
+}
+
+/// Leader-election settings for tests: short durations, a Lease in `ns`, identity `id`.
+pub fn lease(info: &ControllerInfo, ns: &str, id: &str) -> controller_kit::config::LeaderElection {
+    controller_kit::config::LeaderElection {
+        lease_name: format!("cloud-controller-manager-{}", info.name),
+        namespace: ns.to_string(),
+        identity: id.to_string(),
+        lease_duration: Duration::from_secs(4),
+        renew_deadline: Duration::from_secs(3),
+        retry_period: Duration::from_millis(500),
+    }
 }
