@@ -166,3 +166,48 @@ impl ClientStats {
         self.action_polls.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    #[derive(Default)]
+    struct Counting {
+        requests: AtomicU64,
+        last_remaining: AtomicI64,
+    }
+
+    impl ApiObserver for Counting {
+        fn on_request(&self, key: &CallKey, _elapsed: Duration) {
+            assert_eq!(key.endpoint, "/servers/{id}");
+            self.requests.fetch_add(1, Ordering::Relaxed);
+        }
+        fn on_rate_limit(&self, rl: RateLimitSnapshot) {
+            self.last_remaining.store(rl.remaining, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn snapshot_and_observer_see_the_same_calls() {
+        let stats = ClientStats::new();
+        let obs = Arc::new(Counting::default());
+        assert!(stats.set_observer(obs.clone()));
+        assert!(!stats.set_observer(obs.clone()));
+        assert_eq!(stats.remaining_budget(), None);
+        stats.record_call("GET", "/servers/{id}", 200, Duration::from_millis(3));
+        stats.record_call("GET", "/servers/{id}", 429, Duration::from_millis(1));
+        stats.record_rate_limit(RateLimitSnapshot {
+            limit: 3600,
+            remaining: 17,
+            reset_unix: 1,
+        });
+        let s = stats.snapshot();
+        assert_eq!(s.calls_to("GET", "/servers/{id}"), 2);
+        assert_eq!(s.total_calls(), 2);
+        assert_eq!(s.rate_limited, 1);
+        assert_eq!(stats.remaining_budget(), Some(17));
+        assert_eq!(obs.requests.load(Ordering::Relaxed), 2);
+        assert_eq!(obs.last_remaining.load(Ordering::Relaxed), 17);
+    }
+}

@@ -126,19 +126,10 @@ impl Inner {
     }
 
     async fn poll_once(&self) {
-        let now = Instant::now();
-        // Every pending id rides along: the call costs the same, and early finishers are noticed.
-        let (ids, due): (Vec<i64>, Vec<i64>) = {
-            let s = self.lock();
-            let ids: Vec<i64> = s.pending.keys().copied().collect();
-            let due = s
-                .pending
-                .iter()
-                .filter(|(_, p)| p.next_poll <= now)
-                .map(|(id, _)| *id)
-                .collect();
-            (ids, due)
-        };
+        // Every pending id rides along, due or not: the call costs the same, early finishers are
+        // noticed, and counting it as their poll lines up the schedules of concurrent actions so
+        // later polls stay shared.
+        let ids: Vec<i64> = self.lock().pending.keys().copied().collect();
         for chunk in ids.chunks(IDS_PER_CALL) {
             let mut req = Req::get("/actions", "/actions");
             for id in chunk {
@@ -160,19 +151,12 @@ impl Inner {
                                 tried: vec![format!("GET /actions?id={id}")],
                             })),
                         };
-                        finish_or_reschedule(
-                            &mut s,
-                            *id,
-                            finished,
-                            due.contains(id),
-                            now,
-                            &self.policy,
-                        );
+                        finish_or_reschedule(&mut s, *id, finished, now, &self.policy);
                     }
                 }
                 Err(e) if e.is_retryable() => {
                     for id in chunk {
-                        finish_or_reschedule(&mut s, *id, None, true, now, &self.policy);
+                        finish_or_reschedule(&mut s, *id, None, now, &self.policy);
                     }
                 }
                 Err(e) => {
@@ -198,7 +182,6 @@ fn finish_or_reschedule(
     s: &mut State,
     id: i64,
     finished: Option<Result<(), CloudError>>,
-    due: bool,
     now: Instant,
     policy: &ActionPollPolicy,
 ) {
@@ -221,11 +204,10 @@ fn finish_or_reschedule(
                 }
             }
         }
-        None if due => {
+        None => {
             p.interval = p.interval.mul_f64(policy.factor.max(1.0)).min(policy.max);
             p.next_poll = now + p.interval;
         }
-        None => {}
     }
 }
 

@@ -121,6 +121,21 @@ impl RateLimiter {
         }
     }
 
+    /// Records a request that got no response (transport error, timeout): nothing was learned, so a
+    /// failed probe hands the probing role to the next caller.
+    pub(crate) fn abandon(&self) {
+        let mut s = self.lock();
+        s.in_flight = s.in_flight.saturating_sub(1);
+        let was_probe = matches!(s.mode, Mode::Unknown { .. });
+        if was_probe {
+            s.mode = Mode::Unknown { probing: false };
+        }
+        drop(s);
+        if was_probe {
+            self.probe_done.notify_waiters();
+        }
+    }
+
     /// Records the end of a request. `headers` = the parsed `RateLimit-*` values, if the response had them.
     /// `rate_limited` = the response was a 429.
     pub(crate) fn complete(&self, headers: Option<RateLimitSnapshot>, rate_limited: bool) {
@@ -219,6 +234,26 @@ mod tests {
         assert!(rl.acquire().await.waited.is_zero());
         let t = rl.acquire().await;
         assert!(t.waited >= Duration::from_millis(900), "{t:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_probe_lets_the_next_caller_probe() {
+        let rl = std::sync::Arc::new(RateLimiter::new(2));
+        rl.acquire().await;
+        let rl2 = rl.clone();
+        let second = tokio::spawn(async move { rl2.acquire().await });
+        tokio::task::yield_now().await;
+        assert!(!second.is_finished());
+        rl.abandon();
+        second.await.unwrap();
+        // Still unknown: a third caller waits for the second probe.
+        let rl3 = rl.clone();
+        let third = tokio::spawn(async move { rl3.acquire().await });
+        tokio::task::yield_now().await;
+        assert!(!third.is_finished());
+        rl.complete(hdr(3600, 100), false);
+        third.await.unwrap();
+        assert!(rl.estimate().is_some());
     }
 
     #[tokio::test(start_paused = true)]

@@ -254,7 +254,7 @@ impl Transport {
                 })
             }
             Err(e) => {
-                inner.limiter.complete(None, false);
+                inner.limiter.abandon();
                 inner.stats.record_call(method, req.template, 0, elapsed);
                 let _e = span.enter();
                 tracing::debug!(error = %e, "cloud request failed");

@@ -9,6 +9,9 @@ pub mod status;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::json;
@@ -20,8 +23,8 @@ use crate::hcloud::label_selector::{SERVICE_UID_LABEL, service_uid_selector};
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{
-    ActionResponse, CertificateResponse, CertificatesPage, LoadBalancer, LoadBalancerResponse,
-    LoadBalancersPage,
+    ActionResponse, CertificateResponse, CertificatesPage, IdRef, LbTarget, LoadBalancer,
+    LoadBalancerResponse, LoadBalancersPage,
 };
 use crate::provider::{
     DeleteOutcome, EnsureOutcome, LbNode, LoadBalancerStatus, LoadBalancers, ServiceRef,
@@ -47,9 +50,20 @@ pub struct HcloudLoadBalancers {
     actions: ActionWaiter,
     network: Option<i64>,
     defaults: LbDefaults,
-    /// Service UID → LB id, so steady-state reconciles skip the label-selector search.
-    ids: Mutex<HashMap<String, i64>>,
+    /// Service UID → LB id (so steady-state reconciles skip the label-selector search) and the LB as
+    /// last read or written by us (so a node-set change costs only the target writes).
+    known: Mutex<HashMap<String, Known>>,
 }
+
+#[derive(Debug, Clone)]
+struct Known {
+    id: i64,
+    lb: Option<(Instant, LoadBalancer)>,
+}
+
+/// How long `update_targets` trusts the remembered LB instead of reading it. `ensure` always reads, so
+/// periodic Service resyncs correct any drift made outside the controller.
+const KNOWN_LB_MAX_AGE: Duration = Duration::from_secs(300);
 
 impl HcloudLoadBalancers {
     pub(crate) fn new(
@@ -63,12 +77,27 @@ impl HcloudLoadBalancers {
             actions,
             network,
             defaults,
-            ids: Mutex::new(HashMap::new()),
+            known: Mutex::new(HashMap::new()),
         }
     }
 
-    fn ids(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
-        self.ids.lock().unwrap_or_else(|e| e.into_inner())
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<String, Known>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn remember(&self, uid: &str, lb: &LoadBalancer) {
+        self.known().insert(
+            uid.to_string(),
+            Known {
+                id: lb.id,
+                lb: Some((Instant::now(), lb.clone())),
+            },
+        );
+    }
+
+    /// Keep the id, drop the object (it no longer reflects the cloud).
+    fn remember_id(&self, uid: &str, id: i64) {
+        self.known().insert(uid.to_string(), Known { id, lb: None });
     }
 
     fn spec(&self, svc: &ServiceRef) -> Result<LbSpec, CloudError> {
@@ -83,23 +112,32 @@ impl HcloudLoadBalancers {
         Ok(spec)
     }
 
-    /// Cached id (verified by GET), then UID label, then (if `by_name`) name.
+    /// Remembered object (only if `trust_known`), remembered id (verified by GET), then UID label, then
+    /// (if `name` is given) name.
     async fn find(
         &self,
         svc: &ServiceRef,
         name: Option<&str>,
+        trust_known: bool,
     ) -> Result<Option<(LoadBalancer, Found)>, CloudError> {
-        let cached = self.ids().get(&svc.uid).copied();
-        if let Some(id) = cached {
+        let known = self.known().get(&svc.uid).cloned();
+        if let Some(Known { id, lb }) = known {
+            if trust_known
+                && let Some((at, lb)) = lb
+                && at.elapsed() < KNOWN_LB_MAX_AGE
+            {
+                return Ok(Some((lb, Found::Owned)));
+            }
             match self.get_lb(id).await {
                 Ok(lb) if lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid) => {
+                    self.remember(&svc.uid, &lb);
                     return Ok(Some((lb, Found::Owned)));
                 }
                 Ok(_) => {}
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
             }
-            self.ids().remove(&svc.uid);
+            self.known().remove(&svc.uid);
         }
         let by_label: Vec<LoadBalancer> = list_all::<LoadBalancersPage>(
             &self.transport,
@@ -111,7 +149,7 @@ impl HcloudLoadBalancers {
             0 => {}
             1 => {
                 let lb = by_label.into_iter().next().unwrap_or_default();
-                self.ids().insert(svc.uid.clone(), lb.id);
+                self.remember(&svc.uid, &lb);
                 return Ok(Some((lb, Found::Owned)));
             }
             n => {
@@ -129,10 +167,28 @@ impl HcloudLoadBalancers {
             Req::get("/load_balancers", "/load_balancers").query("name", name),
         )
         .await?;
-        Ok(by_name
-            .into_iter()
-            .find(|lb| lb.name == name)
-            .map(|lb| (lb, Found::ByName)))
+        match by_name.into_iter().find(|lb| lb.name == name) {
+            // Owned by another Service: adopting it would make two Services fight over one LB.
+            Some(lb)
+                if lb
+                    .labels
+                    .get(SERVICE_UID_LABEL)
+                    .is_some_and(|u| u != &svc.uid) =>
+            {
+                Err(CloudError::Inconsistent {
+                    message: format!(
+                        "load balancer {name:?} ({}) belongs to Service UID {}; choose another {}",
+                        lb.id,
+                        lb.labels
+                            .get(SERVICE_UID_LABEL)
+                            .map(String::as_str)
+                            .unwrap_or_default(),
+                        annotations::NAME
+                    ),
+                })
+            }
+            found => Ok(found.map(|lb| (lb, Found::ByName))),
+        }
     }
 
     async fn get_lb(&self, id: i64) -> Result<LoadBalancer, CloudError> {
@@ -288,7 +344,7 @@ impl HcloudLoadBalancers {
             .transport
             .call(&Req::post("/load_balancers", "/load_balancers", body))
             .await?;
-        self.ids().insert(svc.uid.clone(), r.load_balancer.id);
+        self.remember_id(&svc.uid, r.load_balancer.id);
         if let Some(a) = &r.action {
             self.actions.wait(a).await?;
         }
@@ -389,17 +445,57 @@ impl HcloudLoadBalancers {
         let (ops, w3) = plan(&lb, spec, &input);
         warnings.extend(w3);
         if ops.is_empty() {
+            self.remember(&svc.uid, &lb);
             return Ok((lb, 0));
         }
         tracing::debug!(service = %svc.key(), lb = lb.id, ops = ops.len(), "reconciling load balancer");
-        let (writes, reread) = self.apply(&lb, &ops, warnings).await?;
-        self.ids().insert(svc.uid.clone(), lb.id);
-        let lb = if reread {
+        let warnings_before = warnings.len();
+        let (writes, reread) = match self.apply(&lb, &ops, warnings).await {
+            Ok(r) => r,
+            Err(e) => {
+                // Part of the plan may have been applied: the next reconcile must read the LB.
+                self.remember_id(&svc.uid, lb.id);
+                return Err(e);
+            }
+        };
+        let mut lb = if reread {
             self.get_lb(lb.id).await?
         } else {
             lb
         };
+        let only_targets = ops
+            .iter()
+            .all(|o| matches!(o, Op::AddTarget { .. } | Op::RemoveTarget(_)));
+        if reread {
+            self.remember(&svc.uid, &lb);
+        } else if only_targets && warnings.len() == warnings_before {
+            // Every target write succeeded: the remembered LB can follow without a re-read.
+            apply_target_ops(&mut lb, &ops);
+            self.remember(&svc.uid, &lb);
+        } else {
+            self.remember_id(&svc.uid, lb.id);
+        }
         Ok((lb, writes))
+    }
+}
+
+fn apply_target_ops(lb: &mut LoadBalancer, ops: &[Op]) {
+    for op in ops {
+        match op {
+            Op::RemoveTarget(id) => lb
+                .targets
+                .retain(|t| t.server.as_ref().is_none_or(|s| s.id != *id)),
+            Op::AddTarget {
+                server,
+                use_private_ip,
+            } => lb.targets.push(LbTarget {
+                kind: "server".to_string(),
+                server: Some(IdRef { id: *server }),
+                ip: None,
+                use_private_ip: *use_private_ip,
+            }),
+            _ => {}
+        }
     }
 }
 
@@ -441,7 +537,7 @@ impl LoadBalancers for HcloudLoadBalancers {
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError> {
         let spec = self.spec(svc)?;
         Ok(self
-            .find(svc, Some(&spec.name))
+            .find(svc, Some(&spec.name), false)
             .await?
             .map(|(lb, _)| status::status(&lb, &spec)))
     }
@@ -453,7 +549,7 @@ impl LoadBalancers for HcloudLoadBalancers {
     ) -> Result<EnsureOutcome, CloudError> {
         let spec = self.spec(svc)?;
         let mut warnings = Vec::new();
-        let found = self.find(svc, Some(&spec.name)).await?;
+        let found = self.find(svc, Some(&spec.name), false).await?;
         let desired = self.desired(svc, &spec, nodes, &mut warnings).await?;
         let (lb, writes) = match found {
             Some((lb, found)) => {
@@ -496,7 +592,7 @@ impl LoadBalancers for HcloudLoadBalancers {
     ) -> Result<UpdateOutcome, CloudError> {
         let spec = self.spec(svc)?;
         let mut warnings = Vec::new();
-        let Some((lb, _)) = self.find(svc, Some(&spec.name)).await? else {
+        let Some((lb, _)) = self.find(svc, Some(&spec.name), true).await? else {
             return Ok(UpdateOutcome {
                 found: false,
                 warnings,
@@ -517,7 +613,7 @@ impl LoadBalancers for HcloudLoadBalancers {
 
     async fn delete(&self, svc: &ServiceRef) -> Result<DeleteOutcome, CloudError> {
         // Only our label identifies what we may delete; a same-named foreign LB is never touched.
-        let Some((lb, _)) = self.find(svc, None).await? else {
+        let Some((lb, _)) = self.find(svc, None, false).await? else {
             return Ok(DeleteOutcome {
                 deleted: false,
                 warnings: Vec::new(),
@@ -542,7 +638,7 @@ impl LoadBalancers for HcloudLoadBalancers {
                 format!("/load_balancers/{}", lb.id),
             ))
             .await;
-        self.ids().remove(&svc.uid);
+        self.known().remove(&svc.uid);
         match r {
             Ok(()) => Ok(DeleteOutcome {
                 deleted: true,
