@@ -24,6 +24,10 @@ pub struct FaultRule {
     /// Chance that a matching request is affected (0.0..=1.0); a miss does not use up `count`.
     #[serde(default = "always")]
     pub probability: f64,
+    /// Only every n-th matching request is affected (the "fail every Nth call" mode of
+    /// hetzner.md §2.3); `None` = every one.
+    #[serde(default)]
+    pub every: Option<u32>,
     #[serde(flatten)]
     pub kind: FaultKind,
 }
@@ -85,6 +89,8 @@ pub struct Faults {
 #[derive(Debug)]
 struct Inner {
     rules: Vec<(u64, FaultRule)>,
+    /// Matching requests seen per rule, for `every`.
+    seen: std::collections::HashMap<u64, u64>,
     next_id: u64,
     rng: u64,
 }
@@ -94,6 +100,7 @@ impl Faults {
         Faults {
             inner: Arc::new(Mutex::new(Inner {
                 rules: Vec::new(),
+                seen: std::collections::HashMap::new(),
                 next_id: 0,
                 rng: seed | 1,
             })),
@@ -134,6 +141,22 @@ impl Faults {
             endpoint: endpoint.map(str::to_owned),
             count: Some(n),
             probability: 1.0,
+            every: None,
+            kind: FaultKind::Error {
+                status: Some(status),
+                code: code.to_owned(),
+                message: None,
+            },
+        })
+    }
+
+    /// Every `n`-th matching request fails with `status`/`code` until cleared.
+    pub fn fail_every(&self, endpoint: Option<&str>, n: u32, status: u16, code: &str) -> u64 {
+        self.add(FaultRule {
+            endpoint: endpoint.map(str::to_owned),
+            count: None,
+            probability: 1.0,
+            every: Some(n),
             kind: FaultKind::Error {
                 status: Some(status),
                 code: code.to_owned(),
@@ -154,6 +177,7 @@ impl Faults {
             endpoint: endpoint.map(str::to_owned),
             count: None,
             probability,
+            every: None,
             kind: FaultKind::Error {
                 status: Some(status),
                 code: code.to_owned(),
@@ -167,6 +191,7 @@ impl Faults {
             endpoint: endpoint.map(str::to_owned),
             count: None,
             probability: 1.0,
+            every: None,
             kind: FaultKind::Latency {
                 ms: delay.as_millis() as u64,
             },
@@ -179,6 +204,7 @@ impl Faults {
             endpoint: endpoint.map(str::to_owned),
             count: Some(n),
             probability: 1.0,
+            every: None,
             kind: FaultKind::Hang {
                 ms: duration.as_millis() as u64,
             },
@@ -191,6 +217,7 @@ impl Faults {
             endpoint: endpoint.map(str::to_owned),
             count: None,
             probability: 1.0,
+            every: None,
             kind: FaultKind::OmitField {
                 path: path.to_owned(),
                 null,
@@ -204,6 +231,7 @@ impl Faults {
             endpoint: endpoint.map(str::to_owned),
             count: Some(n),
             probability: 1.0,
+            every: None,
             kind: FaultKind::ActionError {
                 code: code.to_owned(),
                 message: None,
@@ -215,10 +243,20 @@ impl Faults {
     pub(crate) fn decide(&self, endpoint: &str) -> Decision {
         let mut inner = self.lock();
         let mut decision = Decision::default();
-        let mut rng = inner.rng;
-        for (_, rule) in inner.rules.iter_mut() {
+        let Inner {
+            rules, seen, rng, ..
+        } = &mut *inner;
+        let mut rng = *rng;
+        for (id, rule) in rules.iter_mut() {
             if !matches(rule.endpoint.as_deref(), endpoint) {
                 continue;
+            }
+            if let Some(n) = rule.every {
+                let count = seen.entry(*id).or_default();
+                *count += 1;
+                if *count % u64::from(n.max(1)) != 0 {
+                    continue;
+                }
             }
             if rule.probability < 1.0 {
                 // xorshift64: enough randomness for error rates, reproducible with the seed.
@@ -347,6 +385,7 @@ mod tests {
             endpoint: Some("POST /load_balancers/*".into()),
             count: None,
             probability: 1.0,
+            every: None,
             kind: FaultKind::Error {
                 status: None,
                 code: "conflict".into(),
@@ -360,6 +399,19 @@ mod tests {
                 .status
                 .as_u16(),
             409
+        );
+    }
+
+    #[test]
+    fn every_nth() {
+        let f = Faults::new(1);
+        f.fail_every(Some("GET /servers"), 3, 500, "server_error");
+        let hits: Vec<bool> = (0..9)
+            .map(|_| f.decide("GET /servers").error.is_some())
+            .collect();
+        assert_eq!(
+            hits,
+            [false, false, true, false, false, true, false, false, true]
         );
     }
 

@@ -65,6 +65,16 @@ async fn error_rate_and_wildcards() {
         "about half should fail, got {failed}"
     );
     assert!(sim.faults().remove(rule));
+    // Every third call fails, deterministically.
+    let rule = sim
+        .faults()
+        .fail_every(Some("GET /locations"), 3, 502, "bad_gateway");
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        statuses.push(send(&w, Method::GET, "/locations", None).await.status);
+    }
+    assert_eq!(statuses, [200, 200, 502, 200, 200, 502]);
+    assert!(sim.faults().remove(rule));
     assert_eq!(send(&w, Method::GET, "/locations", None).await.status, 200);
 }
 
@@ -176,6 +186,7 @@ async fn faults_over_http_control_endpoints() {
         endpoint: None,
         count: Some(1),
         probability: 1.0,
+        every: None,
         kind: FaultKind::Hang { ms: 10 },
     });
     let listed = w.raw(Method::GET, "/_sim/faults", None).await.unwrap().body;
