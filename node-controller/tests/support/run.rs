@@ -16,7 +16,10 @@ pub async fn cloud_for(sim: &cloud_sim::Sim) -> Cloud {
     cfg.server_cache_max_age = Duration::from_millis(300);
     cfg.retry.max_attempts = 2;
     cfg.retry.base = Duration::from_millis(50);
-    HcloudProvider::new(cfg).await.expect("hcloud provider for the sim").cloud()
+    HcloudProvider::new(cfg)
+        .await
+        .expect("hcloud provider for the sim")
+        .cloud()
 }
 
 /// The test configuration of `info`, watching only nodes labelled with `run`.
@@ -53,7 +56,9 @@ impl Running {
 /// Minimal HTTP/1.0 GET on loopback (no extra client dependency).
 pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect admin");
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect admin");
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
         .await
         .expect("write");
@@ -63,13 +68,21 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
 }
 
 /// Starts `start(rt)` on a fresh runtime with `config` and `client`.
-pub async fn spawn<F, Fut>(info: &'static ControllerInfo, config: Config, client: kube::Client, start: F) -> Running
+pub async fn spawn<F, Fut>(
+    info: &'static ControllerInfo,
+    config: Config,
+    client: kube::Client,
+    start: F,
+) -> Running
 where
     F: FnOnce(Runtime) -> Fut,
     Fut: std::future::Future<Output = Result<(), RunError>> + Send + 'static,
 {
     controller_kit::install_crypto_provider();
-    std::mem::forget(controller_kit::telemetry::init("test", controller_kit::config::LogFormat::Text));
+    std::mem::forget(controller_kit::telemetry::init(
+        "test",
+        controller_kit::config::LogFormat::Text,
+    ));
     let token = CancellationToken::new();
     let mut rt = Runtime::new(info, config, client, token.clone());
     let admin = rt.bind_admin().await.expect("bind admin");

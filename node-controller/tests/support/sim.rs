@@ -13,13 +13,26 @@ pub struct TestServer {
 /// Creates a running `cx22` server in `fsn1` named `name`.
 pub async fn create_server(sim: &cloud_sim::Sim, name: &str) -> TestServer {
     let world = sim.world();
-    let id = world.create_server(name, "cx22", "fsn1").await.expect("create server");
+    let id = world
+        .create_server(name, "cx22", "fsn1")
+        .await
+        .expect("create server");
     let v = world.get_server(id).await.expect("get server");
-    let s = if v.get("server").is_some() { &v["server"] } else { &v };
+    let s = if v.get("server").is_some() {
+        &v["server"]
+    } else {
+        &v
+    };
     TestServer {
         id,
-        ipv4: s["public_net"]["ipv4"]["ip"].as_str().expect("server has an IPv4").to_string(),
-        server_type: s["server_type"]["name"].as_str().unwrap_or("cx22").to_string(),
+        ipv4: s["public_net"]["ipv4"]["ip"]
+            .as_str()
+            .expect("server has an IPv4")
+            .to_string(),
+        server_type: s["server_type"]["name"]
+            .as_str()
+            .unwrap_or("cx22")
+            .to_string(),
         location: s["location"]["name"].as_str().unwrap_or("fsn1").to_string(),
     }
 }

@@ -1,0 +1,327 @@
+//! End-to-end tests of the lifecycle controller: real kube-apiserver (testenv), cloud-sim over HTTP,
+//! the controller in-process through its library entry point.
+
+#[path = "../../node-controller/tests/support/mod.rs"]
+mod support;
+
+use std::time::Duration;
+
+use cloud_client::Cloud;
+use lifecycle_controller::filter::{LabelSelector, NodeFilter};
+use support::run::{cloud_for, spawn, test_config};
+use support::{
+    NodeSpecT, create_node, event_with_reason, eventually, get_node, has_taint, set_ready, unique,
+};
+
+const T: Duration = Duration::from_secs(30);
+const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+
+async fn start_lifecycle(
+    client: kube::Client,
+    run: &str,
+    cloud: Cloud,
+    filter: NodeFilter,
+) -> support::run::Running {
+    let cfg = test_config(&lifecycle_controller::INFO, run);
+    spawn(&lifecycle_controller::INFO, cfg, client, move |rt| {
+        lifecycle_controller::start(rt, cloud, filter)
+    })
+    .await
+}
+
+fn pid(id: u64) -> Option<String> {
+    Some(format!("hcloud://{id}"))
+}
+
+async fn gone(client: &kube::Client, name: &str) {
+    eventually(&format!("node {name} deleted"), T, || async {
+        get_node(client, name).await.is_none().then_some(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn not_ready_node_whose_server_is_deleted_is_deleted_and_ready_node_is_kept() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("gone");
+    let (a, b) = (unique("notready"), unique("ready"));
+    let sa = support::sim::create_server(&sim, &a).await;
+    let sb = support::sim::create_server(&sim, &b).await;
+    create_node(
+        &client,
+        &run,
+        &b,
+        NodeSpecT {
+            provider_id: pid(sb.id),
+            ready: Some(true),
+            ..Default::default()
+        },
+    )
+    .await;
+    create_node(
+        &client,
+        &run,
+        &a,
+        NodeSpecT {
+            provider_id: pid(sa.id),
+            ready: Some(false),
+            ..Default::default()
+        },
+    )
+    .await;
+    support::sim::delete_server(&sim, sa.id).await;
+    support::sim::delete_server(&sim, sb.id).await;
+    let ctl = start_lifecycle(
+        client.clone(),
+        &run,
+        cloud_for(&sim).await,
+        NodeFilter::default(),
+    )
+    .await;
+
+    gone(&client, &a).await;
+    let ev = event_with_reason(&client, &a, "DeletingNode")
+        .await
+        .expect("DeletingNode event");
+    assert_eq!(ev.type_.as_deref(), Some("Normal"));
+    assert!(
+        ev.note
+            .unwrap_or_default()
+            .contains("does not exist in the cloud provider")
+    );
+    // The pass that deleted `a` also saw `b`: Ready nodes are never deleted (and cost no cloud call).
+    assert!(
+        get_node(&client, &b).await.is_some(),
+        "a Ready node must be kept"
+    );
+    ctl.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn powered_off_server_gets_shutdown_taint_until_node_is_ready_again() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("off");
+    let name = unique("node");
+    let s = support::sim::create_server(&sim, &name).await;
+    support::sim::power(&sim, s.id, false).await;
+    create_node(
+        &client,
+        &run,
+        &name,
+        NodeSpecT {
+            provider_id: pid(s.id),
+            ready: Some(false),
+            ..Default::default()
+        },
+    )
+    .await;
+    let ctl = start_lifecycle(
+        client.clone(),
+        &run,
+        cloud_for(&sim).await,
+        NodeFilter::default(),
+    )
+    .await;
+
+    let n = eventually("shutdown taint added", T, || async {
+        get_node(&client, &name)
+            .await
+            .filter(|n| has_taint(n, SHUTDOWN))
+    })
+    .await;
+    let t = n
+        .spec
+        .unwrap()
+        .taints
+        .unwrap()
+        .into_iter()
+        .find(|t| t.key == SHUTDOWN)
+        .unwrap();
+    assert_eq!(t.effect, "NoSchedule");
+
+    support::sim::power(&sim, s.id, true).await;
+    set_ready(&client, &name, true).await;
+    eventually("shutdown taint removed", T, || async {
+        get_node(&client, &name)
+            .await
+            .filter(|n| !has_taint(n, SHUTDOWN))
+    })
+    .await;
+    ctl.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn cloud_errors_never_delete_a_node() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("faults");
+    let name = unique("node");
+    let s = support::sim::create_server(&sim, &name).await;
+    let cloud = cloud_for(&sim).await;
+    support::sim::delete_server(&sim, s.id).await;
+    let fault = sim.faults().error_rate(None, 1.0, 503, "unavailable");
+    create_node(
+        &client,
+        &run,
+        &name,
+        NodeSpecT {
+            provider_id: pid(s.id),
+            ready: Some(false),
+            ..Default::default()
+        },
+    )
+    .await;
+    let ctl = start_lifecycle(client.clone(), &run, cloud, NodeFilter::default()).await;
+
+    // Several passes hit the failing cloud …
+    eventually("lifecycle checks failing against the cloud", T, || async {
+        let m = ctl.metrics().await;
+        m.contains(r#"cloud_controllers_reconciles_total{controller="lifecycle-controller",result="error"} 3"#).then_some(())
+    })
+    .await;
+    // … and the node is still there.
+    assert!(
+        get_node(&client, &name).await.is_some(),
+        "a cloud error must never delete a node"
+    );
+    assert!(
+        event_with_reason(&client, &name, "DeletingNode")
+            .await
+            .is_none()
+    );
+
+    // Once the cloud answers again, the positively gone server leads to deletion.
+    sim.faults().remove(fault);
+    gone(&client, &name).await;
+    ctl.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn excluded_hybrid_nodes_are_never_deleted() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("hybrid");
+    let (onprem, foreign, cloud_node) = (unique("onprem"), unique("foreign"), unique("cloud"));
+    let labels = [("hybrid.example/on-prem".to_string(), "true".to_string())].into();
+    create_node(
+        &client,
+        &run,
+        &onprem,
+        NodeSpecT {
+            labels,
+            ready: Some(false),
+            ..Default::default()
+        },
+    )
+    .await;
+    create_node(
+        &client,
+        &run,
+        &foreign,
+        NodeSpecT {
+            provider_id: Some("metal://rack1/7".into()),
+            ready: Some(false),
+            ..Default::default()
+        },
+    )
+    .await;
+    let s = support::sim::create_server(&sim, &cloud_node).await;
+    create_node(
+        &client,
+        &run,
+        &cloud_node,
+        NodeSpecT {
+            provider_id: pid(s.id),
+            ready: Some(false),
+            ..Default::default()
+        },
+    )
+    .await;
+    support::sim::delete_server(&sim, s.id).await;
+    let filter = NodeFilter {
+        exclude: LabelSelector::parse("hybrid.example/on-prem=true").unwrap(),
+        provider_id_prefixes: vec!["hcloud://".into(), "hrobot://".into()],
+    };
+    let ctl = start_lifecycle(client.clone(), &run, cloud_for(&sim).await, filter).await;
+    gone(&client, &cloud_node).await;
+    assert!(
+        get_node(&client, &onprem).await.is_some(),
+        "excluded by selector"
+    );
+    assert!(
+        get_node(&client, &foreign).await.is_some(),
+        "excluded by providerID prefix"
+    );
+    ctl.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn runs_with_only_the_chart_rbac_and_leader_election() {
+    let k = testenv::kube().await;
+    let admin = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("rbac");
+    let ns = unique("lc-rbac");
+    support::apply_chart_rbac(
+        &admin,
+        &support::rbac_file("lifecycle-controller"),
+        &ns,
+        "lifecycle-controller",
+    )
+    .await;
+    let sa_client = k.service_account_client(&ns, "lifecycle-controller").await;
+
+    let (gone_node, off_node) = (unique("gone"), unique("off"));
+    let s1 = support::sim::create_server(&sim, &gone_node).await;
+    let s2 = support::sim::create_server(&sim, &off_node).await;
+    create_node(
+        &admin,
+        &run,
+        &gone_node,
+        NodeSpecT {
+            provider_id: pid(s1.id),
+            ready: Some(false),
+            ..Default::default()
+        },
+    )
+    .await;
+    create_node(
+        &admin,
+        &run,
+        &off_node,
+        NodeSpecT {
+            provider_id: pid(s2.id),
+            ready: Some(false),
+            ..Default::default()
+        },
+    )
+    .await;
+    support::sim::delete_server(&sim, s1.id).await;
+    support::sim::power(&sim, s2.id, false).await;
+
+    let mut cfg = test_config(&lifecycle_controller::INFO, &run);
+    cfg.leader_election = Some(support::run::lease(&lifecycle_controller::INFO, &ns, "a"));
+    let cloud = cloud_for(&sim).await;
+    let ctl = spawn(&lifecycle_controller::INFO, cfg, sa_client, move |rt| {
+        lifecycle_controller::start(rt, cloud, NodeFilter::default())
+    })
+    .await;
+    gone(&admin, &gone_node).await;
+    eventually("shutdown taint added", T, || async {
+        get_node(&admin, &off_node)
+            .await
+            .filter(|n| has_taint(n, SHUTDOWN))
+    })
+    .await;
+    eventually("DeletingNode event", T, || {
+        event_with_reason(&admin, &gone_node, "DeletingNode")
+    })
+    .await;
+    ctl.stop().await.unwrap();
+}
