@@ -1,5 +1,6 @@
 //! Developer entry points: `cargo xtask <command>` (alias in `.cargo/config.toml`).
 
+mod bench;
 mod control_plane;
 
 use std::process::ExitCode;
@@ -26,6 +27,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Node-initialization benchmark (1000 nodes): time, cloud API calls, peak RSS.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
         Command::ControlPlane(cmd) => control_plane::run(cmd),
         Command::Prepare => prepare().map(|_| ExitCode::SUCCESS),
         Command::Test { args } => test(&args),
+        Command::Bench(args) => bench::run(args).map(|_| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|e| {
         eprintln!("error: {e:#}");
