@@ -26,27 +26,10 @@ pub enum CloudError {
     #[error("{what} not found (tried: {})", tried.join(", "))]
     NotFound { what: String, tried: Vec<String> },
 
-    /// The cloud API answered with an error body.
-    #[error(
-        "{method} {endpoint} failed: HTTP {status} {code}: {message}{}",
-        correlation_id.as_deref().map(|c| format!(" (correlation id {c})")).unwrap_or_default()
-    )]
-    Api {
-        /// HTTP status code.
-        status: u16,
-        /// The cloud's error code, e.g. `locked`, `invalid_input`, `rate_limit_exceeded`.
-        code: String,
-        /// The cloud's human readable message (plus field details when the cloud gave any).
-        message: String,
-        /// `X-Correlation-Id` of the failing response, for support tickets.
-        correlation_id: Option<String>,
-        /// HTTP method.
-        method: String,
-        /// Path template, e.g. `/load_balancers/{id}/actions/add_target`.
-        endpoint: String,
-        /// Delay the cloud asked for (derived from rate-limit headers), if any.
-        retry_after: Option<Duration>,
-    },
+    /// The cloud API answered with an error body. Boxed: it is by far the largest variant, and every
+    /// `Result<_, CloudError>` in every controller pays for the largest one.
+    #[error(transparent)]
+    Api(Box<ApiError>),
 
     /// Connection refused/reset, TLS failure, malformed response and other failures below HTTP.
     #[error("{method} {endpoint}: transport error: {message}")]
@@ -107,12 +90,41 @@ pub enum CloudError {
     Inconsistent { message: String },
 }
 
+/// An error answer of the cloud API.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{method} {endpoint} failed: HTTP {status} {code}: {message}{}",
+    correlation_id.as_deref().map(|c| format!(" (correlation id {c})")).unwrap_or_default()
+)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub status: u16,
+    /// The cloud's error code, e.g. `locked`, `invalid_input`, `rate_limit_exceeded`.
+    pub code: String,
+    /// The cloud's human readable message (plus field details when the cloud gave any).
+    pub message: String,
+    /// `X-Correlation-Id` of the failing response, for support tickets.
+    pub correlation_id: Option<String>,
+    /// HTTP method.
+    pub method: String,
+    /// Path template, e.g. `/load_balancers/{id}/actions/add_target`.
+    pub endpoint: String,
+    /// Delay the cloud asked for (derived from rate-limit headers), if any.
+    pub retry_after: Option<Duration>,
+}
+
+impl From<ApiError> for CloudError {
+    fn from(e: ApiError) -> Self {
+        CloudError::Api(Box::new(e))
+    }
+}
+
 impl CloudError {
     /// Classification the controllers map to their requeue policy.
     pub fn class(&self) -> ErrorClass {
         match self {
             CloudError::NotFound { .. } => ErrorClass::NotFound,
-            CloudError::Api { status, code, .. } => classify_api(*status, code),
+            CloudError::Api(e) => classify_api(e.status, &e.code),
             CloudError::Transport { .. } | CloudError::Timeout { .. } => ErrorClass::Retryable,
             // A decode failure usually means a proxy answered with HTML or a truncated body.
             CloudError::Decode { .. } => ErrorClass::Retryable,
@@ -139,7 +151,8 @@ impl CloudError {
     /// The cloud's error code (`locked`, `invalid_input`, ...) when the cloud sent one.
     pub fn code(&self) -> Option<&str> {
         match self {
-            CloudError::Api { code, .. } | CloudError::ActionFailed { code, .. } => Some(code),
+            CloudError::Api(e) => Some(&e.code),
+            CloudError::ActionFailed { code, .. } => Some(code),
             CloudError::RetriesExhausted { last, .. } => last.code(),
             _ => None,
         }
@@ -148,7 +161,7 @@ impl CloudError {
     /// `X-Correlation-Id` of the failing response, when there was one.
     pub fn correlation_id(&self) -> Option<&str> {
         match self {
-            CloudError::Api { correlation_id, .. } => correlation_id.as_deref(),
+            CloudError::Api(e) => e.correlation_id.as_deref(),
             CloudError::RetriesExhausted { last, .. } => last.correlation_id(),
             _ => None,
         }
@@ -157,7 +170,7 @@ impl CloudError {
     /// A delay the cloud asked for before retrying (rate limiting), if known.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            CloudError::Api { retry_after, .. } => *retry_after,
+            CloudError::Api(e) => e.retry_after,
             CloudError::RetriesExhausted { last, .. } => last.retry_after(),
             _ => None,
         }
@@ -222,7 +235,7 @@ mod tests {
     use super::*;
 
     fn api(status: u16, code: &str) -> CloudError {
-        CloudError::Api {
+        ApiError {
             status,
             code: code.into(),
             message: "m".into(),
@@ -231,6 +244,17 @@ mod tests {
             endpoint: "/servers".into(),
             retry_after: None,
         }
+        .into()
+    }
+
+    #[test]
+    fn stays_small_enough_to_return_by_value() {
+        // clippy's result_large_err threshold is 128 bytes; every controller returns this type.
+        assert!(
+            std::mem::size_of::<CloudError>() <= 96,
+            "{}",
+            std::mem::size_of::<CloudError>()
+        );
     }
 
     #[test]

@@ -22,15 +22,11 @@
 //! Every HTTP request runs in a `cloud_request` debug span with `method`, `path` (template),
 //! `status` and `correlation_id`.
 
-// CloudError carries the cloud's code, message and correlation id inline so controllers can match on
-// them directly; it travels only on the slow path after a network call, so its size does not matter.
-#![allow(clippy::result_large_err)]
-
 pub mod error;
 pub mod hcloud;
 pub mod provider;
 pub mod stats;
 
-pub use error::{CloudError, ErrorClass};
+pub use error::{ApiError, CloudError, ErrorClass};
 pub use provider::*;
 pub use stats::{ApiObserver, CallKey, ClientStats, RateLimitSnapshot, StatsSnapshot};

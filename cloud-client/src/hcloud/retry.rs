@@ -23,18 +23,18 @@ pub(crate) fn should_retry(err: &CloudError, idempotent: bool) -> bool {
         CloudError::Timeout { .. } => idempotent,
         CloudError::Transport { message, .. } => idempotent || message.starts_with("connect"),
         CloudError::Decode { .. } => idempotent,
-        CloudError::Api { status, code, .. } => {
+        CloudError::Api(api) => {
             if !err.is_retryable() {
                 return false;
             }
             // Rejections before any state change are safe to repeat for every method.
             idempotent
-                || *status == 429
+                || api.status == 429
                 || matches!(
-                    code.as_str(),
+                    api.code.as_str(),
                     "locked" | "conflict" | "rate_limit_exceeded" | "unavailable" | "maintenance"
                 )
-                || *status == 503
+                || api.status == 503
         }
         _ => false,
     }
@@ -45,7 +45,7 @@ mod tests {
     use super::*;
 
     fn api(status: u16, code: &str) -> CloudError {
-        CloudError::Api {
+        crate::error::ApiError {
             status,
             code: code.into(),
             message: String::new(),
@@ -54,6 +54,7 @@ mod tests {
             endpoint: "/x".into(),
             retry_after: None,
         }
+        .into()
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use crate::error::CloudError;
+use crate::error::{ApiError, CloudError};
 use crate::hcloud::config::{HcloudConfig, RetryPolicy, Token};
 use crate::hcloud::rate_limit::{RateLimiter, parse_headers};
 use crate::hcloud::retry::{backoff, should_retry};
@@ -159,14 +159,11 @@ impl Transport {
                 Err(e) if attempt < max && should_retry(&e, idempotent) => {
                     self.inner.stats.record_retry();
                     // 429s are paced by the limiter itself on the next acquire; other errors back off.
-                    if !matches!(
+                    let paced_by_limiter = matches!(
                         &e,
-                        CloudError::Api {
-                            status: 429,
-                            retry_after: Some(_),
-                            ..
-                        }
-                    ) {
+                        CloudError::Api(api) if api.status == 429 && api.retry_after.is_some()
+                    );
+                    if !paced_by_limiter {
                         let wait = backoff(&self.inner.retry, attempt - 1, e.retry_after());
                         tracing::debug!(error = %e, attempt, ?wait, "retrying cloud request");
                         tokio::time::sleep(wait).await;
@@ -243,7 +240,7 @@ impl Transport {
                     ),
                 };
                 let retry_after = (status == 429).then(|| wait_from_headers(rl)).flatten();
-                Err(CloudError::Api {
+                Err(ApiError {
                     status,
                     code,
                     message: self.redact(message),
@@ -251,7 +248,8 @@ impl Transport {
                     method: method.to_string(),
                     endpoint: req.template.to_string(),
                     retry_after,
-                })
+                }
+                .into())
             }
             Err(e) => {
                 inner.limiter.abandon();
