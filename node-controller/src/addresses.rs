@@ -98,18 +98,20 @@ mod tests {
     use k8s_openapi::api::core::v1::NodeStatus;
 
     fn node(old: &[(&str, &str)], node_ip: Option<&str>) -> Node {
-        let mut n = Node::default();
-        n.status = Some(NodeStatus {
-            addresses: Some(
-                old.iter()
-                    .map(|(t, a)| K8sAddress {
-                        type_: t.to_string(),
-                        address: a.to_string(),
-                    })
-                    .collect(),
-            ),
+        let mut n = Node {
+            status: Some(NodeStatus {
+                addresses: Some(
+                    old.iter()
+                        .map(|(t, a)| K8sAddress {
+                            type_: t.to_string(),
+                            address: a.to_string(),
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
+        };
         if let Some(ip) = node_ip {
             n.metadata.annotations = Some(
                 [(ANNOTATION_PROVIDED_NODE_IP.to_string(), ip.to_string())]
