@@ -543,3 +543,50 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
     assert_eq!(ev.reporting_instance.as_deref(), Some(standby_id));
     standby.stop().await.unwrap();
 }
+
+/// Another holder taking the Lease stops the leader at once with `LeaseLost` (the binary exits 1).
+#[tokio::test]
+async fn losing_the_lease_stops_the_controller_with_an_error() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let k = testenv::kube().await;
+    let admin = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("lost");
+    let ns = unique("lease-lost");
+    support::ensure_namespace(&admin, &ns).await;
+    let mut cfg = test_config(&node_controller::INFO, &run);
+    let le = support::run::lease(&node_controller::INFO, &ns, "victim");
+    let lease_name = le.lease_name.clone();
+    cfg.leader_election = Some(le);
+    let cloud = cloud_for(&sim).await;
+    let ctl = spawn(&node_controller::INFO, cfg, admin.clone(), move |rt| {
+        node_controller::start(rt, cloud)
+    })
+    .await;
+    eventually("leader", T, || async {
+        is_leader(&ctl.metrics().await).then_some(())
+    })
+    .await;
+
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Api::<Lease>::namespaced(admin.clone(), &ns)
+        .patch(
+            &lease_name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {
+                "holderIdentity": "intruder",
+                "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(now),
+                "leaseDurationSeconds": 60,
+            }})),
+        )
+        .await
+        .unwrap();
+    let result = tokio::time::timeout(T, ctl.task)
+        .await
+        .expect("the controller stops after losing the Lease")
+        .unwrap();
+    assert!(
+        matches!(result, Err(controller_kit::RunError::LeaseLost(_))),
+        "{result:?}"
+    );
+}

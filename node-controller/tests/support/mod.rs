@@ -167,7 +167,7 @@ pub async fn event_with_reason(client: &Client, node: &str, reason: &str) -> Opt
         .find(|e| e.reason.as_deref() == Some(reason))
 }
 
-async fn ensure_namespace(client: &Client, ns: &str) {
+pub async fn ensure_namespace(client: &Client, ns: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
     let mut n = Namespace::default();
     n.metadata.name = Some(ns.into());
