@@ -28,9 +28,16 @@ pub mod reasons {
 }
 
 /// Publishes Events as one component (e.g. `cloud-node-controller`).
+///
+/// Warnings go through kube's [`Recorder`], whose per-process cache turns repeats into an event
+/// series. Routine one-off events (`Synced` once per node) use [`Events::once`], which writes the same
+/// events.k8s.io/v1 object without caching it: the Recorder's cache keeps every event for 6 minutes,
+/// which at 1000 initializing nodes was the largest single heap consumer.
 #[derive(Clone)]
 pub struct Events {
     recorder: Recorder,
+    client: kube::Client,
+    reporter: Reporter,
 }
 
 impl std::fmt::Debug for Events {
@@ -42,14 +49,64 @@ impl std::fmt::Debug for Events {
 impl Events {
     /// One per process. `instance` is the pod name (or hostname).
     pub fn new(client: kube::Client, component: &str, instance: Option<String>) -> Self {
+        let reporter = Reporter {
+            controller: component.to_string(),
+            instance,
+        };
         Self {
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: component.to_string(),
-                    instance,
-                },
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            client,
+            reporter,
+        }
+    }
+
+    /// Publishes a Normal event that is not expected to repeat, without caching it.
+    pub async fn once<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        use k8s_openapi::api::events::v1::Event as K8sEvent;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+        let reference: ObjectReference = obj.object_ref(&());
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let namespace = reference
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let event = K8sEvent {
+            metadata: ObjectMeta {
+                name: Some(format!(
+                    "{}.{:x}",
+                    reference
+                        .name
+                        .as_deref()
+                        .unwrap_or(&self.reporter.controller),
+                    now.as_nanosecond()
+                )),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            action: Some(action.to_string()),
+            reason: Some(reason.to_string()),
+            note: Some(note),
+            type_: Some("Normal".into()),
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: Some(
+                self.reporter
+                    .instance
+                    .clone()
+                    .unwrap_or_else(|| self.reporter.controller.clone()),
             ),
+            regarding: Some(reference),
+            ..Default::default()
+        };
+        let api: kube::Api<K8sEvent> = kube::Api::namespaced(self.client.clone(), &namespace);
+        if let Err(e) = api.create(&Default::default(), &event).await {
+            tracing::warn!(error = %e, reason, "failed to publish event");
         }
     }
 

@@ -28,6 +28,10 @@ pub struct BenchArgs {
     /// Extra node-controller flag (repeatable), e.g. `--arg=--concurrent-node-syncs=32`.
     #[arg(long = "arg", allow_hyphen_values = true)]
     pub extra: Vec<String>,
+    /// Run the controller under a wrapper, e.g. `--wrapper=heaptrack` (the RSS figure is then the
+    /// wrapper's, not the controller's).
+    #[arg(long)]
+    pub wrapper: Option<String>,
 }
 
 fn build_controller(profile: &str) -> anyhow::Result<std::path::PathBuf> {
@@ -53,9 +57,13 @@ fn build_controller(profile: &str) -> anyhow::Result<std::path::PathBuf> {
 }
 
 fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    proc_status(pid, "VmHWM:")
+}
+
+fn proc_status(pid: u32, key: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
-        .find(|l| l.starts_with("VmHWM:"))?
+        .find(|l| l.starts_with(key))?
         .split_whitespace()
         .nth(1)?
         .parse()
@@ -102,7 +110,15 @@ async fn bench(args: BenchArgs, binary: std::path::PathBuf) -> anyhow::Result<()
         names.len()
     );
 
-    let mut child = tokio::process::Command::new(&binary)
+    let mut cmd = match &args.wrapper {
+        Some(w) => {
+            let mut c = tokio::process::Command::new(w);
+            c.arg(&binary);
+            c
+        }
+        None => tokio::process::Command::new(&binary),
+    };
+    let mut child = cmd
         .args([
             "--kubeconfig",
             &plane.kubeconfig().display().to_string(),
@@ -174,6 +190,9 @@ async fn bench(args: BenchArgs, binary: std::path::PathBuf) -> anyhow::Result<()
     let elapsed = start.elapsed();
     let calls = sim.total_requests();
     let hwm = vm_hwm_kib(pid).unwrap_or(0);
+    let threads = proc_status(pid, "Threads:").unwrap_or(0);
+    let anon = proc_status(pid, "RssAnon:").unwrap_or(0);
+    let file = proc_status(pid, "RssFile:").unwrap_or(0);
     let _ = child.start_kill();
     let _ = child.wait().await;
     plane.stop();
@@ -198,6 +217,12 @@ async fn bench(args: BenchArgs, binary: std::path::PathBuf) -> anyhow::Result<()
     for (k, v) in sim.request_counts() {
         println!("      {k}: {v}");
     }
+    println!("  threads after the burst   {threads}");
+    println!(
+        "  RSS after the burst       {:.1} MiB anonymous + {:.1} MiB file-backed (code)",
+        anon as f64 / 1024.0,
+        file as f64 / 1024.0
+    );
     println!(
         "  RSS before the burst      {:.1} MiB",
         idle_kib as f64 / 1024.0
