@@ -113,6 +113,10 @@ pub struct CommonArgs {
     #[arg(long)]
     pub concurrent_service_syncs: Option<String>,
 
+    /// Only watch Nodes matching this label selector (sharding, tests). Default: all Nodes.
+    #[arg(long, env = "NODE_LABEL_SELECTOR", hide = true)]
+    pub node_label_selector: Option<String>,
+
     /// Upstream generic flags accepted for drop-in compatibility with HCCM manifests.
     #[command(flatten)]
     pub compat: CompatArgs,
@@ -730,7 +734,7 @@ impl CommonArgs {
             configure_cloud_routes: self.compat.configure_cloud_routes.unwrap_or(true),
             route_reconciliation_period,
             cloud,
-            node_label_selector: None,
+            node_label_selector: self.node_label_selector.clone().filter(|s| !s.is_empty()),
         })
     }
 }

@@ -590,3 +590,71 @@ async fn losing_the_lease_stops_the_controller_with_an_error() {
         "{result:?}"
     );
 }
+
+/// The built binary: initializes a node, and on SIGTERM exits 0 and releases its Lease.
+#[tokio::test]
+async fn binary_initializes_and_releases_the_lease_on_sigterm() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let k = testenv::kube().await;
+    let admin = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("bin");
+    let ns = unique("bin-lease");
+    support::ensure_namespace(&admin, &ns).await;
+    let name = unique("node");
+    support::sim::create_server(&sim, &name).await;
+
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_node-controller"))
+        .args([
+            "--kubeconfig",
+            &k.kubeconfig().display().to_string(),
+            "--admin-address=127.0.0.1:0",
+            "--leader-elect-resource-namespace",
+            &ns,
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=3s",
+            "--leader-elect-retry-period=500ms",
+            "--leader-elect-identity=bin-test",
+            "--node-label-selector",
+            &format!("{}={run}", support::TEST_LABEL),
+        ])
+        .env("HCLOUD_TOKEN", sim.token())
+        .env("HCLOUD_ENDPOINT", sim.endpoint())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the node-controller binary");
+
+    create_node(
+        &admin,
+        &run,
+        &name,
+        NodeSpecT {
+            tainted: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    initialized(&admin, &name).await;
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
+    let lease_name = "cloud-controller-manager-node-controller";
+    let holder = |l: Option<Lease>| l.and_then(|l| l.spec).and_then(|s| s.holder_identity);
+    let h = holder(leases.get_opt(lease_name).await.unwrap()).expect("the binary holds the Lease");
+    assert!(h.starts_with("bin-test"), "{h}");
+
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(T, child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .unwrap();
+    assert!(status.success(), "graceful shutdown exits 0: {status}");
+    assert_eq!(
+        holder(leases.get_opt(lease_name).await.unwrap()),
+        None,
+        "Lease released on shutdown"
+    );
+}
