@@ -3,7 +3,7 @@
 //! stable topology labels in line with the beta ones, and refreshes node addresses periodically.
 //!
 //! Better than upstream: a node stuck in initialization gets a Warning event saying why; many nodes
-//! initialize concurrently (`--concurrent-node-syncs`, default 16) from one shared server snapshot.
+//! initialize concurrently (`--concurrent-node-syncs`, default 8) from one shared server snapshot.
 
 pub mod address_sync;
 pub mod addresses;
@@ -34,7 +34,7 @@ pub const INFO: ControllerInfo = ControllerInfo {
     alias: "cloud-node",
     component: "cloud-node-controller",
     default_admin_port: 10271,
-    default_concurrency: 16,
+    default_concurrency: 8,
 };
 
 /// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
