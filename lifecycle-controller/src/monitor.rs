@@ -12,7 +12,7 @@ use controller_kit::events::reasons;
 use controller_kit::{Events, KitMetrics};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -206,12 +206,25 @@ impl Monitor {
                 )
                 .await;
             info!("server does not exist; deleting the node");
-            return match self.nodes.delete(&name, &DeleteParams::default()).await {
+            // Preconditions: only the Node we evaluated. If it changed since it was cached (e.g.
+            // kubelet reported Ready again), the apiserver answers 409 and the next pass re-evaluates.
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: node.resource_version(),
+                    uid: node.uid(),
+                }),
+                ..DeleteParams::default()
+            };
+            return match self.nodes.delete(&name, &dp).await {
                 Ok(_) => {
                     self.succeeded(&name);
                     Outcome::Deleted
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => Outcome::Deleted,
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    info!("node changed since it was read; re-evaluating on the next pass");
+                    Outcome::Error
+                }
                 Err(e) => {
                     self.events
                         .warning(
