@@ -121,6 +121,24 @@ pub async fn run(
             },
         }
     });
+    // Initialization backlog, refreshed every second from the cache.
+    let backlog = {
+        let store = store.clone();
+        let gauge = rctx.metrics.uninitialized_nodes.clone();
+        let shutdown = ctx.shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tick.tick() => {
+                        let n = store.state().iter().filter(|n| controller::is_uninitialized(n)).count();
+                        gauge.set(n as i64);
+                    }
+                }
+            }
+        })
+    };
     let sync = tokio::spawn(address_sync::run(
         rctx.clone(),
         store.clone(),
@@ -143,5 +161,6 @@ pub async fn run(
         })
         .await;
     sync.abort();
+    backlog.abort();
     Ok(())
 }

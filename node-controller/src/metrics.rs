@@ -1,5 +1,6 @@
 //! Node-controller metrics (upstream names, under the `cloud_controllers_` prefix).
 
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -10,6 +11,8 @@ pub struct NodeMetrics {
     pub taint_removal_delay: Histogram,
     /// Seconds from Node creation to the end of its initial sync (taint removed + addresses written).
     pub initial_sync_delay: Histogram,
+    /// Nodes in the cache still carrying the uninitialized taint (the initialization backlog).
+    pub uninitialized_nodes: Gauge,
 }
 
 impl NodeMetrics {
@@ -18,7 +21,13 @@ impl NodeMetrics {
         let m = Self {
             taint_removal_delay: Histogram::new(exponential_buckets(0.25, 2.0, 14)),
             initial_sync_delay: Histogram::new(exponential_buckets(0.25, 2.0, 14)),
+            uninitialized_nodes: Gauge::default(),
         };
+        registry.register(
+            "node_controller_uninitialized_nodes",
+            "Nodes still carrying the uninitialized taint (initialization backlog)",
+            m.uninitialized_nodes.clone(),
+        );
         registry.register(
             "node_controller_cloud_provider_taint_removal_delay_seconds",
             "Seconds from Node creation until the uninitialized taint was removed",

@@ -275,6 +275,13 @@ async fn server_not_found_keeps_taint_and_warns_listing_what_was_tried() {
         &get_node(&client, &name).await.unwrap(),
         support::UNINITIALIZED
     ));
+    eventually("backlog gauge shows the stuck node", T, || async {
+        ctl.metrics()
+            .await
+            .contains("cloud_controllers_node_controller_uninitialized_nodes 1")
+            .then_some(())
+    })
+    .await;
     ctl.stop().await.unwrap();
 }
 
