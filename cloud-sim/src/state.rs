@@ -264,3 +264,32 @@ impl State {
             .map(Ipv4Addr::from)
     }
 }
+
+impl crate::handlers::Updatable for Server {
+    const KIND: &'static str = "server";
+    const HOSTNAME: bool = true;
+    fn name_and_labels(&mut self) -> (&mut String, &mut Labels) {
+        (&mut self.name, &mut self.labels)
+    }
+}
+
+impl crate::handlers::Updatable for LoadBalancer {
+    const KIND: &'static str = "load_balancer";
+    fn name_and_labels(&mut self) -> (&mut String, &mut Labels) {
+        (&mut self.name, &mut self.labels)
+    }
+}
+
+impl crate::handlers::Updatable for Network {
+    const KIND: &'static str = "network";
+    fn name_and_labels(&mut self) -> (&mut String, &mut Labels) {
+        (&mut self.name, &mut self.labels)
+    }
+}
+
+impl crate::handlers::Updatable for Certificate {
+    const KIND: &'static str = "certificate";
+    fn name_and_labels(&mut self) -> (&mut String, &mut Labels) {
+        (&mut self.name, &mut self.labels)
+    }
+}

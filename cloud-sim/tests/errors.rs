@@ -476,3 +476,63 @@ async fn injected_conflict_forbidden_and_5xx() {
     }
     assert_eq!(send(&w, Method::GET, "/servers", None).await.status, 200);
 }
+
+#[tokio::test]
+async fn renames_keep_names_unique_and_findable() {
+    let sim = Sim::start().await;
+    let w = sim.world();
+    let a = w.create_server("alpha", "cx22", "fsn1").await.unwrap();
+    w.create_server("beta", "cx22", "fsn1").await.unwrap();
+
+    // Taking another server's name is refused and changes nothing.
+    let taken = json!({"name": "beta", "labels": {"x": "y"}});
+    let r = send(&w, Method::PUT, &format!("/servers/{a}"), Some(taken)).await;
+    assert_error(&r, 409, "uniqueness_error");
+    let alpha = w.get(&format!("/servers/{a}")).await.unwrap();
+    assert_eq!(
+        (
+            alpha["server"]["name"].as_str(),
+            alpha["server"]["labels"].clone()
+        ),
+        (Some("alpha"), json!({}))
+    );
+
+    // A rename is what `?name=` finds afterwards; the old name finds nothing.
+    let r = send(
+        &w,
+        Method::PUT,
+        &format!("/servers/{a}"),
+        Some(json!({"name": "gamma"})),
+    )
+    .await;
+    assert_eq!(r.body["server"]["name"], "gamma");
+    let by_new = w.get("/servers?name=gamma").await.unwrap();
+    assert_eq!(by_new["servers"][0]["id"].as_u64(), Some(a));
+    let by_old = w.get("/servers?name=alpha").await.unwrap();
+    assert_eq!(by_old["servers"].as_array().map(Vec::len), Some(0));
+
+    // The same rule for every renamable kind, e.g. networks.
+    w.create_network("n1", "10.0.0.0/16", "10.0.1.0/24")
+        .await
+        .unwrap();
+    let n2 = w
+        .create_network("n2", "10.1.0.0/16", "10.1.1.0/24")
+        .await
+        .unwrap();
+    let r = send(
+        &w,
+        Method::PUT,
+        &format!("/networks/{n2}"),
+        Some(json!({"name": "n1"})),
+    )
+    .await;
+    assert_error(&r, 409, "uniqueness_error");
+    let r = send(
+        &w,
+        Method::PUT,
+        "/networks/999999",
+        Some(json!({"name": "n3"})),
+    )
+    .await;
+    assert_error(&r, 404, "not_found");
+}

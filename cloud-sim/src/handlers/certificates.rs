@@ -210,29 +210,7 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateCertificateR
 
 async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
     let mut st = app.write();
-    if let Some(name) = &req.name {
-        validate_name(name, false)?;
-        if st
-            .certificates
-            .values()
-            .any(|c| c.name == *name && c.id != id)
-        {
-            return Err(ApiError::uniqueness("name"));
-        }
-    }
-    if let Some(labels) = &req.labels {
-        check_labels(labels)?;
-    }
-    let c = st
-        .certificates
-        .get_mut(&id)
-        .ok_or_else(|| ApiError::not_found("certificate"))?;
-    if let Some(name) = req.name {
-        c.name = name;
-    }
-    if let Some(labels) = req.labels {
-        c.labels = labels;
-    }
+    super::apply_update(&mut st.certificates, id, req)?;
     ok(json!({"certificate": wire::certificate(&st, &st.certificates[&id])}))
 }
 

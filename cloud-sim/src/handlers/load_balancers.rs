@@ -242,32 +242,7 @@ fn default_ptr(ip: &IpAddr) -> String {
 
 async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
     let mut st = app.write();
-    if !st.load_balancers.contains_key(&id) {
-        return Err(ApiError::not_found("load_balancer"));
-    }
-    if let Some(name) = &req.name {
-        validate_name(name, false)?;
-        if st
-            .load_balancers
-            .values()
-            .any(|lb| lb.name == *name && lb.id != id)
-        {
-            return Err(ApiError::uniqueness("name"));
-        }
-    }
-    if let Some(labels) = &req.labels {
-        check_labels(labels)?;
-    }
-    let lb = st
-        .load_balancers
-        .get_mut(&id)
-        .ok_or_else(|| ApiError::not_found("load_balancer"))?;
-    if let Some(name) = req.name {
-        lb.name = name;
-    }
-    if let Some(labels) = req.labels {
-        lb.labels = labels;
-    }
+    super::apply_update(&mut st.load_balancers, id, req)?;
     ok(json!({"load_balancer": wire::load_balancer(&st, &st.load_balancers[&id])}))
 }
 

@@ -98,6 +98,49 @@ pub fn action(st: &State, id: u64) -> ApiResult {
 
 /// Names must be non-empty, at most 63 characters, and hostname-like for servers; other
 /// resources allow a wider set, but nothing with whitespace or control characters.
+/// A resource renamed and relabelled by `PUT /<things>/{id}` with `{name?, labels?}`; names are unique
+/// per kind.
+pub trait Updatable {
+    /// The `not_found` resource name, e.g. `load_balancer`.
+    const KIND: &'static str;
+    /// Whether names must be valid hostnames (servers).
+    const HOSTNAME: bool = false;
+    fn name_and_labels(&mut self) -> (&mut String, &mut crate::label_selector::Labels);
+}
+
+/// Validates `req` against the other resources of its kind, then applies it to `map[id]`. Nothing is
+/// changed when anything is invalid. Returns the previous name.
+pub fn apply_update<T: Updatable>(
+    map: &mut std::collections::BTreeMap<u64, T>,
+    id: u64,
+    req: crate::wire::UpdateReq,
+) -> Result<String, ApiError> {
+    if !map.contains_key(&id) {
+        return Err(ApiError::not_found(T::KIND));
+    }
+    if let Some(name) = &req.name {
+        validate_name(name, T::HOSTNAME)?;
+        let taken = map
+            .iter_mut()
+            .any(|(other, r)| *other != id && r.name_and_labels().0 == name);
+        if taken {
+            return Err(ApiError::uniqueness("name"));
+        }
+    }
+    if let Some(labels) = &req.labels {
+        check_labels(labels)?;
+    }
+    let (name, labels) = map.get_mut(&id).expect("checked above").name_and_labels();
+    let previous = name.clone();
+    if let Some(new) = req.name {
+        *name = new;
+    }
+    if let Some(new) = req.labels {
+        *labels = new;
+    }
+    Ok(previous)
+}
+
 pub fn validate_name(name: &str, hostname: bool) -> Result<(), ApiError> {
     let ok = !name.is_empty()
         && name.len() <= 63

@@ -266,25 +266,7 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateNetworkReq>)
 
 async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
     let mut st = app.write();
-    if let Some(name) = &req.name {
-        validate_name(name, false)?;
-        if st.networks.values().any(|n| n.name == *name && n.id != id) {
-            return Err(ApiError::uniqueness("name"));
-        }
-    }
-    if let Some(labels) = &req.labels {
-        check_labels(labels)?;
-    }
-    let n = st
-        .networks
-        .get_mut(&id)
-        .ok_or_else(|| ApiError::not_found("network"))?;
-    if let Some(name) = req.name {
-        n.name = name;
-    }
-    if let Some(labels) = req.labels {
-        n.labels = labels;
-    }
+    super::apply_update(&mut st.networks, id, req)?;
     ok(json!({"network": wire::network(&st, &st.networks[&id])}))
 }
 

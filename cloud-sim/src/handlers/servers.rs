@@ -268,32 +268,11 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateServerReq>) 
 
 async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
     let mut st = app.write();
-    if !st.servers.contains_key(&id) {
-        return Err(ApiError::not_found("server"));
-    }
-    if let Some(name) = &req.name {
-        validate_name(name, true)?;
-        if st.server_names.get(name).is_some_and(|other| *other != id) {
-            return Err(ApiError::uniqueness("name"));
-        }
-    }
-    if let Some(labels) = &req.labels {
-        check_labels(labels)?;
-    }
-    let s = st
-        .servers
-        .get_mut(&id)
-        .ok_or_else(|| ApiError::not_found("server"))?;
-    let old_name = s.name.clone();
-    if let Some(name) = req.name {
-        s.name = name;
-    }
-    if let Some(labels) = req.labels {
-        s.labels = labels;
-    }
-    let new_name = s.name.clone();
-    st.server_names.remove(&old_name);
-    st.server_names.insert(new_name, id);
+    let previous = super::apply_update(&mut st.servers, id, req)?;
+    // Keep the name index (used by `?name=` lookups at 10 000 servers) in step.
+    let current = st.servers[&id].name.clone();
+    st.server_names.remove(&previous);
+    st.server_names.insert(current, id);
     ok(json!({"server": wire::server(&st, &st.servers[&id])}))
 }
 
