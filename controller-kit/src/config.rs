@@ -740,6 +740,15 @@ impl CommonArgs {
 }
 
 impl Config {
+    /// The watcher configuration of every Node watch, honouring [`Config::node_label_selector`].
+    pub fn node_watcher_config(&self) -> kube::runtime::watcher::Config {
+        let config = kube::runtime::watcher::Config::default();
+        match &self.node_label_selector {
+            Some(selector) => config.labels(selector),
+            None => config,
+        }
+    }
+
     /// A configuration for in-process tests: no cloud settings, no leader election, admin server on
     /// an ephemeral loopback port.
     pub fn for_tests(info: &ControllerInfo) -> Config {

@@ -105,14 +105,6 @@ fn slim(node: &mut Node) {
     }
 }
 
-fn watch_config(cfg: &controller_kit::Config) -> watcher::Config {
-    let wc = watcher::Config::default();
-    match &cfg.node_label_selector {
-        Some(sel) => wc.labels(sel),
-        None => wc,
-    }
-}
-
 /// The controller body: a Node reflector and the periodic monitor pass.
 pub async fn run(
     ctx: Context,
@@ -131,7 +123,7 @@ pub async fn run(
     let (store, writer) = reflector::store::<Node>();
     let reflector = watcher(
         Api::<Node>::all(ctx.client.clone()),
-        watch_config(&ctx.config),
+        ctx.config.node_watcher_config(),
     )
     .default_backoff()
     .modify(slim)

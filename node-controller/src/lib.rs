@@ -67,14 +67,6 @@ fn slim(node: &mut Node) {
     }
 }
 
-fn watch_config(cfg: &controller_kit::Config) -> watcher::Config {
-    let wc = watcher::Config::default();
-    match &cfg.node_label_selector {
-        Some(sel) => wc.labels(sel),
-        None => wc,
-    }
-}
-
 /// The controller body: a Node watch feeding a reflector store and the reconciler, plus the
 /// periodic address sync.
 pub async fn run(
@@ -96,7 +88,7 @@ pub async fn run(
     // Readiness from the stream itself: kube's `Store::wait_until_ready` wakes only one of several
     // concurrent waiters, and the Controller already waits on it.
     let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
-    let stream = watcher(Api::<Node>::all(client), watch_config(&cfg))
+    let stream = watcher(Api::<Node>::all(client), cfg.node_watcher_config())
         .default_backoff()
         .modify(slim)
         .reflect(writer)
