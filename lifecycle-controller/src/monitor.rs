@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cloud_client::{Instances, NodeRef};
+use cloud_client::{CloudError, Instances, NodeRef};
 use controller_kit::events::reasons;
 use controller_kit::{Events, KitMetrics};
 use futures::StreamExt;
@@ -190,7 +190,22 @@ impl Monitor {
         let exists = match self.instances.instance_exists(&node_ref).await {
             Ok(e) => e,
             Err(e) => {
-                // Never delete on an error (including unsupported providerIDs).
+                // Never delete on an error. A providerID this cloud cannot use is the node's own bad
+                // input: say so on the Node, or nobody learns why it is never cleaned up.
+                if matches!(
+                    e,
+                    CloudError::InvalidInput { .. } | CloudError::Unsupported { .. }
+                ) {
+                    self.kit.count_warning(reasons::UNKNOWN_PROVIDER_ID);
+                    self.events
+                        .warning(
+                            node,
+                            reasons::UNKNOWN_PROVIDER_ID,
+                            "CheckNodeExists",
+                            format!("Node is never deleted or tainted while its providerID cannot be used: {e}"),
+                        )
+                        .await;
+                }
                 warn!(error = %e, "cloud lookup failed; not touching the node");
                 self.failed(&name);
                 return Outcome::Error;

@@ -333,3 +333,65 @@ async fn runs_with_only_the_chart_rbac_and_leader_election() {
     .await;
     ctl.stop().await.unwrap();
 }
+
+/// Bad input on the Node: a malformed providerID and one for servers this cloud cannot serve. Such a
+/// NotReady node is never deleted, but it gets a Warning saying why and counts as bad input. A node
+/// whose server is really gone, in the same pass, proves the passes ran over all of them.
+#[tokio::test]
+async fn unusable_provider_ids_warn_and_are_never_deleted() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("badpid");
+    let cloud = cloud_for(&sim).await;
+    let mut bad = Vec::new();
+    for provider_id in ["hcloud://not-a-number", "hrobot://5"] {
+        let name = unique("badpid");
+        let spec = NodeSpecT {
+            provider_id: Some(provider_id.into()),
+            ready: Some(false),
+            ..Default::default()
+        };
+        create_node(&client, &run, &name, spec).await;
+        bad.push((name, provider_id));
+    }
+    let control = unique("node");
+    let s = support::sim::create_server(&sim, &control).await;
+    support::sim::delete_server(&sim, s.id).await;
+    let spec = NodeSpecT {
+        provider_id: pid(s.id),
+        ready: Some(false),
+        ..Default::default()
+    };
+    create_node(&client, &run, &control, spec).await;
+    let ctl = start_lifecycle(client.clone(), &run, cloud, NodeFilter::default()).await;
+
+    gone(&client, &control).await;
+    for (name, provider_id) in &bad {
+        let ev = eventually("UnknownProviderIDPrefix warning", T, || {
+            event_with_reason(&client, name, "UnknownProviderIDPrefix")
+        })
+        .await;
+        assert_eq!(ev.type_.as_deref(), Some("Warning"));
+        let note = ev.note.unwrap_or_default();
+        assert!(
+            note.contains(provider_id.split("://").nth(1).unwrap()),
+            "{note}"
+        );
+        assert!(
+            get_node(&client, name).await.is_some(),
+            "{provider_id} must never be deleted"
+        );
+        assert!(
+            event_with_reason(&client, name, "DeletingNode")
+                .await
+                .is_none()
+        );
+    }
+    let series = r#"cloud_controllers_bad_input_warnings_total{controller="lifecycle-controller",reason="UnknownProviderIDPrefix"}"#;
+    eventually("bad-input metric counts both nodes", T, || async {
+        (metric(&ctl.metrics().await, series) >= 2.0).then_some(())
+    })
+    .await;
+    ctl.stop().await.unwrap();
+}
