@@ -54,6 +54,29 @@ async fn initialized(client: &kube::Client, name: &str) -> Node {
     .await
 }
 
+/// Creates a server and its tainted Node, waits for initialization, and checks that the `Synced`
+/// event was reported by controller instance `instance` (i.e. that replica was the one reconciling).
+async fn node_initialized_by(
+    admin: &kube::Client,
+    sim: &cloud_sim::Sim,
+    run: &str,
+    instance: &str,
+) {
+    let name = unique("node");
+    support::sim::create_server(sim, &name).await;
+    let spec = NodeSpecT {
+        tainted: true,
+        ..Default::default()
+    };
+    create_node(admin, run, &name, spec).await;
+    initialized(admin, &name).await;
+    let ev = eventually("Synced event", T, || {
+        event_with_reason(admin, &name, "Synced")
+    })
+    .await;
+    assert_eq!(ev.reporting_instance.as_deref(), Some(instance));
+}
+
 #[tokio::test]
 async fn initializes_node_with_labels_addresses_provider_id_and_removes_taint() {
     let k = testenv::kube().await;
@@ -285,6 +308,65 @@ async fn server_not_found_keeps_taint_and_warns_listing_what_was_tried() {
     ctl.stop().await.unwrap();
 }
 
+/// Bad input on the Node itself: a malformed providerID and one for servers this cloud cannot serve
+/// (Hetzner dedicated servers). Each gets a Warning naming the problem and a bad-input metric; the
+/// taint stays and the controller keeps initializing other nodes.
+#[tokio::test]
+async fn bad_provider_ids_warn_and_keep_the_taint() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("badpid");
+    let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
+    for (provider_id, expected_in_note) in [
+        ("hcloud://not-a-number", "not-a-number"),
+        ("hrobot://5", "hrobot://5"),
+    ] {
+        let name = unique("badpid");
+        let spec = NodeSpecT {
+            tainted: true,
+            provider_id: Some(provider_id.into()),
+            ..Default::default()
+        };
+        create_node(&client, &run, &name, spec).await;
+        let ev = eventually("UnknownProviderIDPrefix warning", T, || {
+            event_with_reason(&client, &name, "UnknownProviderIDPrefix")
+        })
+        .await;
+        assert_eq!(ev.type_.as_deref(), Some("Warning"));
+        let note = ev.note.unwrap_or_default();
+        assert!(note.contains(expected_in_note), "{provider_id}: {note}");
+        let node = get_node(&client, &name).await.unwrap();
+        assert!(has_taint(&node, support::UNINITIALIZED), "{provider_id}");
+        assert_eq!(
+            node.spec.and_then(|s| s.provider_id).as_deref(),
+            Some(provider_id)
+        );
+    }
+    eventually("bad-input metric counts both nodes", T, || async {
+        let m = ctl.metrics().await;
+        m.lines()
+            .any(|l| {
+                l.contains("bad_input_warnings_total")
+                    && l.contains("UnknownProviderIDPrefix")
+                    && l.ends_with(" 2")
+            })
+            .then_some(())
+    })
+    .await;
+
+    // The controller is still working: a good node next to the bad ones initializes.
+    let good = unique("node");
+    support::sim::create_server(&sim, &good).await;
+    let spec = NodeSpecT {
+        tainted: true,
+        ..Default::default()
+    };
+    create_node(&client, &run, &good, spec).await;
+    initialized(&client, &good).await;
+    ctl.stop().await.unwrap();
+}
+
 /// Cloud instances that add labels in reserved domains (the Hetzner provider itself never does).
 struct ExtraLabels(Arc<dyn Instances>);
 
@@ -499,24 +581,7 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
         "a standby is ready"
     );
 
-    let n1 = unique("node");
-    support::sim::create_server(&sim, &n1).await;
-    create_node(
-        &admin,
-        &run,
-        &n1,
-        NodeSpecT {
-            tainted: true,
-            ..Default::default()
-        },
-    )
-    .await;
-    initialized(&admin, &n1).await;
-    let ev = eventually("Synced event", T, || {
-        event_with_reason(&admin, &n1, "Synced")
-    })
-    .await;
-    assert_eq!(ev.reporting_instance.as_deref(), Some(leader_id));
+    node_initialized_by(&admin, &sim, &run, leader_id).await;
     let sm = standby.metrics().await;
     assert!(!is_leader(&sm));
     assert!(
@@ -530,24 +595,7 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
         is_leader(&standby.metrics().await).then_some(())
     })
     .await;
-    let n2 = unique("node");
-    support::sim::create_server(&sim, &n2).await;
-    create_node(
-        &admin,
-        &run,
-        &n2,
-        NodeSpecT {
-            tainted: true,
-            ..Default::default()
-        },
-    )
-    .await;
-    initialized(&admin, &n2).await;
-    let ev = eventually("Synced event", T, || {
-        event_with_reason(&admin, &n2, "Synced")
-    })
-    .await;
-    assert_eq!(ev.reporting_instance.as_deref(), Some(standby_id));
+    node_initialized_by(&admin, &sim, &run, standby_id).await;
     standby.stop().await.unwrap();
 }
 
