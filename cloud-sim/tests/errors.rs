@@ -231,6 +231,15 @@ async fn load_balancer_rules() {
     assert_error(&r, 422, "targets_without_use_private_ip");
 }
 
+async fn add_server_targets(w: &cloud_sim::world::World, lb: u64, servers: &[u64]) {
+    for id in servers {
+        let target = json!({"type": "server", "server": {"id": id}});
+        w.load_balancer_action(lb, "add_target", target)
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn max_targets_per_lb_type() {
     let sim = Sim::start().await;
@@ -241,15 +250,7 @@ async fn max_targets_per_lb_type() {
         .await
         .unwrap();
     let ids = w.create_servers(11, "t", "cx22", "fsn1").await.unwrap();
-    for id in &ids[..10] {
-        w.load_balancer_action(
-            lb,
-            "add_target",
-            json!({"type": "server", "server": {"id": id}}),
-        )
-        .await
-        .unwrap();
-    }
+    add_server_targets(&w, lb, &ids[..10]).await;
     let r = send(
         &w,
         Method::POST,
@@ -264,15 +265,7 @@ async fn max_targets_per_lb_type() {
     );
     // Downgrading below the current target count is refused too.
     let lb2 = w.create_load_balancer("big", "lb21", "fsn1").await.unwrap();
-    for id in &ids[..11] {
-        w.load_balancer_action(
-            lb2,
-            "add_target",
-            json!({"type": "server", "server": {"id": id}}),
-        )
-        .await
-        .unwrap();
-    }
+    add_server_targets(&w, lb2, &ids[..11]).await;
     let r = send(
         &w,
         Method::POST,
