@@ -257,14 +257,16 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> (Vec<i64>, Vec<Warnin
                     out.push(id);
                 }
             }
-            Ok(ProviderId::Robot(_)) => warnings.push(Warning::new(
+            Ok(ProviderId::Robot(_)) => warnings.push(Warning::on_node(
+                &n.name,
                 "RobotServerNotSupported",
                 format!(
                     "node {} is a Robot server ({pid}); it is not added as a load balancer target",
                     n.name
                 ),
             )),
-            Err(_) => warnings.push(Warning::new(
+            Err(_) => warnings.push(Warning::on_node(
+                &n.name,
                 "UnknownProviderIDPrefix",
                 format!(
                     "node {} has providerID {pid:?} which is not a Hetzner Cloud server; skipped",
