@@ -1,1 +1,243 @@
-//! The service controller: see the crate README section in the repository README.
+//! The service controller (upstream `service-lb-controller`): a cloud load balancer for every
+//! `type: LoadBalancer` Service, its targets following the eligible nodes, cleaned up through the
+//! `service.kubernetes.io/load-balancer-cleanup` finalizer.
+//!
+//! Better than upstream: a node-set change touches only load balancers whose targets change
+//! (coalesced, no Ready-flip churn); a reconcile with nothing changed makes no cloud call; a
+//! jittered drift check repairs changes made behind our back; a terminating Service is never given
+//! a finalizer; and an opt-in `loadBalancerClass` of our own lets it run next to MetalLB or Cilium.
+
+pub mod applied;
+pub mod controller;
+pub mod error;
+pub mod metrics;
+pub mod node_sync;
+pub mod nodes;
+pub mod patches;
+pub mod reasons;
+pub mod service;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use cloud_client::{Cloud, LoadBalancers};
+use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Api;
+use kube::runtime::controller as kctrl;
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+
+use crate::controller::{Ctx, error_policy, reconcile};
+use crate::metrics::ServiceMetrics;
+use crate::service::ClassFilter;
+
+/// Identity of this controller.
+pub const INFO: ControllerInfo = ControllerInfo {
+    name: "service-controller",
+    canonical: "service-lb-controller",
+    alias: "service",
+    component: "service-controller",
+    default_admin_port: 10273,
+    default_concurrency: 10,
+};
+
+/// Flags of this controller only.
+#[derive(Args, Debug, Clone)]
+pub struct ServiceArgs {
+    /// A `spec.loadBalancerClass` this controller serves in addition to Services without a class
+    /// (so it can run next to another load-balancer implementation). Other classes are ignored.
+    #[arg(long, env = "SERVICE_LOAD_BALANCER_CLASS")]
+    pub load_balancer_class: Option<String>,
+    /// How often each load balancer is re-read and repaired when nothing changed (±10 % jitter).
+    #[arg(long, default_value = "10m")]
+    pub load_balancer_drift_check_period: String,
+    /// How long node changes are collected before the load balancers follow them.
+    #[arg(long, default_value = "1s")]
+    pub node_sync_window: String,
+}
+
+/// Validated settings of this controller.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Which classes are ours.
+    pub classes: ClassFilter,
+    /// Drift-check period.
+    pub drift_period: Duration,
+    /// Node-change coalescing window.
+    pub node_sync_window: Duration,
+    /// Watch only this namespace's Services (tests); `None` = all namespaces.
+    pub namespace: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            classes: ClassFilter::default(),
+            drift_period: Duration::from_secs(600),
+            node_sync_window: Duration::from_secs(1),
+            namespace: None,
+        }
+    }
+}
+
+impl ServiceArgs {
+    /// Validates into the shared problem list.
+    pub fn validate(&self, p: &mut Problems) -> Settings {
+        let d = Settings::default();
+        let class = self
+            .load_balancer_class
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty());
+        if let Some(c) = class
+            && !c.contains('/')
+        {
+            p.push(format!(
+                "--load-balancer-class={c:?}: a class must be a label-style name with a prefix, e.g. cloud-controllers.io/hcloud"
+            ));
+        }
+        Settings {
+            classes: ClassFilter {
+                own_class: class.map(str::to_string),
+            },
+            drift_period: p.positive_duration(
+                "--load-balancer-drift-check-period",
+                &self.load_balancer_drift_check_period,
+                d.drift_period,
+            ),
+            node_sync_window: p.duration(
+                "--node-sync-window",
+                &self.node_sync_window,
+                d.node_sync_window,
+            ),
+            namespace: None,
+        }
+    }
+}
+
+/// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
+pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<(), RunError> {
+    rt.register_cloud_stats(cloud.stats.clone());
+    let metrics = ServiceMetrics::register(rt.registry_mut());
+    let Some(lbs) = cloud.load_balancers.clone() else {
+        tracing::warn!(
+            provider = cloud.provider_name,
+            "load balancers are disabled (HCLOUD_LOAD_BALANCERS_ENABLED=false); idling"
+        );
+        return rt
+            .run(|ctx| async move {
+                ctx.readiness.set_idle(true);
+                ctx.shutdown.cancelled().await;
+                Ok(())
+            })
+            .await;
+    };
+    rt.run(move |ctx| run(ctx, lbs, settings, metrics)).await
+}
+
+/// The controller body: a Node reflector feeding the coalesced node-set trigger, and a Service
+/// watch feeding the reconciler.
+pub async fn run(
+    ctx: Context,
+    lbs: Arc<dyn LoadBalancers>,
+    settings: Settings,
+    metrics: ServiceMetrics,
+) -> anyhow::Result<()> {
+    let client = ctx.client.clone();
+    let cfg = ctx.config.clone();
+
+    // Nodes first: a Service ensured against an empty cache would lose all its targets.
+    let (node_store, node_writer) = reflector::store::<Node>();
+    let node_changed = Arc::new(tokio::sync::Notify::new());
+    let (nodes_synced_tx, mut nodes_synced) = tokio::sync::watch::channel(false);
+    let node_events = {
+        let changed = node_changed.clone();
+        let stream = watcher(Api::<Node>::all(client.clone()), cfg.node_watcher_config())
+            .default_backoff()
+            .modify(nodes::slim)
+            .reflect(node_writer);
+        let shutdown = ctx.shutdown.clone();
+        tokio::spawn(async move {
+            let drive = stream.for_each(|ev| {
+                match ev {
+                    Ok(watcher::Event::InitDone) => {
+                        nodes_synced_tx.send_replace(true);
+                        changed.notify_one();
+                    }
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
+                        changed.notify_one()
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "node watch error"),
+                }
+                futures::future::ready(())
+            });
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = drive => {}
+            }
+        })
+    };
+    tokio::select! {
+        _ = ctx.shutdown.cancelled() => { node_events.abort(); return Ok(()) }
+        r = nodes_synced.wait_for(|v| *v) => { r?; }
+    }
+    tracing::info!(nodes = node_store.len(), "node cache synced");
+
+    let services: Api<Service> = match &settings.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let (svc_store, svc_writer) = reflector::store::<Service>();
+    let readiness = ctx.readiness.clone();
+    let svc_stream = watcher(services, watcher::Config::default())
+        .default_backoff()
+        .modify(service::slim)
+        .reflect(svc_writer)
+        .inspect(move |ev| {
+            if matches!(ev, Ok(watcher::Event::InitDone)) {
+                readiness.set_synced(true);
+            }
+        })
+        .applied_objects()
+        .predicate_filter(service::trigger_hash, Default::default());
+
+    let (trigger_tx, trigger_rx) = futures::channel::mpsc::channel(1);
+    let node_sync = tokio::spawn(node_sync::run(
+        node_store.clone(),
+        node_changed,
+        settings.node_sync_window,
+        trigger_tx,
+        metrics.clone(),
+        ctx.shutdown.clone(),
+    ));
+
+    let rctx = Arc::new(Ctx::new(
+        client,
+        lbs,
+        node_store,
+        settings.classes,
+        settings.drift_period,
+        ctx.events.clone(),
+        ctx.metrics.clone(),
+        metrics,
+    ));
+    Controller::for_stream(svc_stream, svc_store)
+        .reconcile_all_on(trigger_rx)
+        .with_config(kctrl::Config::default().concurrency(cfg.concurrent_service_syncs))
+        .graceful_shutdown_on(ctx.shutdown.clone().cancelled_owned())
+        .run(reconcile, error_policy, rctx)
+        .for_each(|res| async move {
+            match res {
+                Ok(_) => {}
+                Err(kctrl::Error::ReconcilerFailed(..)) => {} // logged by error_policy
+                Err(e) => tracing::warn!(error = %e, "service controller stream error"),
+            }
+        })
+        .await;
+    node_sync.abort();
+    node_events.abort();
+    Ok(())
+}

@@ -1,11 +1,32 @@
-use clap::Parser;
+//! service-controller binary: parse flags, build the cloud, run under controller-kit.
+use std::process::ExitCode;
 
-/// The service controller of cloud-controllers.
+use clap::Parser;
+use controller_kit::CommonArgs;
+use service_controller::ServiceArgs;
+
+/// The service controller of cloud-controllers (upstream service-lb-controller).
 #[derive(Debug, Parser)]
 #[command(version, about)]
-struct Args {}
+struct Args {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    service: ServiceArgs,
+}
 
-fn main() -> anyhow::Result<()> {
-    let _args = Args::parse();
-    anyhow::bail!("service-controller is not implemented yet")
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let service = args.service;
+    controller_kit::runtime::main(
+        &service_controller::INFO,
+        args.common,
+        |p| service.validate(p),
+        |rt, settings| async move {
+            let cloud = controller_kit::cloud::build(rt.config())
+                .await
+                .map_err(|e| controller_kit::RunError::Controller(e.into()))?;
+            service_controller::start(rt, cloud, settings).await
+        },
+    )
 }

@@ -1,0 +1,401 @@
+//! One Service's reconcile: clean up, or ensure its load balancer, or update its targets, or do
+//! nothing, depending on what changed since this process last applied it (see [`crate::applied`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cloud_client::{LbNode, LoadBalancers, Warning};
+use controller_kit::{Events, KitMetrics};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::applied::{AppliedSet, Work};
+use crate::error::Error;
+use crate::metrics::ServiceMetrics;
+use crate::service::{self, ClassFilter};
+use crate::{nodes, patches, reasons};
+
+/// Shared state of the reconciler.
+pub struct Ctx {
+    /// Kubernetes client (Service patches go through `services/status`).
+    pub client: kube::Client,
+    /// The cloud's load balancers.
+    pub lbs: Arc<dyn LoadBalancers>,
+    /// Node cache (the eligible node set is computed from it at reconcile time).
+    pub nodes: Store<Node>,
+    /// Which `loadBalancerClass` values are ours.
+    pub classes: ClassFilter,
+    /// What was last applied per Service.
+    pub applied: AppliedSet,
+    /// Event publisher.
+    pub events: Events,
+    /// Kit metrics.
+    pub kit: KitMetrics,
+    /// Controller metrics.
+    pub metrics: ServiceMetrics,
+    /// Failed attempts per Service UID, for exponential backoff.
+    attempts: Mutex<HashMap<String, u32>>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("classes", &self.classes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    /// A reconciler context.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: kube::Client,
+        lbs: Arc<dyn LoadBalancers>,
+        nodes: Store<Node>,
+        classes: ClassFilter,
+        drift_period: Duration,
+        events: Events,
+        kit: KitMetrics,
+        metrics: ServiceMetrics,
+    ) -> Self {
+        Self {
+            client,
+            lbs,
+            nodes,
+            classes,
+            applied: AppliedSet::new(drift_period),
+            events,
+            kit,
+            metrics,
+            attempts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn attempts(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        self.attempts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn eligible_nodes(&self) -> Vec<LbNode> {
+        let state = self.nodes.state();
+        nodes::eligible(state.iter().map(|n| n.as_ref()))
+    }
+
+    fn forget(&self, svc: &Service) {
+        let uid = svc.uid().unwrap_or_default();
+        if self.applied.forget(&uid) {
+            self.metrics.load_balancers.set(self.applied.len() as i64);
+        }
+        self.attempts().remove(&uid);
+    }
+}
+
+/// Reconciles one Service.
+pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let span = info_span!("reconcile", service = %service::key(&svc));
+    async move {
+        let mut timer = ctx.kit.reconcile_timer();
+        let result = sync(&svc, &ctx).await;
+        match &result {
+            Ok(_) => {
+                timer.set_result("ok");
+                ctx.attempts().remove(&svc.uid().unwrap_or_default());
+            }
+            Err(e) => {
+                timer.set_result(e.metric_label());
+                if e.is_bad_input() {
+                    ctx.kit.count_warning(reasons::INVALID_INPUT);
+                }
+            }
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+/// Requeue policy: invalid input waits for the Service to change (its Warning says what to fix);
+/// everything else backs off per Service, 5 s doubling to 5 min (upstream), or longer when the
+/// cloud's rate limit asks for it.
+pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    if err.is_bad_input() {
+        warn!(service = %service::key(&svc), error = %err, "invalid load balancer configuration; waiting for the Service to change");
+        return Action::await_change();
+    }
+    let n = {
+        let mut a = ctx.attempts();
+        let n = a.entry(svc.uid().unwrap_or_default()).or_default();
+        *n = n.saturating_add(1);
+        *n
+    };
+    let backoff = Duration::from_secs(5 << (n - 1).min(6)).min(Duration::from_secs(300));
+    let delay = err.retry_after().map_or(backoff, |r| r.max(backoff));
+    warn!(service = %service::key(&svc), error = %err, attempt = n, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, Error> {
+    if service::needs_cleanup(svc, &ctx.classes) {
+        cleanup(svc, ctx).await?;
+        return Ok(Action::await_change());
+    }
+    // Not ours, or terminating without our finalizer: adding one now would be refused by the
+    // apiserver and loop forever (kubernetes/cloud-provider-gcp#981), and there is nothing to clean.
+    if !service::wants_load_balancer(svc, &ctx.classes) || svc.metadata.deletion_timestamp.is_some()
+    {
+        ctx.forget(svc);
+        return Ok(Action::await_change());
+    }
+    let uid = svc.uid().unwrap_or_default();
+    let nodes = ctx.eligible_nodes();
+    let spec = service::spec_hash(svc);
+    let fingerprint = nodes::fingerprint(&nodes);
+    match ctx.applied.work(&uid, spec, fingerprint) {
+        Work::Nothing => {}
+        Work::Ensure => ensure(svc, ctx, &nodes, true).await?,
+        Work::DriftCheck => ensure(svc, ctx, &nodes, false).await?,
+        Work::UpdateTargets => update_targets(svc, ctx, &nodes).await?,
+    }
+    Ok(Action::requeue(ctx.applied.next_check_in(&uid)))
+}
+
+/// Full ensure. `announce` is false for drift checks, which stay silent unless they repaired
+/// something.
+async fn ensure(svc: &Service, ctx: &Ctx, nodes: &[LbNode], announce: bool) -> Result<(), Error> {
+    let key = service::key(svc);
+    if announce {
+        ctx.events
+            .normal(
+                svc,
+                reasons::ENSURING,
+                "EnsureLoadBalancer",
+                "Ensuring load balancer".into(),
+            )
+            .await;
+    }
+    if !service::has_finalizer(svc)
+        && let Err(source) = patches::add_finalizer(&ctx.client, svc).await
+    {
+        return Err(sync_failed(svc, ctx, kube_error(&key, "add finalizer", source)).await);
+    }
+    if nodes.is_empty() {
+        ctx.events
+            .warning(
+                svc,
+                reasons::UNAVAILABLE,
+                "EnsureLoadBalancer",
+                "There are no available nodes for LoadBalancer".into(),
+            )
+            .await;
+    }
+    let sref = service::service_ref(svc);
+    let outcome = match ctx.lbs.ensure(&sref, nodes).await {
+        Ok(o) => o,
+        Err(source) => {
+            let e = Error::Cloud {
+                service: key,
+                op: "ensure load balancer",
+                source,
+            };
+            return Err(sync_failed(svc, ctx, e).await);
+        }
+    };
+    publish_warnings(svc, ctx, &outcome.warnings).await;
+    let want = service::ingress(&outcome.status);
+    if service::current_ingress(svc) != want
+        && let Err(source) = patches::set_ingress(&ctx.client, svc, &want).await
+    {
+        return Err(sync_failed(svc, ctx, kube_error(&key, "update status", source)).await);
+    }
+    if announce || outcome.writes > 0 {
+        let note = if announce {
+            "Ensured load balancer".to_string()
+        } else {
+            format!(
+                "Ensured load balancer: repaired {} change(s) made outside the controller",
+                outcome.writes
+            )
+        };
+        ctx.events
+            .normal(svc, reasons::ENSURED, "EnsureLoadBalancer", note)
+            .await;
+    }
+    info!(
+        writes = outcome.writes,
+        targets = nodes.len(),
+        drift_check = !announce,
+        "load balancer ensured"
+    );
+    ctx.applied.ensured(
+        &svc.uid().unwrap_or_default(),
+        service::spec_hash(svc),
+        nodes::fingerprint(nodes),
+    );
+    ctx.metrics.load_balancers.set(ctx.applied.len() as i64);
+    Ok(())
+}
+
+/// Only the node set changed: update the targets from the remembered load balancer (no read when
+/// it is fresh). A load balancer that vanished is re-created by a full ensure.
+async fn update_targets(svc: &Service, ctx: &Ctx, nodes: &[LbNode]) -> Result<(), Error> {
+    let key = service::key(svc);
+    let sref = service::service_ref(svc);
+    ctx.metrics.loadbalancer_sync.inc();
+    let started = std::time::Instant::now();
+    let result = ctx.lbs.update_targets(&sref, nodes).await;
+    ctx.metrics
+        .update_host_latency
+        .observe(started.elapsed().as_secs_f64());
+    let outcome = match result {
+        Ok(o) if !o.found => {
+            info!("load balancer not found while updating targets; re-creating it");
+            return ensure(svc, ctx, nodes, true).await;
+        }
+        Ok(o) => o,
+        Err(source) => {
+            ctx.metrics.nodesync_errors.inc();
+            let e = Error::Cloud {
+                service: key,
+                op: "update load balancer targets",
+                source,
+            };
+            ctx.events
+                .warning(
+                    svc,
+                    reasons::UPDATE_FAILED,
+                    "UpdateLoadBalancer",
+                    format!(
+                        "Error updating load balancer with new hosts {} [total number of nodes: {}], error: {e}",
+                        nodes::names_for_message(nodes),
+                        nodes.len()
+                    ),
+                )
+                .await;
+            return Err(e);
+        }
+    };
+    publish_warnings(svc, ctx, &outcome.warnings).await;
+    if nodes.is_empty() {
+        ctx.events
+            .warning(
+                svc,
+                reasons::UNAVAILABLE,
+                "UpdateLoadBalancer",
+                "There are no available nodes for LoadBalancer".into(),
+            )
+            .await;
+    } else if outcome.writes > 0 {
+        ctx.events
+            .normal(
+                svc,
+                reasons::UPDATED,
+                "UpdateLoadBalancer",
+                "Updated load balancer with new hosts".into(),
+            )
+            .await;
+    }
+    debug!(
+        writes = outcome.writes,
+        targets = nodes.len(),
+        "load balancer targets updated"
+    );
+    ctx.applied
+        .targets_updated(&svc.uid().unwrap_or_default(), nodes::fingerprint(nodes));
+    Ok(())
+}
+
+/// Deletes the load balancer, then lets the Service go: finalizer off, status cleared.
+async fn cleanup(svc: &Service, ctx: &Ctx) -> Result<(), Error> {
+    let key = service::key(svc);
+    ctx.events
+        .normal(
+            svc,
+            reasons::DELETING,
+            "DeleteLoadBalancer",
+            "Deleting load balancer".into(),
+        )
+        .await;
+    let outcome = match ctx.lbs.delete(&service::service_ref(svc)).await {
+        Ok(o) => o,
+        Err(source) => {
+            let e = Error::Cloud {
+                service: key,
+                op: "delete load balancer",
+                source,
+            };
+            return Err(sync_failed(svc, ctx, e).await);
+        }
+    };
+    publish_warnings(svc, ctx, &outcome.warnings).await;
+    if let Err(source) = patches::remove_finalizer(&ctx.client, svc).await {
+        return Err(sync_failed(svc, ctx, kube_error(&key, "remove finalizer", source)).await);
+    }
+    ctx.events
+        .normal(
+            svc,
+            reasons::DELETED,
+            "DeleteLoadBalancer",
+            "Deleted load balancer".into(),
+        )
+        .await;
+    if !service::current_ingress(svc).is_empty()
+        && let Err(source) = patches::set_ingress(&ctx.client, svc, &[]).await
+    {
+        return Err(sync_failed(svc, ctx, kube_error(&key, "clear status", source)).await);
+    }
+    info!(deleted = outcome.deleted, "load balancer cleaned up");
+    ctx.forget(svc);
+    Ok(())
+}
+
+fn kube_error(service: &str, what: &'static str, source: kube::Error) -> Error {
+    Error::Kube {
+        service: service.to_string(),
+        what,
+        source,
+    }
+}
+
+/// Upstream's Warning for any failed sync (invalid input reads as what to fix); returns `e`.
+async fn sync_failed(svc: &Service, ctx: &Ctx, e: Error) -> Error {
+    ctx.events
+        .warning(
+            svc,
+            reasons::SYNC_FAILED,
+            "SyncLoadBalancer",
+            format!("Error syncing load balancer: {e}"),
+        )
+        .await;
+    e
+}
+
+/// The provider's warnings as events: on the Node they name, else on the Service.
+async fn publish_warnings(svc: &Service, ctx: &Ctx, warnings: &[Warning]) {
+    for w in warnings {
+        warn!(reason = %w.reason, node = w.node.as_deref().unwrap_or(""), "{}", w.message);
+        let node = w
+            .node
+            .as_deref()
+            .and_then(|n| ctx.nodes.get(&ObjectRef::new(n)));
+        match node {
+            Some(node) => {
+                ctx.events
+                    .warning(
+                        node.as_ref(),
+                        &w.reason,
+                        "EnsureLoadBalancer",
+                        format!("{} (Service {})", w.message, service::key(svc)),
+                    )
+                    .await
+            }
+            None => {
+                ctx.events
+                    .warning(svc, &w.reason, "EnsureLoadBalancer", w.message.clone())
+                    .await
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Reconcile errors; every variant names the Service and the failing call.
+
+use std::time::Duration;
+
+use cloud_client::{CloudError, ErrorClass};
+
+/// Why a Service reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A cloud call failed (includes invalid annotations, reported before any cloud write).
+    #[error("service {service}: {op}: {source}")]
+    Cloud {
+        /// `namespace/name`.
+        service: String,
+        /// `ensure load balancer`, `update load balancer targets`, `delete load balancer`.
+        op: &'static str,
+        /// Cause.
+        #[source]
+        source: CloudError,
+    },
+    /// A Kubernetes write failed.
+    #[error("service {service}: {what}: {source}")]
+    Kube {
+        /// `namespace/name`.
+        service: String,
+        /// The call, e.g. `add finalizer`.
+        what: &'static str,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// Bounded metric label.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Cloud { .. } if self.is_bad_input() => "invalid_input",
+            Error::Cloud { .. } => "cloud_error",
+            Error::Kube { .. } => "kube_error",
+        }
+    }
+
+    /// True when the user's Service is what is wrong: retrying cannot help until it changes.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            Error::Cloud {
+                source: CloudError::InvalidInput { .. } | CloudError::Unsupported { .. },
+                ..
+            }
+        )
+    }
+
+    /// Delay the cloud asked for (rate limit), if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::Cloud { source, .. } if source.class() == ErrorClass::Retryable => {
+                source.retry_after()
+            }
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Which Nodes a load balancer sends traffic to (upstream's stable node set, KEP-3458), as the cloud
+//! sees them.
+
+use std::hash::{Hash, Hasher};
+
+use cloud_client::LbNode;
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+
+/// Nodes labelled with this are excluded unless the value parses as false.
+pub const LABEL_EXCLUDE_FROM_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+/// Cluster-autoscaler's taint on nodes it is about to delete.
+pub const TAINT_TO_BE_DELETED: &str = "ToBeDeletedByClusterAutoscaler";
+
+/// Upstream's predicates plus one of ours: not being deleted, not excluded by label, not about to be
+/// removed by the autoscaler, and a providerID (without one the cloud cannot target the node; it gets
+/// one at initialization, which then counts as a node-set change). Readiness is deliberately not a
+/// predicate: a flapping kubelet must not rewrite every load balancer (KEP-3458).
+pub fn is_eligible(node: &Node) -> bool {
+    node.metadata.deletion_timestamp.is_none()
+        && !excluded_by_label(node)
+        && !has_taint(node, TAINT_TO_BE_DELETED)
+        && provider_id(node).is_some()
+}
+
+/// Upstream parses the label as a Go bool: `false` keeps the node, `true` or anything unparsable
+/// (including an empty value) excludes it (kubernetes/kubernetes#131085).
+fn excluded_by_label(node: &Node) -> bool {
+    node.labels()
+        .get(LABEL_EXCLUDE_FROM_LB)
+        .is_some_and(|v| parse_go_bool(v) != Some(false))
+}
+
+/// Go's `strconv.ParseBool`.
+pub fn parse_go_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+fn has_taint(node: &Node, key: &str) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == key))
+}
+
+fn provider_id(node: &Node) -> Option<&str> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .filter(|p| !p.is_empty())
+}
+
+/// The node as the load-balancer provider needs it.
+pub fn lb_node(node: &Node) -> LbNode {
+    LbNode {
+        name: node.name_any(),
+        provider_id: provider_id(node).map(str::to_string),
+        labels: node.labels().clone(),
+        internal_ips: node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .map(|a| {
+                a.iter()
+                    .filter(|a| a.type_ == "InternalIP")
+                    .map(|a| a.address.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// The eligible nodes, sorted by name (so equal sets compare and hash equal).
+pub fn eligible<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<LbNode> {
+    let mut out: Vec<LbNode> = nodes
+        .into_iter()
+        .filter(|n| is_eligible(n))
+        .map(lb_node)
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Fingerprint of a node set: everything a provider may use to pick or address targets (name,
+/// providerID, labels for node selectors, internal IPs), nothing that churns (conditions, heartbeats).
+pub fn fingerprint(nodes: &[LbNode]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for n in nodes {
+        (&n.name, &n.provider_id, &n.labels, &n.internal_ips).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Strips what the controller never reads, to keep the Node cache small.
+pub fn slim(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    node.metadata.annotations = None;
+    if let Some(status) = node.status.as_mut() {
+        *status = k8s_openapi::api::core::v1::NodeStatus {
+            addresses: status.addresses.take(),
+            ..Default::default()
+        };
+    }
+}
+
+/// Node names for messages: the first 20, then a count (as upstream).
+pub fn names_for_message(nodes: &[LbNode]) -> String {
+    const MAX: usize = 20;
+    let names: Vec<&str> = nodes.iter().take(MAX).map(|n| n.name.as_str()).collect();
+    match nodes.len().checked_sub(MAX) {
+        Some(more) if more > 0 => format!("{} and {more} more", names.join(", ")),
+        _ => names.join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn node(name: &str, labels: &[(&str, &str)]) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        n.spec = Some(NodeSpec {
+            provider_id: Some(format!("hcloud://{}", name.len())),
+            ..Default::default()
+        });
+        n
+    }
+
+    #[test]
+    fn exclusion_label_is_parsed_like_upstream() {
+        assert!(is_eligible(&node("a", &[])));
+        for v in ["false", "False", "0", "f"] {
+            assert!(
+                is_eligible(&node("a", &[(LABEL_EXCLUDE_FROM_LB, v)])),
+                "{v}"
+            );
+        }
+        for v in ["true", "1", "", "yes", "excluded"] {
+            assert!(
+                !is_eligible(&node("a", &[(LABEL_EXCLUDE_FROM_LB, v)])),
+                "{v:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn deleting_autoscaled_away_and_uninitialized_nodes_are_not_targets() {
+        let mut deleting = node("a", &[]);
+        deleting.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        assert!(!is_eligible(&deleting));
+        let mut tainted = node("a", &[]);
+        tainted.spec.as_mut().unwrap().taints = Some(vec![Taint {
+            key: TAINT_TO_BE_DELETED.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+        assert!(!is_eligible(&tainted));
+        let mut no_pid = node("a", &[]);
+        no_pid.spec.as_mut().unwrap().provider_id = Some(String::new());
+        assert!(!is_eligible(&no_pid));
+    }
+
+    #[test]
+    fn fingerprint_ignores_order_and_status_but_not_labels() {
+        let a = node("a", &[]);
+        let b = node("bb", &[("role", "edge")]);
+        let one = eligible([&a, &b]);
+        let two = eligible([&b, &a]);
+        assert_eq!(fingerprint(&one), fingerprint(&two));
+        let mut ready = a.clone();
+        ready.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            conditions: Some(vec![Default::default()]),
+            ..Default::default()
+        });
+        assert_eq!(fingerprint(&eligible([&ready, &b])), fingerprint(&one));
+        let relabelled = node("a", &[("role", "edge")]);
+        assert_ne!(fingerprint(&eligible([&relabelled, &b])), fingerprint(&one));
+    }
+
+    #[test]
+    fn long_node_lists_are_cut_in_messages() {
+        let nodes: Vec<LbNode> = (0..25)
+            .map(|i| LbNode {
+                name: format!("n{i}"),
+                ..Default::default()
+            })
+            .collect();
+        let m = names_for_message(&nodes);
+        assert!(
+            m.starts_with("n0, n1") && m.ends_with("n19 and 5 more"),
+            "{m}"
+        );
+        assert_eq!(names_for_message(&nodes[..2]), "n0, n1");
+    }
+}

@@ -1,0 +1,73 @@
+//! The controller's only Kubernetes writes to a Service: the cleanup finalizer and
+//! `status.loadBalancer`, both through the `services/status` subresource (as upstream, so the role
+//! needs no write access to Services themselves). The finalizer patch is a strategic merge, which
+//! adds or removes one entry of the list without clobbering other controllers' finalizers.
+
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::service::FINALIZER;
+
+fn api(client: &kube::Client, svc: &Service) -> Api<Service> {
+    Api::namespaced(client.clone(), &svc.namespace().unwrap_or_default())
+}
+
+/// Adds the cleanup finalizer.
+pub async fn add_finalizer(client: &kube::Client, svc: &Service) -> Result<(), kube::Error> {
+    let patch = json!({ "metadata": { "finalizers": [FINALIZER] } });
+    api(client, svc)
+        .patch_status(
+            &svc.name_any(),
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .await
+        .map(drop)
+}
+
+/// Removes the cleanup finalizer; a Service already gone is fine.
+pub async fn remove_finalizer(client: &kube::Client, svc: &Service) -> Result<(), kube::Error> {
+    let patch = json!({ "metadata": { "$deleteFromPrimitiveList/finalizers": [FINALIZER] } });
+    ignore_not_found(
+        api(client, svc)
+            .patch_status(
+                &svc.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await,
+    )
+}
+
+/// Replaces `status.loadBalancer.ingress` (an empty list clears it); a Service already gone is fine.
+pub async fn set_ingress(
+    client: &kube::Client,
+    svc: &Service,
+    ingress: &[LoadBalancerIngress],
+) -> Result<(), kube::Error> {
+    let ingress = if ingress.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!(ingress)
+    };
+    let patch = json!({ "status": { "loadBalancer": { "ingress": ingress } } });
+    ignore_not_found(
+        api(client, svc)
+            .patch_status(
+                &svc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await,
+    )
+}
+
+fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,20 @@
+//! Event reasons of the service controller (upstream's, so existing alerts and runbooks still match).
+
+/// Before a full ensure (Normal).
+pub const ENSURING: &str = "EnsuringLoadBalancer";
+/// After a full ensure (Normal).
+pub const ENSURED: &str = "EnsuredLoadBalancer";
+/// Any failed sync: ensure, cleanup, finalizer or status write (Warning).
+pub const SYNC_FAILED: &str = "SyncLoadBalancerFailed";
+/// No eligible node: the load balancer is kept without targets (Warning).
+pub const UNAVAILABLE: &str = "UnAvailableLoadBalancer";
+/// Targets updated after a node-set change (Normal).
+pub const UPDATED: &str = "UpdatedLoadBalancer";
+/// A target update failed (Warning).
+pub const UPDATE_FAILED: &str = "UpdateLoadBalancerFailed";
+/// Before deleting the load balancer (Normal).
+pub const DELETING: &str = "DeletingLoadBalancer";
+/// After cleanup (Normal).
+pub const DELETED: &str = "DeletedLoadBalancer";
+/// Metric label of invalid Service input (the event itself uses [`SYNC_FAILED`], as upstream).
+pub const INVALID_INPUT: &str = "InvalidLoadBalancerInput";

@@ -1,0 +1,413 @@
+//! Service-controller test fixture: the controller in-process under its chart RBAC (impersonated
+//! ServiceAccount), watching one namespace and one run's Nodes, against its own cloud-sim.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cloud_client::hcloud::{HcloudConfig, HcloudProvider, RetryPolicy, Token};
+use cloud_client::{ClientStats, StatsSnapshot};
+use cloud_sim::{Sim, SimConfig};
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+use service_controller::Settings;
+
+use crate::support::run::{Running, spawn, test_config};
+use crate::support::{NodeSpecT, apply_chart_rbac, create_node, eventually, rbac_file, unique};
+
+/// Poll deadline of every wait.
+pub const T: Duration = Duration::from_secs(30);
+pub const LB_UID_LABEL: &str = "hcloud-ccm/service-uid";
+pub const PREFIX: &str = "load-balancer.hetzner.cloud/";
+
+/// A server and the Node standing for it.
+#[derive(Debug, Clone)]
+pub struct TestNode {
+    pub name: String,
+    pub server: u64,
+}
+
+pub struct Fixture {
+    /// Admin client (the test's own reads and writes).
+    pub admin: Client,
+    pub sim: Sim,
+    /// Node label value selecting this test's Nodes.
+    pub run: String,
+    /// The test's namespace (the controller watches only it).
+    pub ns: String,
+    pub ctl: Option<Running>,
+    /// The running controller's cloud-client counters.
+    pub stats: Option<Arc<ClientStats>>,
+}
+
+/// Adjusts the cloud client of a test (retries, LB defaults).
+pub type CloudTweak = Box<dyn FnOnce(&mut HcloudConfig) + Send>;
+
+/// Options of [`Fixture::start_with`].
+#[derive(Default)]
+pub struct Options {
+    pub settings: Settings,
+    pub cloud: Option<CloudTweak>,
+    pub sim: Option<SimConfig>,
+}
+
+impl Fixture {
+    pub async fn start() -> Fixture {
+        Self::start_with(Options::default()).await
+    }
+
+    pub async fn start_with(opts: Options) -> Fixture {
+        let k = testenv::kube().await;
+        let admin = k.client().await;
+        let sim = Sim::start_with(opts.sim.unwrap_or(SimConfig {
+            action_duration: Duration::from_millis(50),
+            ..SimConfig::default()
+        }))
+        .await;
+        let run = unique("svc");
+        let ns = run.clone();
+        apply_chart_rbac(
+            &admin,
+            &rbac_file("service-controller"),
+            &ns,
+            "service-controller",
+        )
+        .await;
+        let sa = k.service_account_client(&ns, "service-controller").await;
+        let mut fx = Fixture {
+            admin,
+            sim,
+            run,
+            ns,
+            ctl: None,
+            stats: None,
+        };
+        fx.spawn(sa, opts.settings, opts.cloud).await;
+        fx
+    }
+
+    async fn spawn(&mut self, client: Client, mut settings: Settings, tweak: Option<CloudTweak>) {
+        let mut cfg = HcloudConfig::new(Token::new(self.sim.token()));
+        cfg.endpoint = self.sim.endpoint().trim_end_matches('/').to_string();
+        cfg.retry = RetryPolicy {
+            max_attempts: 3,
+            base: Duration::from_millis(20),
+            cap: Duration::from_millis(200),
+        };
+        cfg.lb_defaults.location = Some("fsn1".into());
+        cfg.lb_defaults.lb_type = Some("lb11".into());
+        if let Some(t) = tweak {
+            t(&mut cfg);
+        }
+        let cloud = HcloudProvider::new(cfg)
+            .await
+            .expect("hcloud provider for the sim")
+            .cloud();
+        self.stats = Some(cloud.stats.clone());
+        settings.namespace = Some(self.ns.clone());
+        settings.node_sync_window = Duration::from_millis(200);
+        let config = test_config(&service_controller::INFO, &self.run);
+        self.ctl = Some(
+            spawn(&service_controller::INFO, config, client, move |rt| {
+                service_controller::start(rt, cloud, settings)
+            })
+            .await,
+        );
+    }
+
+    /// Starts the controller again (default settings) with `client`.
+    pub async fn restart(&mut self, client: Client) {
+        self.stop().await;
+        self.spawn(client, Settings::default(), None).await;
+    }
+
+    /// Stops the controller (e.g. to change the world behind its back).
+    pub async fn stop(&mut self) {
+        if let Some(c) = self.ctl.take() {
+            c.stop().await.expect("controller stops cleanly");
+        }
+    }
+
+    /// `n` servers and their initialized, Ready Nodes.
+    pub async fn nodes(&self, n: usize) -> Vec<TestNode> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(self.node(BTreeMap::new()).await);
+        }
+        out
+    }
+
+    /// One server and its Node with `labels`.
+    pub async fn node(&self, labels: BTreeMap<String, String>) -> TestNode {
+        let name = unique("node");
+        let server = crate::support::sim::create_server(&self.sim, &name).await;
+        create_node(
+            &self.admin,
+            &self.run,
+            &name,
+            NodeSpecT {
+                provider_id: Some(format!("hcloud://{}", server.id)),
+                labels,
+                ready: Some(true),
+                ..Default::default()
+            },
+        )
+        .await;
+        TestNode {
+            name,
+            server: server.id,
+        }
+    }
+
+    pub fn services(&self) -> Api<Service> {
+        Api::namespaced(self.admin.clone(), &self.ns)
+    }
+
+    /// Creates a `type: LoadBalancer` Service with TCP `ports` (nodePorts allocated by the apiserver:
+    /// they are cluster-wide, and tests run in parallel).
+    pub async fn service(&self, name: &str, ports: &[i32], ann: &[(&str, &str)]) -> Service {
+        self.service_with(name, ports, ann, |_| {}).await
+    }
+
+    pub async fn service_with(
+        &self,
+        name: &str,
+        ports: &[i32],
+        ann: &[(&str, &str)],
+        f: impl FnOnce(&mut ServiceSpec),
+    ) -> Service {
+        let mut s = Service::default();
+        s.metadata.name = Some(name.into());
+        s.metadata.annotations = Some(
+            ann.iter()
+                .map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string()))
+                .collect(),
+        );
+        let mut spec = ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            selector: Some([("app".to_string(), name.to_string())].into()),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|p| ServicePort {
+                        name: Some(format!("p{p}")),
+                        port: *p,
+                        protocol: Some("TCP".into()),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        f(&mut spec);
+        s.spec = Some(spec);
+        self.services()
+            .create(&PostParams::default(), &s)
+            .await
+            .expect("create service")
+    }
+
+    pub async fn get(&self, name: &str) -> Option<Service> {
+        self.services().get_opt(name).await.expect("get service")
+    }
+
+    pub async fn patch(&self, name: &str, patch: Value) {
+        self.services()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("patch service");
+    }
+
+    pub async fn delete(&self, name: &str) {
+        self.services()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete service");
+    }
+
+    /// Waits until the Service has an ingress IP; returns the Service.
+    pub async fn wait_ingress(&self, name: &str) -> Service {
+        eventually(&format!("ingress of {name}"), T, || async {
+            self.get(name).await.filter(|s| !ingress_ips(s).is_empty())
+        })
+        .await
+    }
+
+    /// The load balancers carrying the Service's UID label.
+    pub async fn lbs_of(&self, svc: &Service) -> Vec<Value> {
+        let uid = svc.uid().unwrap();
+        self.sim
+            .world()
+            .list_load_balancers()
+            .await
+            .expect("list load balancers")
+            .into_iter()
+            .filter(|lb| lb["labels"][LB_UID_LABEL].as_str() == Some(uid.as_str()))
+            .collect()
+    }
+
+    /// The one load balancer of the Service (panics on zero or several).
+    pub async fn lb_of(&self, svc: &Service) -> Value {
+        let mut lbs = self.lbs_of(svc).await;
+        assert_eq!(
+            lbs.len(),
+            1,
+            "exactly one load balancer for {}",
+            svc.name_any()
+        );
+        lbs.remove(0)
+    }
+
+    /// Waits until the Service's load balancer targets exactly `servers`.
+    pub async fn wait_targets(&self, svc: &Service, servers: &[u64]) -> Value {
+        let mut want: Vec<u64> = servers.to_vec();
+        want.sort_unstable();
+        eventually(&format!("targets {want:?}"), T, || async {
+            let lbs = self.lbs_of(svc).await;
+            let lb = lbs.into_iter().next()?;
+            (target_ids(&lb) == want).then_some(lb)
+        })
+        .await
+    }
+
+    /// The controller's cloud calls so far (its own client's counters: the test's calls through
+    /// cloud-sim's world client are not in them).
+    pub fn mark(&self) -> StatsSnapshot {
+        self.stats.as_ref().expect("running").snapshot()
+    }
+
+    /// `(method, endpoint)` of every cloud write the controller made after `mark`.
+    pub fn writes_since(&self, mark: &StatsSnapshot) -> Vec<(String, String)> {
+        self.calls_since(mark)
+            .into_iter()
+            .filter(|(m, _)| m != "GET")
+            .collect()
+    }
+
+    /// `(method, endpoint)` of every cloud call the controller made after `mark`, one per call.
+    pub fn calls_since(&self, mark: &StatsSnapshot) -> Vec<(String, String)> {
+        let now = self.mark();
+        let mut out = Vec::new();
+        for (k, n) in &now.calls {
+            let before = mark.calls.get(k).copied().unwrap_or(0);
+            for _ in before..*n {
+                out.push((k.method.clone(), k.endpoint.clone()));
+            }
+        }
+        out
+    }
+
+    /// Events about the Service `name`.
+    pub async fn events_of(&self, kind: &str, name: &str) -> Vec<Event> {
+        Api::<Event>::all(self.admin.clone())
+            .list(&ListParams::default())
+            .await
+            .expect("list events")
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
+                })
+            })
+            .collect()
+    }
+
+    /// Waits for an event with `reason` about `kind/name`; returns its note.
+    pub async fn wait_event(&self, kind: &str, name: &str, reason: &str) -> String {
+        eventually(&format!("{reason} event on {kind} {name}"), T, || async {
+            self.events_of(kind, name)
+                .await
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some(reason))
+                .map(|e| e.note.unwrap_or_default())
+        })
+        .await
+    }
+
+    pub async fn has_event(&self, kind: &str, name: &str, reason: &str) -> bool {
+        self.events_of(kind, name)
+            .await
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(reason))
+    }
+
+    /// The controller's /metrics text.
+    pub async fn metrics(&self) -> String {
+        self.ctl.as_ref().expect("running").metrics().await
+    }
+}
+
+pub fn ingress_ips(s: &Service) -> Vec<String> {
+    s.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.as_ref())
+        .map(|i| i.iter().filter_map(|i| i.ip.clone()).collect())
+        .unwrap_or_default()
+}
+
+pub fn has_finalizer(s: &Service) -> bool {
+    s.finalizers()
+        .iter()
+        .any(|f| f == service_controller::service::FINALIZER)
+}
+
+/// Sorted `(port, nodePort)` of a Service.
+pub fn node_ports(s: &Service) -> Vec<(u64, u64)> {
+    let mut p: Vec<(u64, u64)> = s
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .map(|ports| {
+            ports
+                .iter()
+                .map(|p| (p.port as u64, p.node_port.unwrap_or(0) as u64))
+                .collect()
+        })
+        .unwrap_or_default();
+    p.sort_unstable();
+    p
+}
+
+/// Sorted server ids of a load balancer's server targets.
+pub fn target_ids(lb: &Value) -> Vec<u64> {
+    let mut ids: Vec<u64> = lb["targets"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["server"]["id"].as_u64())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids
+}
+
+/// Sorted `(listen_port, destination_port)` of a load balancer's services.
+pub fn lb_ports(lb: &Value) -> Vec<(u64, u64)> {
+    let mut p: Vec<(u64, u64)> = lb["services"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .map(|s| {
+                    (
+                        s["listen_port"].as_u64().unwrap_or(0),
+                        s["destination_port"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    p.sort_unstable();
+    p
+}
+
+/// A JSON merge patch setting annotation `key` (without prefix) to `value` (`None` removes it).
+pub fn annotation_patch(key: &str, value: Option<&str>) -> Value {
+    json!({"metadata": {"annotations": {format!("{PREFIX}{key}"): value}}})
+}

@@ -1,0 +1,512 @@
+//! End-to-end tests of the service controller: real kube-apiserver (testenv), cloud-sim over HTTP,
+//! the controller in-process under its chart RBAC (impersonated ServiceAccount).
+
+#[path = "../../node-controller/tests/support/mod.rs"]
+mod support;
+
+mod lb;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use lb::{
+    Fixture, Options, T, annotation_patch, has_finalizer, ingress_ips, lb_ports, node_ports,
+    target_ids,
+};
+use serde_json::json;
+use service_controller::Settings;
+use service_controller::service::ClassFilter;
+use support::eventually;
+
+fn writes_named(writes: &[(String, String)], action: &str) -> usize {
+    writes.iter().filter(|(_, e)| e.ends_with(action)).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_update_delete_under_chart_rbac() {
+    let fx = Fixture::start().await;
+    let nodes = fx.nodes(3).await;
+    let servers: Vec<u64> = nodes.iter().map(|n| n.server).collect();
+
+    // Create: one LB with a service per port, every node a target, ingress, finalizer.
+    let mark = fx.mark();
+    let created = fx.service("web", &[80, 443], &[]).await;
+    let svc = fx.wait_ingress("web").await;
+    assert!(has_finalizer(&svc));
+    let lb = fx.lb_of(&svc).await;
+    assert_eq!(lb_ports(&lb), node_ports(&created));
+    assert_eq!(target_ids(&lb), {
+        let mut s = servers.clone();
+        s.sort_unstable();
+        s
+    });
+    assert_eq!(
+        ingress_ips(&svc)[0],
+        lb["public_net"]["ipv4"]["ip"].as_str().unwrap()
+    );
+    let writes = fx.writes_since(&mark);
+    assert_eq!(
+        writes,
+        [("POST".to_string(), "/load_balancers".to_string())],
+        "services and targets inline"
+    );
+    fx.wait_event("Service", "web", "EnsuredLoadBalancer").await;
+
+    // Update a port and an annotation: only those actions.
+    let mark = fx.mark();
+    let np80 = node_ports(&created)[0].1;
+    fx.patch(
+        "web",
+        json!({
+            "metadata": {"annotations": {"load-balancer.hetzner.cloud/algorithm-type": "least_connections"}},
+            "spec": {"ports": [
+                {"name": "p80", "port": 80, "nodePort": np80, "protocol": "TCP"},
+                {"name": "p8080", "port": 8080, "protocol": "TCP"}
+            ]}
+        }),
+    )
+    .await;
+    let updated = fx.get("web").await.unwrap();
+    assert_eq!(node_ports(&updated)[0], (80, np80));
+    let lb = eventually("port 8080 served", T, || async {
+        let lb = fx.lb_of(&svc).await;
+        (lb_ports(&lb) == node_ports(&updated)).then_some(lb)
+    })
+    .await;
+    assert_eq!(lb["algorithm"]["type"], "least_connections");
+    let writes = fx.writes_since(&mark);
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    assert_eq!(writes_named(&writes, "delete_service"), 1);
+    assert_eq!(writes_named(&writes, "add_service"), 1);
+    assert_eq!(writes_named(&writes, "change_algorithm"), 1);
+
+    // Delete: LB gone, finalizer removed, Service gone.
+    fx.delete("web").await;
+    eventually("service gone", T, || async {
+        fx.get("web").await.is_none().then_some(())
+    })
+    .await;
+    assert!(fx.lbs_of(&svc).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_reconciles_write_nothing_and_ready_flips_cost_no_call() {
+    let fx = Fixture::start().await;
+    let nodes = fx.nodes(2).await;
+    fx.service("web", &[80], &[]).await;
+    let svc = fx.wait_ingress("web").await;
+    fx.wait_targets(&svc, &[nodes[0].server, nodes[1].server])
+        .await;
+
+    let mark = fx.mark();
+    // An unrelated label on the Service, a Ready flip and a heartbeat-like status write on a node.
+    fx.patch("web", json!({"metadata": {"labels": {"team": "a"}}}))
+        .await;
+    support::set_ready(&fx.admin, &nodes[0].name, false).await;
+    support::set_ready(&fx.admin, &nodes[0].name, true).await;
+    // A node change that does matter, as the barrier: once it is applied, the ones before it were
+    // seen and ignored.
+    let third = fx.node(BTreeMap::new()).await;
+    fx.wait_targets(&svc, &[nodes[0].server, nodes[1].server, third.server])
+        .await;
+    let calls = fx.calls_since(&mark);
+    assert_eq!(
+        calls.iter().filter(|(m, _)| m != "GET").count(),
+        1,
+        "only the add_target of the new node: {calls:?}"
+    );
+    assert!(
+        calls.len() <= 2,
+        "a node join costs at most add_target + one action poll: {calls:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_join_touches_only_load_balancers_whose_targets_change() {
+    let fx = Fixture::start().await;
+    let edge = BTreeMap::from([("role".to_string(), "edge".to_string())]);
+    let a = fx.node(edge.clone()).await;
+    let b = fx.node(BTreeMap::new()).await;
+    fx.service("all", &[80], &[]).await;
+    fx.service("edge", &[80], &[("node-selector", "role=edge")])
+        .await;
+    let all = fx.wait_ingress("all").await;
+    let edge_svc = fx.wait_ingress("edge").await;
+    fx.wait_targets(&all, &[a.server, b.server]).await;
+    fx.wait_targets(&edge_svc, &[a.server]).await;
+    let mark = fx.mark();
+    let c = fx.node(BTreeMap::new()).await;
+    fx.wait_targets(&all, &[a.server, b.server, c.server]).await;
+    // The edge LB's targets did not change, so it cost nothing: one add_target and its action
+    // poll are all the calls this join made.
+    let calls = fx.calls_since(&mark);
+    assert_eq!(fx.writes_since(&mark).len(), 1, "{calls:?}");
+    assert!(calls.len() <= 2, "{calls:?}");
+    assert_eq!(
+        fx.lb_of(&edge_svc).await["targets"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusion_label_autoscaler_taint_and_no_eligible_node() {
+    let fx = Fixture::start().await;
+    let nodes = fx.nodes(2).await;
+    fx.service("web", &[80], &[]).await;
+    let svc = fx.wait_ingress("web").await;
+    fx.wait_targets(&svc, &[nodes[0].server, nodes[1].server])
+        .await;
+
+    let label = |v: Option<&str>| json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": v}}});
+    let nodes_api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(fx.admin.clone());
+    let patch = |name: String, p: serde_json::Value| {
+        let api = nodes_api.clone();
+        async move {
+            api.patch(&name, &Default::default(), &kube::api::Patch::Merge(p))
+                .await
+                .expect("patch node");
+        }
+    };
+    // "false" keeps the node (upstream's bool parsing), an empty value excludes it.
+    patch(nodes[0].name.clone(), label(Some("false"))).await;
+    patch(nodes[1].name.clone(), label(Some(""))).await;
+    fx.wait_targets(&svc, &[nodes[0].server]).await;
+    patch(nodes[1].name.clone(), label(None)).await;
+    fx.wait_targets(&svc, &[nodes[0].server, nodes[1].server])
+        .await;
+
+    // The autoscaler's taint removes a target; with no node left the LB is kept without targets.
+    let taint = json!({"spec": {"taints": [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}]}});
+    patch(nodes[0].name.clone(), taint).await;
+    fx.wait_targets(&svc, &[nodes[1].server]).await;
+    patch(nodes[1].name.clone(), label(Some("true"))).await;
+    fx.wait_targets(&svc, &[]).await;
+    fx.wait_event("Service", "web", "UnAvailableLoadBalancer")
+        .await;
+    assert_eq!(fx.lbs_of(&svc).await.len(), 1, "the LB is kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn type_change_cleans_up_and_other_classes_are_ignored() {
+    let fx = Fixture::start_with(Options {
+        settings: Settings {
+            classes: ClassFilter {
+                own_class: Some("cloud-controllers.io/hcloud".into()),
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    fx.nodes(1).await;
+    fx.service("web", &[80], &[]).await;
+    let svc = fx.wait_ingress("web").await;
+    assert_eq!(fx.lbs_of(&svc).await.len(), 1);
+
+    // Another implementation's class: no finalizer, no call, no event.
+    let mark = fx.mark();
+    fx.service_with("metallb", &[80], &[], |s| {
+        s.load_balancer_class = Some("metallb.io/metallb".into())
+    })
+    .await;
+    // Our own opt-in class is served (and doubles as the barrier for the one above).
+    fx.service_with("own", &[80], &[], |s| {
+        s.load_balancer_class = Some("cloud-controllers.io/hcloud".into())
+    })
+    .await;
+    let own = fx.wait_ingress("own").await;
+    assert_eq!(fx.lbs_of(&own).await.len(), 1);
+    let metallb = fx.get("metallb").await.unwrap();
+    assert!(!has_finalizer(&metallb) && ingress_ips(&metallb).is_empty());
+    assert!(fx.lbs_of(&metallb).await.is_empty());
+    assert!(fx.events_of("Service", "metallb").await.is_empty());
+    assert_eq!(
+        fx.writes_since(&mark).len(),
+        1,
+        "only the own-class LB was created"
+    );
+
+    // Type change away from LoadBalancer: LB deleted, status cleared, finalizer removed.
+    fx.patch("web", json!({"spec": {"type": "NodePort"}})).await;
+    let svc = eventually("cleaned up after type change", T, || async {
+        fx.get("web")
+            .await
+            .filter(|s| !has_finalizer(s) && ingress_ips(s).is_empty())
+    })
+    .await;
+    assert!(fx.lbs_of(&svc).await.is_empty());
+    fx.wait_event("Service", "web", "DeletedLoadBalancer").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_warns_writes_nothing_and_other_services_proceed() {
+    let fx = Fixture::start().await;
+    fx.nodes(1).await;
+    let mark = fx.mark();
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let bad: &[Case] = &[
+        ("bad-bool", &[("use-private-ip", "maybe")], "use-private-ip"),
+        (
+            "bad-algorithm",
+            &[("algorithm-type", "random")],
+            "algorithm-type",
+        ),
+        (
+            "bad-interval",
+            &[("health-check-interval", "soon")],
+            "health-check-interval",
+        ),
+        (
+            "bad-selector",
+            &[("node-selector", "role in (a")],
+            "node-selector",
+        ),
+    ];
+    for (name, ann, _) in bad {
+        fx.service(name, &[80], ann).await;
+    }
+    fx.service_with("udp-only", &[], &[], |s| {
+        s.ports = Some(vec![k8s_openapi::api::core::v1::ServicePort {
+            name: Some("dns".into()),
+            port: 53,
+            protocol: Some("UDP".into()),
+            ..Default::default()
+        }])
+    })
+    .await;
+    // A good Service next to them converges.
+    fx.service("good", &[80], &[]).await;
+    let good = fx.wait_ingress("good").await;
+    assert_eq!(fx.lbs_of(&good).await.len(), 1);
+
+    for (name, _, annotation) in bad {
+        let note = fx
+            .wait_event("Service", name, "SyncLoadBalancerFailed")
+            .await;
+        assert!(note.contains(annotation), "{name}: {note}");
+    }
+    let note = fx
+        .wait_event("Service", "udp-only", "SyncLoadBalancerFailed")
+        .await;
+    assert!(note.contains("53") || note.contains("UDP"), "{note}");
+    let writes = fx.writes_since(&mark);
+    assert_eq!(
+        writes.len(),
+        1,
+        "only the good Service's create: {writes:?}"
+    );
+    let metrics = fx.metrics().await;
+    assert!(
+        metrics.contains("bad_input_warnings_total{controller=\"service-controller\",reason=\"InvalidLoadBalancerInput\"}"),
+        "{metrics}"
+    );
+
+    // Fixing the annotation converges the Service.
+    fx.patch(
+        "bad-bool",
+        annotation_patch("use-private-ip", Some("false")),
+    )
+    .await;
+    fx.wait_ingress("bad-bool").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminating_service_without_our_finalizer_gets_none() {
+    let fx = Fixture::start().await;
+    fx.nodes(1).await;
+    // Kept alive by someone else's finalizer, deleted before the controller ever saw it as ours.
+    let mut s = k8s_openapi::api::core::v1::Service::default();
+    s.metadata.name = Some("held".into());
+    s.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    s.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+        type_: Some("ClusterIP".into()),
+        ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
+            port: 80,
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    fx.services().create(&Default::default(), &s).await.unwrap();
+    fx.delete("held").await;
+    fx.patch("held", json!({"spec": {"type": "LoadBalancer"}}))
+        .await;
+    // Barrier: a normal Service converges after it.
+    fx.service("web", &[80], &[]).await;
+    fx.wait_ingress("web").await;
+    let held = fx.get("held").await.unwrap();
+    assert!(!has_finalizer(&held), "{:?}", held.finalizers());
+    assert!(fx.lbs_of(&held).await.is_empty());
+    fx.patch("held", json!({"metadata": {"finalizers": null}}))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_check_repairs_changes_made_behind_our_back() {
+    let fx = Fixture::start_with(Options {
+        settings: Settings {
+            drift_period: Duration::from_secs(2),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let nodes = fx.nodes(2).await;
+    let created = fx.service("web", &[80], &[]).await;
+    let svc = fx.wait_ingress("web").await;
+    let lb = fx
+        .wait_targets(&svc, &[nodes[0].server, nodes[1].server])
+        .await;
+    let id = lb["id"].as_u64().unwrap();
+
+    // Someone removes a target and deletes the port by hand.
+    let world = fx.sim.world();
+    world
+        .load_balancer_action(
+            id,
+            "remove_target",
+            json!({"type": "server", "server": {"id": nodes[1].server}}),
+        )
+        .await
+        .unwrap();
+    world
+        .load_balancer_action(id, "delete_service", json!({"listen_port": 80}))
+        .await
+        .unwrap();
+    let lb = eventually("drift repaired", T, || async {
+        let lb = fx.lb_of(&svc).await;
+        (target_ids(&lb).len() == 2 && lb_ports(&lb) == node_ports(&created)).then_some(lb)
+    })
+    .await;
+    assert_eq!(
+        lb["id"].as_u64(),
+        Some(id),
+        "repaired in place, not re-created"
+    );
+
+    // The whole LB deleted by hand: re-created.
+    eventually(
+        "deleted by hand (retried while an action locks it)",
+        T,
+        || async { world.delete_load_balancer(id).await.ok() },
+    )
+    .await;
+    let lb = eventually("load balancer re-created", T, || async {
+        fx.lbs_of(&svc).await.into_iter().next()
+    })
+    .await;
+    assert_ne!(lb["id"].as_u64(), Some(id));
+    let new_ip = lb["public_net"]["ipv4"]["ip"].as_str().unwrap().to_string();
+    eventually("status follows the new LB", T, || async {
+        let svc = fx.get("web").await?;
+        (ingress_ips(&svc).first() == Some(&new_ip)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloud_error_storms_converge_without_duplicates() {
+    let fx = Fixture::start_with(Options {
+        cloud: Some(Box::new(|c| {
+            c.retry.max_attempts = 2;
+        })),
+        ..Default::default()
+    })
+    .await;
+    let nodes = fx.nodes(3).await;
+    let faults = fx.sim.faults();
+    // Every third call fails with 503 and LB creates fail twice with 429 first.
+    let every = faults.fail_every(None, 3, 503, "unavailable");
+    faults.fail_next(Some("/load_balancers"), 2, 429, "rate_limit_exceeded");
+    for i in 0..5 {
+        fx.service(&format!("web-{i}"), &[80, 443], &[]).await;
+    }
+    // Converged on the Kubernetes side while the faults last ...
+    let mut svcs = Vec::new();
+    for i in 0..5 {
+        svcs.push(fx.wait_ingress(&format!("web-{i}")).await);
+    }
+    let stats = fx.mark();
+    assert!(stats.retries > 0, "the storm was felt: {stats:?}");
+    // ... and on the cloud side (read once the test's own reads no longer hit the faults).
+    faults.remove(every);
+    let servers: Vec<u64> = nodes.iter().map(|n| n.server).collect();
+    for svc in &svcs {
+        let lb = fx.wait_targets(svc, &servers).await;
+        assert_eq!(lb_ports(&lb), node_ports(svc));
+    }
+    assert_eq!(
+        fx.sim.world().list_load_balancers().await.unwrap().len(),
+        5,
+        "one load balancer per Service, no duplicates"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_from_hccm_adopts_its_load_balancer_with_zero_writes() {
+    let mut fx = Fixture::start().await;
+    fx.stop().await;
+    let nodes = fx.nodes(2).await;
+    // The Service as HCCM left it: finalizer, ingress, and an LB shaped as HCCM creates it.
+    let svc = fx.service("web", &[80], &[]).await;
+    let np = node_ports(&svc)[0].1;
+    let uid = svc.uid().unwrap();
+    let name = format!("a{}", uid.replace('-', ""))[..32].to_string();
+    let world = fx.sim.world();
+    let id = world
+        .create_load_balancer_with(json!({
+            "name": name, "load_balancer_type": "lb11", "location": "fsn1",
+            "labels": {"hcloud-ccm/service-uid": uid},
+        }))
+        .await
+        .unwrap();
+    world
+        .load_balancer_action(id, "add_service", json!({
+            "protocol": "tcp", "listen_port": 80, "destination_port": np, "proxyprotocol": false,
+            "health_check": {"protocol": "tcp", "port": np, "interval": 15, "timeout": 10, "retries": 3}
+        }))
+        .await
+        .unwrap();
+    for n in &nodes {
+        world
+            .load_balancer_action(
+                id,
+                "add_target",
+                json!({"type": "server", "server": {"id": n.server}, "use_private_ip": false}),
+            )
+            .await
+            .unwrap();
+    }
+    let lb = world.get_load_balancer(id).await.unwrap();
+    let ip = lb["public_net"]["ipv4"]["ip"].as_str().unwrap().to_string();
+    let ipv6 = lb["public_net"]["ipv6"]["ip"].as_str().unwrap().to_string();
+    let services = fx.services();
+    services
+        .patch_status(
+            "web",
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({
+                "metadata": {"finalizers": [service_controller::service::FINALIZER]},
+                "status": {"loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"}, {"ip": ipv6, "ipMode": "VIP"}]}}
+            })),
+        )
+        .await
+        .unwrap();
+
+    let mark = fx.mark();
+    let k = testenv::kube().await;
+    let sa = k.service_account_client(&fx.ns, "service-controller").await;
+    fx.restart(sa).await;
+    fx.wait_event("Service", "web", "EnsuredLoadBalancer").await;
+    assert_eq!(
+        fx.writes_since(&mark),
+        Vec::<(String, String)>::new(),
+        "adopted with zero writes"
+    );
+    let svc = fx.get("web").await.unwrap();
+    assert_eq!(ingress_ips(&svc), [ip, ipv6]);
+    assert_eq!(fx.lbs_of(&svc).await.len(), 1);
+}
