@@ -56,6 +56,9 @@ pub struct ServiceArgs {
     /// How long node changes are collected before the load balancers follow them.
     #[arg(long, default_value = "1s")]
     pub node_sync_window: String,
+    /// Only watch Services in this namespace (tests and sharding; default: all namespaces).
+    #[arg(long, hide = true)]
+    pub watch_namespace: Option<String>,
 }
 
 /// Validated settings of this controller.
@@ -112,7 +115,7 @@ impl ServiceArgs {
                 &self.node_sync_window,
                 d.node_sync_window,
             ),
-            namespace: None,
+            namespace: self.watch_namespace.clone(),
         }
     }
 }

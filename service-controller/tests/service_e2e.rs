@@ -497,8 +497,7 @@ async fn migration_from_hccm_adopts_its_load_balancer_with_zero_writes() {
         .unwrap();
 
     let mark = fx.mark();
-    let k = testenv::kube().await;
-    let sa = k.service_account_client(&fx.ns, "service-controller").await;
+    let sa = fx.service_account().await;
     fx.restart(sa).await;
     fx.wait_event("Service", "web", "EnsuredLoadBalancer").await;
     assert_eq!(

@@ -61,9 +61,17 @@ impl Fixture {
     }
 
     pub async fn start_with(opts: Options) -> Fixture {
+        let mut fx = Self::without_controller(opts.sim).await;
+        let sa = fx.service_account().await;
+        fx.spawn(sa, opts.settings, opts.cloud).await;
+        fx
+    }
+
+    /// The world (namespace, chart RBAC, cloud-sim) without a controller, e.g. to run the binary.
+    pub async fn without_controller(sim: Option<SimConfig>) -> Fixture {
         let k = testenv::kube().await;
         let admin = k.client().await;
-        let sim = Sim::start_with(opts.sim.unwrap_or(SimConfig {
+        let sim = Sim::start_with(sim.unwrap_or(SimConfig {
             action_duration: Duration::from_millis(50),
             ..SimConfig::default()
         }))
@@ -77,17 +85,22 @@ impl Fixture {
             "service-controller",
         )
         .await;
-        let sa = k.service_account_client(&ns, "service-controller").await;
-        let mut fx = Fixture {
+        Fixture {
             admin,
             sim,
             run,
             ns,
             ctl: None,
             stats: None,
-        };
-        fx.spawn(sa, opts.settings, opts.cloud).await;
-        fx
+        }
+    }
+
+    /// A client acting as the controller's ServiceAccount (only the chart's RBAC applies).
+    pub async fn service_account(&self) -> Client {
+        testenv::kube()
+            .await
+            .service_account_client(&self.ns, "service-controller")
+            .await
     }
 
     async fn spawn(&mut self, client: Client, mut settings: Settings, tweak: Option<CloudTweak>) {
