@@ -358,9 +358,26 @@ pub trait Routes: Send + Sync {
     /// All routes of the cluster network (one network read + the shared server snapshot).
     async fn list_routes(&self) -> Result<Vec<Route>, CloudError>;
 
+    /// The network's routes without working out which node each one targets (`target_node` empty,
+    /// `blackhole` false): one cloud read, for a caller that matches gateways to node IPs itself.
+    async fn list_routes_unresolved(&self) -> Result<Vec<Route>, CloudError> {
+        self.list_routes().await
+    }
+
     /// Make `destination_cidr` point at the target node. No-op when already so; a route with the same
     /// destination and another gateway is replaced. IPv6 → `CloudError::Unsupported`.
     async fn create_route(&self, route: &RouteRequest) -> Result<(), CloudError>;
+
+    /// [`Routes::create_route`] for a caller that serialises all route writes and has just listed
+    /// the routes (`current`): the provider trusts that list instead of reading the network again.
+    async fn create_route_in(
+        &self,
+        route: &RouteRequest,
+        current: &[Route],
+    ) -> Result<(), CloudError> {
+        let _ = current;
+        self.create_route(route).await
+    }
 
     /// Delete the route. Already absent → `Ok`.
     async fn delete_route(&self, route: &Route) -> Result<(), CloudError>;

@@ -1,11 +1,33 @@
-use clap::Parser;
+//! route-controller binary: parse flags, build the cloud, run under controller-kit.
+use std::process::ExitCode;
 
-/// The route controller of cloud-controllers.
+use clap::Parser;
+use controller_kit::CommonArgs;
+use route_controller::RouteArgs;
+
+/// The route controller of cloud-controllers (upstream node-route-controller).
 #[derive(Debug, Parser)]
 #[command(version, about)]
-struct Args {}
+struct Args {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    route: RouteArgs,
+}
 
-fn main() -> anyhow::Result<()> {
-    let _args = Args::parse();
-    anyhow::bail!("route-controller is not implemented yet")
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let route = args.route;
+    let common = args.common.clone();
+    controller_kit::runtime::main(
+        &route_controller::INFO,
+        args.common,
+        |p| route.validate(&common, p),
+        |rt, settings| async move {
+            let cloud = controller_kit::cloud::build(rt.config())
+                .await
+                .map_err(|e| controller_kit::RunError::Controller(e.into()))?;
+            route_controller::start(rt, cloud, settings).await
+        },
+    )
 }

@@ -76,6 +76,57 @@ impl HcloudRoutes {
         self.actions.wait(&r.action).await
     }
 
+    /// Points the request's destination at its node's private IP, given the network's current
+    /// `(destination, gateway)` pairs: no-op when already so, replaced when another gateway has it.
+    async fn add_or_replace(
+        &self,
+        req: &RouteRequest,
+        current: &[(&str, &str)],
+    ) -> Result<(), CloudError> {
+        if is_ipv6(&req.destination_cidr) {
+            return Err(CloudError::unsupported(format!(
+                "route {} for node {}: Hetzner private networks are IPv4-only; IPv6 pod routes must be handled by the CNI",
+                req.destination_cidr, req.target_node.name
+            )));
+        }
+        let server = self.target_server(req).await?;
+        let Some(gateway) = server.private_ip(self.network).map(str::to_string) else {
+            return Err(CloudError::Inconsistent {
+                message: format!(
+                    "server {} ({}) of node {} is not attached to network {}",
+                    server.name, server.id, req.target_node.name, self.network
+                ),
+            });
+        };
+        let internal: Vec<&str> = req
+            .target_addresses
+            .iter()
+            .filter(|a| a.kind == AddressKind::InternalIP)
+            .map(|a| a.address.as_str())
+            .collect();
+        if !internal.is_empty() && !internal.contains(&gateway.as_str()) {
+            return Err(CloudError::invalid_input(
+                format!("InternalIP addresses of node {}", req.target_node.name),
+                internal.join(","),
+                format!(
+                    "the server's private IP {gateway} in network {} among them",
+                    self.network
+                ),
+            ));
+        }
+        if let Some((dest, old)) = current
+            .iter()
+            .find(|(dest, _)| *dest == req.destination_cidr)
+        {
+            if *old == gateway {
+                return Ok(());
+            }
+            self.route_action("delete_route", dest, old).await?;
+        }
+        self.route_action("add_route", &req.destination_cidr, &gateway)
+            .await
+    }
+
     async fn target_server(&self, req: &RouteRequest) -> Result<Arc<Server>, CloudError> {
         let node = &req.target_node;
         let (key, tried) = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
@@ -124,52 +175,41 @@ impl Routes for HcloudRoutes {
         Ok(out)
     }
 
-    async fn create_route(&self, req: &RouteRequest) -> Result<(), CloudError> {
-        if is_ipv6(&req.destination_cidr) {
-            return Err(CloudError::unsupported(format!(
-                "route {} for node {}: Hetzner private networks are IPv4-only; IPv6 pod routes must be handled by the CNI",
-                req.destination_cidr, req.target_node.name
-            )));
-        }
-        let server = self.target_server(req).await?;
-        let Some(gateway) = server.private_ip(self.network).map(str::to_string) else {
-            return Err(CloudError::Inconsistent {
-                message: format!(
-                    "server {} ({}) of node {} is not attached to network {}",
-                    server.name, server.id, req.target_node.name, self.network
-                ),
-            });
-        };
-        let internal: Vec<&str> = req
-            .target_addresses
-            .iter()
-            .filter(|a| a.kind == AddressKind::InternalIP)
-            .map(|a| a.address.as_str())
-            .collect();
-        if !internal.is_empty() && !internal.contains(&gateway.as_str()) {
-            return Err(CloudError::invalid_input(
-                format!("InternalIP addresses of node {}", req.target_node.name),
-                internal.join(","),
-                format!(
-                    "the server's private IP {gateway} in network {} among them",
-                    self.network
-                ),
-            ));
-        }
+    async fn list_routes_unresolved(&self) -> Result<Vec<Route>, CloudError> {
         let net = self.network().await?;
-        if let Some(existing) = net
+        Ok(net
             .routes
             .iter()
-            .find(|r| r.destination == req.destination_cidr)
-        {
-            if existing.gateway == gateway {
-                return Ok(());
-            }
-            self.route_action("delete_route", &existing.destination, &existing.gateway)
-                .await?;
-        }
-        self.route_action("add_route", &req.destination_cidr, &gateway)
-            .await
+            .map(|r| Route {
+                name: route_name(&r.gateway, &r.destination),
+                target_node: String::new(),
+                destination_cidr: r.destination.clone(),
+                gateway: r.gateway.clone(),
+                blackhole: false,
+            })
+            .collect())
+    }
+
+    async fn create_route(&self, req: &RouteRequest) -> Result<(), CloudError> {
+        let net = self.network().await?;
+        let current: Vec<(&str, &str)> = net
+            .routes
+            .iter()
+            .map(|r| (r.destination.as_str(), r.gateway.as_str()))
+            .collect();
+        self.add_or_replace(req, &current).await
+    }
+
+    async fn create_route_in(
+        &self,
+        req: &RouteRequest,
+        current: &[Route],
+    ) -> Result<(), CloudError> {
+        let current: Vec<(&str, &str)> = current
+            .iter()
+            .map(|r| (r.destination_cidr.as_str(), r.gateway.as_str()))
+            .collect();
+        self.add_or_replace(req, &current).await
     }
 
     async fn delete_route(&self, route: &Route) -> Result<(), CloudError> {

@@ -1,0 +1,108 @@
+//! The `NetworkUnavailable` node condition: True/`NoRouteCreated` while a node's route is missing
+//! (from the moment the node has a podCIDR, so it never looks schedulable before its route
+//! exists), False/`RouteCreated` once it exists. A condition another component wrote (e.g. a CNI
+//! with its own reason) is left alone.
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use crate::reasons::{CONDITION, NO_ROUTE_CREATED, ROUTE_CREATED};
+
+/// What the condition should say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routed {
+    Yes,
+    No,
+}
+
+impl Routed {
+    fn status(self) -> &'static str {
+        match self {
+            Routed::Yes => "False",
+            Routed::No => "True",
+        }
+    }
+    fn reason(self) -> &'static str {
+        match self {
+            Routed::Yes => ROUTE_CREATED,
+            Routed::No => NO_ROUTE_CREATED,
+        }
+    }
+    fn message(self) -> &'static str {
+        match self {
+            Routed::Yes => "RouteController created a route",
+            Routed::No => "RouteController failed to create a route",
+        }
+    }
+}
+
+/// `(status, reason)` of the node's current condition, if any.
+fn current(node: &Node) -> Option<(&str, Option<&str>)> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == CONDITION)
+        .map(|c| (c.status.as_str(), c.reason.as_deref()))
+}
+
+/// True when a write is needed: the condition is missing or ours and says something else.
+pub fn needs_write(node: &Node, want: Routed) -> bool {
+    match current(node) {
+        None => true,
+        Some((status, reason)) => {
+            let ours = matches!(reason, Some(ROUTE_CREATED) | Some(NO_ROUTE_CREATED));
+            ours && (status != want.status() || reason != Some(want.reason()))
+        }
+    }
+}
+
+/// Writes the condition (strategic merge by condition type: other conditions are untouched).
+pub async fn write(nodes: &Api<Node>, name: &str, want: Routed) -> Result<(), kube::Error> {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let patch = json!({"status": {"conditions": [{
+        "type": CONDITION,
+        "status": want.status(),
+        "reason": want.reason(),
+        "message": want.message(),
+        "lastTransitionTime": now,
+        "lastHeartbeatTime": now,
+    }]}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+
+    fn with(status: &str, reason: &str) -> Node {
+        Node {
+            status: Some(NodeStatus {
+                conditions: Some(vec![NodeCondition {
+                    type_: CONDITION.into(),
+                    status: status.into(),
+                    reason: Some(reason.into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn writes_missing_or_changed_own_conditions_only() {
+        assert!(needs_write(&Node::default(), Routed::No));
+        assert!(needs_write(&with("True", NO_ROUTE_CREATED), Routed::Yes));
+        assert!(!needs_write(&with("False", ROUTE_CREATED), Routed::Yes));
+        assert!(!needs_write(&with("True", NO_ROUTE_CREATED), Routed::No));
+        assert!(!needs_write(&with("False", "CiliumIsUp"), Routed::No), "a CNI's condition is left alone");
+    }
+}

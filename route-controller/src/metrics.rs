@@ -1,0 +1,72 @@
+//! Route-controller metrics (upstream names, under the `cloud_controllers_` prefix).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Labels of the route-write counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// `create` or `delete`.
+    pub op: String,
+    /// `ok` or `error`.
+    pub result: String,
+}
+
+/// Registered once per process.
+#[derive(Debug, Clone)]
+pub struct RouteMetrics {
+    /// Passes over all routes (upstream `route_sync_total`).
+    pub route_sync: Counter,
+    /// Route writes by operation and result.
+    pub writes: Family<WriteLabels, Counter>,
+    /// Routes inside the cluster CIDR the cloud reported in the last pass.
+    pub routes: Gauge,
+    /// Nodes still waiting for a route after the last pass.
+    pub pending: Gauge,
+}
+
+impl RouteMetrics {
+    /// Creates and registers the metrics.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            route_sync: Counter::default(),
+            writes: Family::default(),
+            routes: Gauge::default(),
+            pending: Gauge::default(),
+        };
+        registry.register(
+            "route_controller_route_sync",
+            "Passes comparing the nodes with the network's routes",
+            m.route_sync.clone(),
+        );
+        registry.register(
+            "route_controller_route_writes",
+            "Route writes by operation and result",
+            m.writes.clone(),
+        );
+        registry.register(
+            "route_controller_routes",
+            "Routes inside the cluster CIDR after the last pass",
+            m.routes.clone(),
+        );
+        registry.register(
+            "route_controller_nodes_without_route",
+            "Nodes still waiting for a route after the last pass",
+            m.pending.clone(),
+        );
+        m
+    }
+
+    /// Counts one route write.
+    pub fn count_write(&self, op: &str, ok: bool) {
+        self.writes
+            .get_or_create(&WriteLabels {
+                op: op.to_string(),
+                result: if ok { "ok" } else { "error" }.to_string(),
+            })
+            .inc();
+    }
+}

@@ -1,0 +1,286 @@
+//! Desired routes from the Nodes, compared with the routes the cloud has: which to keep, create or
+//! delete, and which podCIDRs cannot be routed (and why). Pure: no I/O.
+
+use cloud_client::{AddressKind, NodeAddress, NodeRef, Route, RouteRequest};
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+
+use crate::cidr::{Cidr, ClusterCidrs};
+use crate::reasons;
+
+/// A route a node needs and the cloud does not have (or has pointing elsewhere).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Create {
+    pub node: String,
+    pub request: RouteRequest,
+}
+
+/// A podCIDR that will not be routed, with the Warning to show on its Node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub node: String,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What one pass has to do.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Routes of ours (inside the cluster CIDR) that no node wants: stale, blackhole, node gone.
+    pub deletes: Vec<Route>,
+    pub creates: Vec<Create>,
+    pub problems: Vec<Problem>,
+    /// Nodes with at least one routable podCIDR, and whether all of theirs exist already.
+    pub nodes: Vec<(String, bool)>,
+}
+
+/// The node's podCIDRs (`spec.podCIDRs`, else the legacy `spec.podCIDR`).
+pub fn pod_cidrs(node: &Node) -> Vec<String> {
+    let Some(spec) = node.spec.as_ref() else {
+        return Vec::new();
+    };
+    match (&spec.pod_cidrs, &spec.pod_cidr) {
+        (Some(list), _) if !list.is_empty() => list.clone(),
+        (_, Some(one)) if !one.is_empty() => vec![one.clone()],
+        _ => Vec::new(),
+    }
+}
+
+fn provider_id(node: &Node) -> Option<&str> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .filter(|p| !p.is_empty())
+}
+
+/// Routes go to Hetzner Cloud servers only: Robot servers and other clouds' nodes (hybrid
+/// clusters) are not in the network.
+fn routable(node: &Node) -> bool {
+    provider_id(node).is_some_and(|p| p.starts_with("hcloud://") && !p.starts_with("hcloud://bm-"))
+}
+
+fn addresses(node: &Node) -> Vec<NodeAddress> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .map(|list| {
+            list.iter()
+                .filter_map(|a| {
+                    let kind = match a.type_.as_str() {
+                        "InternalIP" => AddressKind::InternalIP,
+                        "ExternalIP" => AddressKind::ExternalIP,
+                        "Hostname" => AddressKind::Hostname,
+                        _ => return None,
+                    };
+                    Some(NodeAddress::new(kind, a.address.clone()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A route serves `node` when it is not a blackhole and its gateway is one of the node's
+/// InternalIPs (or, without any, the cloud maps the gateway to a server of the node's name). A
+/// node whose private IP changed therefore gets its route replaced as soon as its InternalIP
+/// follows.
+fn serves(route: &Route, node: &str, internal: &[&str]) -> bool {
+    if internal.is_empty() {
+        !route.blackhole && route.target_node == node
+    } else {
+        internal.contains(&route.gateway.as_str())
+    }
+}
+
+/// Compares the nodes with the cloud's routes.
+pub fn plan<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+    routes: &[Route],
+    cluster: &ClusterCidrs,
+) -> Plan {
+    let mut plan = Plan::default();
+    let mut wanted_destinations = Vec::new();
+    for node in nodes {
+        let cidrs = pod_cidrs(node);
+        if cidrs.is_empty() || !routable(node) || node.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let name = node.name_any();
+        let addrs = addresses(node);
+        let internal: Vec<&str> = addrs
+            .iter()
+            .filter(|a| a.kind == AddressKind::InternalIP)
+            .map(|a| a.address.as_str())
+            .collect();
+        let mut all_present = true;
+        let mut any_routable = false;
+        for cidr in cidrs {
+            match Cidr::parse(&cidr) {
+                Err(e) => {
+                    plan.problems.push(Problem {
+                        node: name.clone(),
+                        reason: reasons::INVALID_POD_CIDR,
+                        message: format!("podCIDR {cidr:?} cannot be routed: {e}"),
+                    });
+                    continue;
+                }
+                Ok(c) if c.is_ipv6() => {
+                    plan.problems.push(Problem {
+                        node: name.clone(),
+                        reason: reasons::IPV6_UNSUPPORTED,
+                        message: format!(
+                            "podCIDR {cidr} is IPv6: Hetzner networks are IPv4-only, so its routing must be done by the CNI (no route created)"
+                        ),
+                    });
+                    continue;
+                }
+                Ok(c) if !cluster.covers(&c) => {
+                    any_routable = true;
+                    all_present = false;
+                    plan.problems.push(Problem {
+                        node: name.clone(),
+                        reason: reasons::CLUSTER_CIDR_MISCONFIGURED,
+                        message: format!(
+                            "podCIDR {cidr} is outside --cluster-cidr {cluster}: no route created; fix --cluster-cidr or the node's podCIDR"
+                        ),
+                    });
+                    continue;
+                }
+                Ok(_) => {}
+            }
+            any_routable = true;
+            wanted_destinations.push(cidr.clone());
+            let present = routes
+                .iter()
+                .any(|r| r.destination_cidr == cidr && serves(r, &name, &internal));
+            if !present {
+                all_present = false;
+                plan.creates.push(Create {
+                    node: name.clone(),
+                    request: RouteRequest {
+                        name_hint: node.uid().unwrap_or_default(),
+                        target_node: NodeRef::with_provider_id(
+                            name.clone(),
+                            provider_id(node).unwrap_or_default(),
+                        ),
+                        target_addresses: addrs.clone(),
+                        destination_cidr: cidr,
+                    },
+                });
+            }
+        }
+        if any_routable {
+            plan.nodes.push((name, all_present));
+        }
+    }
+    // A wanted destination held by a wrong gateway is replaced by its create, not deleted here.
+    plan.deletes = routes
+        .iter()
+        .filter(|r| cluster.owns(&r.destination_cidr))
+        .filter(|r| !wanted_destinations.contains(&r.destination_cidr))
+        .cloned()
+        .collect();
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeAddress as KAddr, NodeSpec, NodeStatus};
+
+    fn node(name: &str, cidrs: &[&str], ip: Option<&str>) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n.spec = Some(NodeSpec {
+            provider_id: Some(format!("hcloud://{}", name.len())),
+            pod_cidrs: Some(cidrs.iter().map(|c| c.to_string()).collect()),
+            ..Default::default()
+        });
+        n.status = Some(NodeStatus {
+            addresses: ip.map(|ip| {
+                vec![KAddr {
+                    type_: "InternalIP".into(),
+                    address: ip.into(),
+                }]
+            }),
+            ..Default::default()
+        });
+        n
+    }
+
+    fn route(dest: &str, gw: &str, target: &str) -> Route {
+        Route {
+            name: format!("{gw}-{dest}"),
+            target_node: target.into(),
+            destination_cidr: dest.into(),
+            gateway: gw.into(),
+            blackhole: target.is_empty(),
+        }
+    }
+
+    fn cluster() -> ClusterCidrs {
+        ClusterCidrs::parse("10.244.0.0/16").unwrap()
+    }
+
+    #[test]
+    fn keeps_creates_and_deletes_only_inside_the_cluster_cidr() {
+        let a = node("a", &["10.244.1.0/24"], Some("10.0.0.2"));
+        let b = node("b", &["10.244.2.0/24"], Some("10.0.0.3"));
+        let routes = [
+            route("10.244.1.0/24", "10.0.0.2", "a"),
+            route("10.244.9.0/24", "10.0.0.9", ""), // stale blackhole
+            route("10.244.8.0/24", "10.0.0.8", "gone"), // node gone
+            route("192.168.0.0/24", "10.0.0.7", ""), // not ours
+        ];
+        let p = plan([&a, &b], &routes, &cluster());
+        assert_eq!(p.creates.len(), 1);
+        assert_eq!(p.creates[0].node, "b");
+        assert_eq!(p.creates[0].request.destination_cidr, "10.244.2.0/24");
+        let deleted: Vec<&str> = p.deletes.iter().map(|r| r.destination_cidr.as_str()).collect();
+        assert_eq!(deleted, ["10.244.9.0/24", "10.244.8.0/24"]);
+        assert_eq!(p.nodes, [("a".into(), true), ("b".into(), false)]);
+        assert!(p.problems.is_empty());
+    }
+
+    #[test]
+    fn changed_private_ip_replaces_the_route_without_deleting_it_first() {
+        let a = node("a", &["10.244.1.0/24"], Some("10.0.0.5"));
+        let routes = [route("10.244.1.0/24", "10.0.0.2", "")];
+        let p = plan([&a], &routes, &cluster());
+        assert_eq!(p.creates.len(), 1, "create_route replaces the old gateway");
+        assert!(p.deletes.is_empty());
+    }
+
+    #[test]
+    fn a_fresh_server_missing_from_an_old_snapshot_is_not_a_blackhole_to_us() {
+        let a = node("a", &["10.244.1.0/24"], Some("10.0.0.2"));
+        let routes = [route("10.244.1.0/24", "10.0.0.2", "")];
+        let p = plan([&a], &routes, &cluster());
+        assert!(p.creates.is_empty() && p.deletes.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn ipv6_and_out_of_cluster_cidrs_are_problems_not_calls() {
+        let dual = node("d", &["10.244.1.0/24", "fd00:10:244:1::/64"], Some("10.0.0.2"));
+        let outside = node("o", &["10.99.0.0/24"], Some("10.0.0.3"));
+        let p = plan([&dual, &outside], &[], &cluster());
+        assert_eq!(p.creates.len(), 1, "the IPv4 half of a dual-stack node is routed");
+        let reasons: Vec<&str> = p.problems.iter().map(|x| x.reason).collect();
+        assert_eq!(
+            reasons,
+            [reasons::IPV6_UNSUPPORTED, reasons::CLUSTER_CIDR_MISCONFIGURED]
+        );
+        assert!(p.problems[0].message.contains("fd00:10:244:1::/64"));
+        assert_eq!(p.nodes, [("d".into(), false), ("o".into(), false)]);
+    }
+
+    #[test]
+    fn nodes_without_pod_cidrs_or_hcloud_ids_are_skipped() {
+        let mut robot = node("r", &["10.244.3.0/24"], None);
+        robot.spec.as_mut().unwrap().provider_id = Some("hcloud://bm-7".into());
+        let mut uninitialized = node("u", &["10.244.4.0/24"], None);
+        uninitialized.spec.as_mut().unwrap().provider_id = None;
+        let bare = node("b", &[], None);
+        let p = plan([&robot, &uninitialized, &bare], &[], &cluster());
+        assert_eq!(p, Plan::default());
+    }
+}

@@ -1,0 +1,346 @@
+//! The route pass and the loop that schedules it. All writes to the network go through this one
+//! loop, one at a time, each awaited: Hetzner locks a network while a route action runs, so
+//! parallel writes would only collect `423 locked` answers. Node events are coalesced into one
+//! pass; a slow resync catches changes made behind our back.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cloud_client::{CloudError, Route, Routes};
+use controller_kit::{Events, KitMetrics};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::cidr::ClusterCidrs;
+use crate::condition::{self, Routed};
+use crate::metrics::RouteMetrics;
+use crate::plan::{self, Create, Plan, Problem};
+use crate::reasons;
+
+/// Shared state of the pass.
+pub struct Ctx {
+    /// Node API (status patches for the condition).
+    pub nodes: Api<Node>,
+    /// Node cache.
+    pub store: Store<Node>,
+    /// The cloud's routes.
+    pub routes: Arc<dyn Routes>,
+    /// `--cluster-cidr`.
+    pub cluster: ClusterCidrs,
+    /// Event publisher.
+    pub events: Events,
+    /// Kit metrics.
+    pub kit: KitMetrics,
+    /// Controller metrics.
+    pub metrics: RouteMetrics,
+    /// Nodes whose route creation failed: attempts and when to try again.
+    retries: Mutex<HashMap<String, (u32, Instant)>>,
+    /// Problems already reported as events (reported again once they went away and came back).
+    reported: Mutex<HashSet<(String, &'static str)>>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("cluster", &self.cluster)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Per-node backoff after a failed create: 5 s doubling to 5 min.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_secs(5 << attempt.saturating_sub(1).min(6)).min(Duration::from_secs(300))
+}
+
+impl Ctx {
+    /// A pass context.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: kube::Client,
+        store: Store<Node>,
+        routes: Arc<dyn Routes>,
+        cluster: ClusterCidrs,
+        events: Events,
+        kit: KitMetrics,
+        metrics: RouteMetrics,
+    ) -> Self {
+        Self {
+            nodes: Api::all(client),
+            store,
+            routes,
+            cluster,
+            events,
+            kit,
+            metrics,
+            retries: Mutex::new(HashMap::new()),
+            reported: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn retries(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, Instant)>> {
+        self.retries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn in_backoff(&self, node: &str) -> bool {
+        self.retries()
+            .get(node)
+            .is_some_and(|(_, at)| *at > Instant::now())
+    }
+
+    fn failed(&self, node: &str) {
+        let mut r = self.retries();
+        let e = r.entry(node.to_string()).or_insert((0, Instant::now()));
+        e.0 = e.0.saturating_add(1);
+        e.1 = Instant::now() + backoff(e.0);
+    }
+
+    fn earliest_retry(&self) -> Option<Instant> {
+        self.retries().values().map(|(_, at)| *at).min()
+    }
+
+    /// Publishes `problems` that were not reported yet; forgets the ones that went away.
+    async fn report(&self, problems: &[Problem]) {
+        let new: Vec<&Problem> = {
+            let mut seen = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+            let now: HashSet<(String, &'static str)> = problems
+                .iter()
+                .map(|p| (p.node.clone(), p.reason))
+                .collect();
+            seen.retain(|k| now.contains(k));
+            problems
+                .iter()
+                .filter(|p| seen.insert((p.node.clone(), p.reason)))
+                .collect()
+        };
+        for p in new {
+            warn!(node = %p.node, reason = p.reason, "{}", p.message);
+            self.kit.count_warning(p.reason);
+            self.warn_node(&p.node, p.reason, p.message.clone()).await;
+        }
+    }
+
+    async fn warn_node(&self, node: &str, reason: &str, note: String) {
+        if let Some(n) = self.store.get(&ObjectRef::new(node)) {
+            self.events
+                .warning(n.as_ref(), reason, "CreateRoute", note)
+                .await;
+        }
+    }
+
+    /// Writes the node's condition unless the cache (or this pass) says it already holds.
+    async fn set_condition(&self, node: &str, want: Routed, written: &mut HashMap<String, Routed>) {
+        if written.get(node) == Some(&want) {
+            return;
+        }
+        let needed = match written.get(node) {
+            Some(_) => true,
+            None => self
+                .store
+                .get(&ObjectRef::new(node))
+                .is_some_and(|n| condition::needs_write(&n, want)),
+        };
+        if !needed {
+            return;
+        }
+        match condition::write(&self.nodes, node, want).await {
+            Ok(()) => {
+                written.insert(node.to_string(), want);
+            }
+            Err(e) => warn!(node, error = %e, "writing the NetworkUnavailable condition failed"),
+        }
+    }
+}
+
+/// The Warning reason for a failed create: bad input gets its own reason (and counts as such).
+fn create_failure_reason(e: &CloudError) -> (&'static str, bool) {
+    match e {
+        CloudError::Inconsistent { .. } => (reasons::SERVER_NOT_IN_NETWORK, true),
+        CloudError::InvalidInput { .. } => (reasons::NODE_IP_NOT_IN_NETWORK, true),
+        e if e.code() == Some("resource_limit_exceeded") => (reasons::ROUTE_LIMIT_REACHED, true),
+        _ => (reasons::FAILED_TO_CREATE_ROUTE, false),
+    }
+}
+
+/// One pass: list the routes once, delete ours that nobody wants, create the missing ones one by
+/// one, and keep each node's condition in step. Returns when a failed node should be retried.
+pub async fn pass(ctx: &Ctx) -> Result<Option<Instant>, CloudError> {
+    ctx.metrics.route_sync.inc();
+    let mut timer = ctx.kit.reconcile_timer();
+    let mut routes = match ctx.routes.list_routes_unresolved().await {
+        Ok(r) => r,
+        Err(e) => {
+            timer.set_result("cloud_error");
+            if e.is_not_found() {
+                network_not_found(ctx, &e).await;
+            }
+            return Err(e);
+        }
+    };
+    let plan = {
+        let state = ctx.store.state();
+        plan::plan(state.iter().map(|n| n.as_ref()), &routes, &ctx.cluster)
+    };
+    ctx.report(&plan.problems).await;
+
+    let mut written = HashMap::new();
+    for (node, present) in &plan.nodes {
+        let want = if *present { Routed::Yes } else { Routed::No };
+        ctx.set_condition(node, want, &mut written).await;
+    }
+    delete_stale(ctx, &plan, &mut routes).await;
+    let failed = create_missing(ctx, &plan, &routes, &mut written).await;
+
+    ctx.metrics.routes.set(
+        routes
+            .iter()
+            .filter(|r| ctx.cluster.owns(&r.destination_cidr))
+            .count() as i64,
+    );
+    ctx.metrics.pending.set(failed as i64);
+    timer.set_result("ok");
+    Ok(ctx.earliest_retry())
+}
+
+async fn network_not_found(ctx: &Ctx, e: &CloudError) {
+    let problems: Vec<Problem> = {
+        let state = ctx.store.state();
+        state
+            .iter()
+            .filter(|n| !plan::pod_cidrs(n).is_empty())
+            .map(|n| Problem {
+                node: kube::ResourceExt::name_any(n.as_ref()),
+                reason: reasons::NETWORK_NOT_FOUND,
+                message: format!(
+                    "no route can be created: the network named by HCLOUD_NETWORK was not found ({e})"
+                ),
+            })
+            .collect()
+    };
+    ctx.report(&problems).await;
+}
+
+/// Deletes stale routes first: it frees room under the network's route limit.
+async fn delete_stale(ctx: &Ctx, plan: &Plan, routes: &mut Vec<Route>) {
+    for r in &plan.deletes {
+        match ctx.routes.delete_route(r).await {
+            Ok(()) => {
+                ctx.metrics.count_write("delete", true);
+                info!(destination = %r.destination_cidr, gateway = %r.gateway, "deleted a route no node wants");
+                routes.retain(|x| x.destination_cidr != r.destination_cidr);
+            }
+            Err(e) => {
+                ctx.metrics.count_write("delete", false);
+                warn!(destination = %r.destination_cidr, error = %e, "deleting a stale route failed; next pass retries");
+            }
+        }
+    }
+}
+
+/// Creates the missing routes node by node, writing each node's condition as soon as its routes
+/// exist. Returns how many nodes are still without their routes.
+async fn create_missing(
+    ctx: &Ctx,
+    plan: &Plan,
+    routes: &[Route],
+    written: &mut HashMap<String, Routed>,
+) -> usize {
+    let mut by_node: HashMap<&str, Vec<&Create>> = HashMap::new();
+    for c in &plan.creates {
+        by_node.entry(c.node.as_str()).or_default().push(c);
+    }
+    let mut failed = 0;
+    for (node, present) in &plan.nodes {
+        if *present {
+            continue;
+        }
+        let creates = by_node.remove(node.as_str()).unwrap_or_default();
+        let blocked = plan.problems.iter().any(|p| &p.node == node
+            && p.reason == reasons::CLUSTER_CIDR_MISCONFIGURED);
+        if ctx.in_backoff(node) {
+            failed += 1;
+            continue;
+        }
+        let mut ok = !blocked;
+        for c in creates {
+            let started = std::time::Instant::now();
+            match ctx.routes.create_route_in(&c.request, routes).await {
+                Ok(()) => {
+                    ctx.metrics.count_write("create", true);
+                    debug!(node, destination = %c.request.destination_cidr, "route created");
+                }
+                Err(e) => {
+                    ctx.metrics.count_write("create", false);
+                    ok = false;
+                    let (reason, bad_input) = create_failure_reason(&e);
+                    if bad_input {
+                        ctx.kit.count_warning(reason);
+                    }
+                    let note = format!(
+                        "Could not create route {} {} for node {node} after {:?}: {e}",
+                        c.request.name_hint,
+                        c.request.destination_cidr,
+                        started.elapsed()
+                    );
+                    warn!(node, reason, "{note}");
+                    ctx.warn_node(node, reason, note).await;
+                }
+            }
+        }
+        if ok {
+            ctx.retries().remove(node.as_str());
+            ctx.set_condition(node, Routed::Yes, written).await;
+        } else {
+            failed += 1;
+            if !blocked {
+                ctx.failed(node);
+            }
+        }
+    }
+    failed
+}
+
+/// Runs passes until shutdown: after node changes (coalesced over `window`), when a failed node's
+/// backoff ends, and at least every `resync`.
+pub async fn run(
+    ctx: Arc<Ctx>,
+    changed: Arc<Notify>,
+    window: Duration,
+    resync: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut retry_at: Option<Instant> = None;
+    let mut next_resync = Instant::now() + resync;
+    let mut list_failures = 0u32;
+    loop {
+        let wake = retry_at.map_or(next_resync, |r| r.min(next_resync));
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = changed.notified() => {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(window) => {}
+                }
+            }
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+        match pass(&ctx).await {
+            Ok(next) => {
+                list_failures = 0;
+                retry_at = next;
+            }
+            Err(e) => {
+                list_failures += 1;
+                let delay = backoff(list_failures);
+                warn!(error = %e, retry_in = ?delay, "listing the network's routes failed");
+                retry_at = Some(Instant::now() + delay);
+            }
+        }
+        next_resync = Instant::now() + resync;
+    }
+}
