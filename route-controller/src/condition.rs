@@ -103,6 +103,9 @@ mod tests {
         assert!(needs_write(&with("True", NO_ROUTE_CREATED), Routed::Yes));
         assert!(!needs_write(&with("False", ROUTE_CREATED), Routed::Yes));
         assert!(!needs_write(&with("True", NO_ROUTE_CREATED), Routed::No));
-        assert!(!needs_write(&with("False", "CiliumIsUp"), Routed::No), "a CNI's condition is left alone");
+        assert!(
+            !needs_write(&with("False", "CiliumIsUp"), Routed::No),
+            "a CNI's condition is left alone"
+        );
     }
 }

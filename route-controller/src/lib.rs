@@ -147,7 +147,10 @@ fn relevant(node: &Node) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     plan::pod_cidrs(node).hash(&mut h);
-    node.spec.as_ref().and_then(|s| s.provider_id.as_ref()).hash(&mut h);
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_ref())
+        .hash(&mut h);
     node.metadata.deletion_timestamp.is_some().hash(&mut h);
     if let Some(a) = node.status.as_ref().and_then(|s| s.addresses.as_ref()) {
         for a in a {

@@ -235,7 +235,11 @@ mod tests {
         assert_eq!(p.creates.len(), 1);
         assert_eq!(p.creates[0].node, "b");
         assert_eq!(p.creates[0].request.destination_cidr, "10.244.2.0/24");
-        let deleted: Vec<&str> = p.deletes.iter().map(|r| r.destination_cidr.as_str()).collect();
+        let deleted: Vec<&str> = p
+            .deletes
+            .iter()
+            .map(|r| r.destination_cidr.as_str())
+            .collect();
         assert_eq!(deleted, ["10.244.9.0/24", "10.244.8.0/24"]);
         assert_eq!(p.nodes, [("a".into(), true), ("b".into(), false)]);
         assert!(p.problems.is_empty());
@@ -260,14 +264,25 @@ mod tests {
 
     #[test]
     fn ipv6_and_out_of_cluster_cidrs_are_problems_not_calls() {
-        let dual = node("d", &["10.244.1.0/24", "fd00:10:244:1::/64"], Some("10.0.0.2"));
+        let dual = node(
+            "d",
+            &["10.244.1.0/24", "fd00:10:244:1::/64"],
+            Some("10.0.0.2"),
+        );
         let outside = node("o", &["10.99.0.0/24"], Some("10.0.0.3"));
         let p = plan([&dual, &outside], &[], &cluster());
-        assert_eq!(p.creates.len(), 1, "the IPv4 half of a dual-stack node is routed");
+        assert_eq!(
+            p.creates.len(),
+            1,
+            "the IPv4 half of a dual-stack node is routed"
+        );
         let reasons: Vec<&str> = p.problems.iter().map(|x| x.reason).collect();
         assert_eq!(
             reasons,
-            [reasons::IPV6_UNSUPPORTED, reasons::CLUSTER_CIDR_MISCONFIGURED]
+            [
+                reasons::IPV6_UNSUPPORTED,
+                reasons::CLUSTER_CIDR_MISCONFIGURED
+            ]
         );
         assert!(p.problems[0].message.contains("fd00:10:244:1::/64"));
         assert_eq!(p.nodes, [("d".into(), false), ("o".into(), false)]);

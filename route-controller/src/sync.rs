@@ -260,8 +260,10 @@ async fn create_missing(
             continue;
         }
         let creates = by_node.remove(node.as_str()).unwrap_or_default();
-        let blocked = plan.problems.iter().any(|p| &p.node == node
-            && p.reason == reasons::CLUSTER_CIDR_MISCONFIGURED);
+        let blocked = plan
+            .problems
+            .iter()
+            .any(|p| &p.node == node && p.reason == reasons::CLUSTER_CIDR_MISCONFIGURED);
         if ctx.in_backoff(node) {
             failed += 1;
             continue;

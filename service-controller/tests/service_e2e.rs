@@ -420,7 +420,7 @@ async fn cloud_error_storms_converge_without_duplicates() {
     let faults = fx.sim.faults();
     // Every third call fails with 503 and LB creates fail twice with 429 first.
     let every = faults.fail_every(None, 3, 503, "unavailable");
-    faults.fail_next(Some("/load_balancers"), 2, 429, "rate_limit_exceeded");
+    faults.fail_next(Some("POST /load_balancers"), 2, 429, "rate_limit_exceeded");
     for i in 0..5 {
         fx.service(&format!("web-{i}"), &[80, 443], &[]).await;
     }

@@ -1,0 +1,305 @@
+//! Route-controller test fixture: a cloud-sim with a network and attached servers, Nodes with
+//! podCIDRs and InternalIPs as node-controller leaves them, and the controller in-process under its
+//! chart RBAC (impersonated ServiceAccount).
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cloud_client::hcloud::{HcloudConfig, HcloudProvider, RetryPolicy, Token};
+use cloud_client::{ClientStats, StatsSnapshot};
+use cloud_sim::{Sim, SimConfig};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use route_controller::Settings;
+use route_controller::cidr::ClusterCidrs;
+use serde_json::json;
+
+use crate::support::run::{Running, spawn, test_config};
+use crate::support::{TEST_LABEL, apply_chart_rbac, eventually, rbac_file, unique};
+
+pub const T: Duration = Duration::from_secs(30);
+pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
+
+/// A server in the network and the Node standing for it.
+#[derive(Debug, Clone)]
+pub struct TestNode {
+    pub name: String,
+    pub server: u64,
+    pub private_ip: String,
+}
+
+pub struct Fixture {
+    pub admin: Client,
+    pub sim: Sim,
+    pub network: u64,
+    pub run: String,
+    pub ctl: Option<Running>,
+    pub stats: Option<Arc<ClientStats>>,
+    /// Next free /24 of the cluster CIDR (tests of one binary share nothing but the apiserver).
+    next_cidr: std::sync::atomic::AtomicU32,
+}
+
+impl Fixture {
+    /// The world without a controller: sim, network (10.0.0.0/8, subnet 10.0.0.0/16), namespace
+    /// with the chart RBAC bound to ServiceAccount `route-controller`.
+    pub async fn world(sim: Option<SimConfig>) -> Fixture {
+        let k = testenv::kube().await;
+        let admin = k.client().await;
+        let sim = Sim::start_with(sim.unwrap_or(SimConfig {
+            action_duration: Duration::from_millis(50),
+            ..SimConfig::default()
+        }))
+        .await;
+        let network = sim
+            .world()
+            .create_network("k8s", "10.0.0.0/8", "10.0.0.0/16")
+            .await
+            .expect("create network");
+        let run = unique("rt");
+        apply_chart_rbac(
+            &admin,
+            &rbac_file("route-controller"),
+            &run,
+            "route-controller",
+        )
+        .await;
+        Fixture {
+            admin,
+            sim,
+            network,
+            run,
+            ctl: None,
+            stats: None,
+            next_cidr: 1.into(),
+        }
+    }
+
+    pub async fn start() -> Fixture {
+        let mut fx = Self::world(None).await;
+        fx.spawn(|_| {}).await;
+        fx
+    }
+
+    /// Starts the controller as the chart's ServiceAccount; `tweak` adjusts the cloud client.
+    pub async fn spawn(&mut self, tweak: impl FnOnce(&mut HcloudConfig)) {
+        let mut cfg = HcloudConfig::new(Token::new(self.sim.token()));
+        cfg.endpoint = self.sim.endpoint().trim_end_matches('/').to_string();
+        cfg.network = Some(self.network.to_string());
+        cfg.server_cache_max_age = Duration::from_millis(300);
+        cfg.retry = RetryPolicy {
+            max_attempts: 3,
+            base: Duration::from_millis(20),
+            cap: Duration::from_millis(200),
+        };
+        tweak(&mut cfg);
+        let cloud = HcloudProvider::new(cfg)
+            .await
+            .expect("hcloud provider for the sim")
+            .cloud();
+        self.stats = Some(cloud.stats.clone());
+        let settings = Settings {
+            cluster: Some(ClusterCidrs::parse(CLUSTER_CIDR).unwrap()),
+            resync: Duration::from_secs(300),
+            window: Duration::from_millis(100),
+        };
+        let sa = testenv::kube()
+            .await
+            .service_account_client(&self.run, "route-controller")
+            .await;
+        let config = test_config(&route_controller::INFO, &self.run);
+        self.ctl = Some(
+            spawn(&route_controller::INFO, config, sa, move |rt| {
+                route_controller::start(rt, cloud, settings)
+            })
+            .await,
+        );
+    }
+
+    /// A fresh /24 of the cluster CIDR.
+    pub fn pod_cidr(&self) -> String {
+        let n = self
+            .next_cidr
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("10.244.{n}.0/24")
+    }
+
+    /// A server attached to the network (private IP assigned by the sim).
+    pub async fn server(&self, name: &str, attach: bool) -> (u64, String) {
+        let world = self.sim.world();
+        let id = world
+            .create_server(name, "cx22", "fsn1")
+            .await
+            .expect("create server");
+        if !attach {
+            return (id, String::new());
+        }
+        world
+            .attach_to_network(id, self.network, None)
+            .await
+            .expect("attach server");
+        (id, self.private_ip(id).await)
+    }
+
+    pub async fn private_ip(&self, server: u64) -> String {
+        let s = self.sim.world().get_server(server).await.expect("server");
+        let s = if s.get("server").is_some() {
+            &s["server"]
+        } else {
+            &s
+        };
+        s["private_net"][0]["ip"]
+            .as_str()
+            .expect("server has a private IP")
+            .to_string()
+    }
+
+    /// A server in the network and its Node with `cidrs`, InternalIP = the private IP.
+    pub async fn node(&self, cidrs: &[String]) -> TestNode {
+        let name = unique("node");
+        let (server, ip) = self.server(&name, true).await;
+        self.create_node(&name, server, &ip, cidrs).await;
+        TestNode {
+            name,
+            server,
+            private_ip: ip,
+        }
+    }
+
+    /// Creates the Node (podCIDRs, providerID) and writes its InternalIP as node-controller does.
+    pub async fn create_node(&self, name: &str, server: u64, ip: &str, cidrs: &[String]) {
+        let api: Api<Node> = Api::all(self.admin.clone());
+        let node = Node {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([(TEST_LABEL.to_string(), self.run.clone())].into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: Some(format!("hcloud://{server}")),
+                pod_cidr: cidrs.first().cloned(),
+                pod_cidrs: Some(cidrs.to_vec()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &node)
+            .await
+            .expect("create node");
+        if !ip.is_empty() {
+            self.set_internal_ip(name, ip).await;
+        }
+    }
+
+    pub async fn set_internal_ip(&self, name: &str, ip: &str) {
+        let status = NodeStatus {
+            addresses: Some(vec![NodeAddress {
+                type_: "InternalIP".into(),
+                address: ip.into(),
+            }]),
+            ..Default::default()
+        };
+        Api::<Node>::all(self.admin.clone())
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await
+            .expect("patch node addresses");
+    }
+
+    /// The network's routes as `(destination, gateway)`, sorted.
+    pub async fn routes(&self) -> Vec<(String, String)> {
+        let net = self
+            .sim
+            .world()
+            .get_network(self.network)
+            .await
+            .expect("get network");
+        let mut r: Vec<(String, String)> = net["routes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| {
+                        (
+                            r["destination"].as_str().unwrap_or_default().to_string(),
+                            r["gateway"].as_str().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        r.sort();
+        r
+    }
+
+    /// Waits until the network's routes are exactly `want` (any order).
+    pub async fn wait_routes(&self, want: &[(String, String)]) {
+        let mut want = want.to_vec();
+        want.sort();
+        eventually(&format!("routes {want:?}"), T, || async {
+            (self.routes().await == want).then_some(())
+        })
+        .await
+    }
+
+    /// `(status, reason)` of the node's NetworkUnavailable condition.
+    pub async fn condition(&self, node: &str) -> Option<(String, String)> {
+        let n = Api::<Node>::all(self.admin.clone())
+            .get(node)
+            .await
+            .expect("get node");
+        n.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "NetworkUnavailable")
+            .map(|c| (c.status, c.reason.unwrap_or_default()))
+    }
+
+    /// Waits for the node's condition to be `status`/`reason`.
+    pub async fn wait_condition(&self, node: &str, status: &str, reason: &str) {
+        eventually(
+            &format!("{node} NetworkUnavailable={status}/{reason}"),
+            T,
+            || async {
+                (self.condition(node).await == Some((status.into(), reason.into()))).then_some(())
+            },
+        )
+        .await
+    }
+
+    /// Waits for a Warning with `reason` on the node; returns its note.
+    pub async fn wait_event(&self, node: &str, reason: &str) -> String {
+        eventually(&format!("{reason} event on {node}"), T, || async {
+            Api::<Event>::all(self.admin.clone())
+                .list(&ListParams::default())
+                .await
+                .expect("list events")
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(node)
+                })
+                .map(|e| e.note.unwrap_or_default())
+        })
+        .await
+    }
+
+    /// The controller's cloud calls so far.
+    pub fn mark(&self) -> StatsSnapshot {
+        self.stats.as_ref().expect("running").snapshot()
+    }
+
+    /// Responses with `status` cloud-sim sent (to anyone).
+    pub fn responses_with(&self, status: u16) -> usize {
+        self.sim
+            .request_log()
+            .iter()
+            .filter(|e| e.status == status)
+            .count()
+    }
+}

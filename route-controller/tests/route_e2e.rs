@@ -1,0 +1,250 @@
+//! End-to-end tests of the route controller: real kube-apiserver (testenv), cloud-sim over HTTP,
+//! the controller in-process under its chart RBAC (impersonated ServiceAccount).
+
+#[path = "../../node-controller/tests/support/mod.rs"]
+mod support;
+
+mod net;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use net::{Fixture, T};
+use serde_json::json;
+use support::eventually;
+
+fn pair(cidr: &str, gw: &str) -> (String, String) {
+    (cidr.to_string(), gw.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_follow_nodes_and_leave_foreign_routes_alone() {
+    let mut fx = Fixture::world(None).await;
+    // Before the controller starts: a hand-made route outside the cluster CIDR (kept) and a stale
+    // one inside it (removed).
+    let (_, other_ip) = fx.server("not-a-node", true).await;
+    let world = fx.sim.world();
+    world
+        .add_route(fx.network, "10.250.0.0/24", &other_ip)
+        .await
+        .unwrap();
+    world
+        .add_route(fx.network, "10.244.200.0/24", &other_ip)
+        .await
+        .unwrap();
+    fx.spawn(|_| {}).await;
+
+    let (ca, cb) = (fx.pod_cidr(), fx.pod_cidr());
+    let a = fx.node(std::slice::from_ref(&ca)).await;
+    let b = fx.node(std::slice::from_ref(&cb)).await;
+    fx.wait_routes(&[
+        pair(&ca, &a.private_ip),
+        pair(&cb, &b.private_ip),
+        pair("10.250.0.0/24", &other_ip),
+    ])
+    .await;
+    fx.wait_condition(&a.name, "False", "RouteCreated").await;
+    fx.wait_condition(&b.name, "False", "RouteCreated").await;
+
+    // The server's private IP changes (re-attached elsewhere) and node-controller updates the
+    // InternalIP: the route is replaced, the other one is not touched.
+    world
+        .detach_from_network(a.server, fx.network)
+        .await
+        .unwrap();
+    world
+        .attach_to_network(a.server, fx.network, Some("10.0.3.33"))
+        .await
+        .unwrap();
+    let mark = fx.mark();
+    fx.set_internal_ip(&a.name, "10.0.3.33").await;
+    fx.wait_routes(&[
+        pair(&ca, "10.0.3.33"),
+        pair(&cb, &b.private_ip),
+        pair("10.250.0.0/24", &other_ip),
+    ])
+    .await;
+    let after = fx.mark();
+    let writes = |m: &str, e: &str| after.calls_to(m, e) - mark.calls_to(m, e);
+    assert_eq!(writes("POST", "/networks/{id}/actions/delete_route"), 1);
+    assert_eq!(writes("POST", "/networks/{id}/actions/add_route"), 1);
+
+    // Node deleted: its route goes.
+    Api::<Node>::all(fx.admin.clone())
+        .delete(&b.name, &DeleteParams::default())
+        .await
+        .unwrap();
+    fx.wait_routes(&[pair(&ca, "10.0.3.33"), pair("10.250.0.0/24", &other_ip)])
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_pod_cidr_warns_and_the_ipv4_half_is_routed() {
+    let fx = Fixture::start().await;
+    let v4 = fx.pod_cidr();
+    let node = fx
+        .node(&[v4.clone(), "fd00:10:244:1::/64".to_string()])
+        .await;
+    fx.wait_routes(&[pair(&v4, &node.private_ip)]).await;
+    let note = fx.wait_event(&node.name, "IPv6PodCIDRUnsupported").await;
+    assert!(note.contains("fd00:10:244:1::/64"), "{note}");
+    fx.wait_condition(&node.name, "False", "RouteCreated").await;
+    let stats = fx.mark();
+    assert_eq!(
+        stats.calls_to("POST", "/networks/{id}/actions/add_route"),
+        1,
+        "no call for the IPv6 CIDR"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_nodes_at_once_get_their_routes_without_a_single_423() {
+    let fx = Fixture::start().await;
+    let mut servers = Vec::new();
+    for i in 0..20 {
+        let name = support::unique(&format!("n{i}"));
+        let (id, ip) = fx.server(&name, true).await;
+        servers.push((name, id, ip, fx.pod_cidr()));
+    }
+    let before_423 = fx.responses_with(423);
+    futures::future::join_all(
+        servers
+            .iter()
+            .map(|(name, id, ip, cidr)| fx.create_node(name, *id, ip, std::slice::from_ref(cidr))),
+    )
+    .await;
+    let want: Vec<(String, String)> = servers
+        .iter()
+        .map(|(_, _, ip, cidr)| pair(cidr, ip))
+        .collect();
+    fx.wait_routes(&want).await;
+    for (name, ..) in &servers {
+        fx.wait_condition(name, "False", "RouteCreated").await;
+    }
+    assert_eq!(
+        fx.responses_with(423) - before_423,
+        0,
+        "writes are serialised"
+    );
+    let stats = fx.mark();
+    assert_eq!(
+        stats.calls_to("POST", "/networks/{id}/actions/add_route"),
+        20
+    );
+    println!(
+        "FIGURE 20 routes: {} cloud calls ({:.2} per route)",
+        stats.total_calls(),
+        stats.total_calls() as f64 / 20.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locked_conflict_and_server_errors_converge_without_duplicates() {
+    let fx = Fixture::start().await;
+    let faults = fx.sim.faults();
+    let add = Some("POST /networks/{id}/actions/add_route");
+    faults.fail_next(add, 2, 423, "locked");
+    faults.fail_next(add, 1, 409, "conflict");
+    faults.fail_next(add, 2, 503, "unavailable");
+    let mut want = Vec::new();
+    for _ in 0..4 {
+        let cidr = fx.pod_cidr();
+        let n = fx.node(std::slice::from_ref(&cidr)).await;
+        want.push(pair(&cidr, &n.private_ip));
+    }
+    fx.wait_routes(&want).await;
+    let met = (
+        fx.responses_with(423),
+        fx.responses_with(409),
+        fx.responses_with(503),
+    );
+    assert_eq!(
+        met,
+        (2, 1, 2),
+        "every injected fault was answered and survived"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unroutable_nodes_get_a_warning_and_network_unavailable() {
+    let fx = Fixture::start().await;
+    // The server is not in the network.
+    let name = support::unique("detached");
+    let (id, _) = fx.server(&name, false).await;
+    fx.create_node(&name, id, "", &[fx.pod_cidr()]).await;
+    // The podCIDR is outside --cluster-cidr.
+    let outside = fx.node(&["10.99.0.0/24".to_string()]).await;
+
+    let note = fx.wait_event(&name, "ServerNotInNetwork").await;
+    assert!(note.contains("not attached"), "{note}");
+    fx.wait_condition(&name, "True", "NoRouteCreated").await;
+    let note = fx
+        .wait_event(&outside.name, "ClusterCIDRMisconfigured")
+        .await;
+    assert!(
+        note.contains("10.99.0.0/24") && note.contains("10.244.0.0/16"),
+        "{note}"
+    );
+    fx.wait_condition(&outside.name, "True", "NoRouteCreated")
+        .await;
+    assert_eq!(fx.routes().await, Vec::<(String, String)>::new());
+    let metrics = fx.ctl.as_ref().unwrap().metrics().await;
+    assert!(
+        metrics.contains("reason=\"ClusterCIDRMisconfigured\"")
+            && metrics.contains("reason=\"ServerNotInNetwork\""),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_limit_reached_is_a_warning_on_the_node() {
+    let fx = Fixture::start().await;
+    let (_, gw) = fx.server("filler", true).await;
+    let world = fx.sim.world();
+    // Fill the network's 100 routes with hand-made ones outside the cluster CIDR.
+    for i in 0..100 {
+        world
+            .add_route(fx.network, &format!("172.16.{i}.0/24"), &gw)
+            .await
+            .unwrap();
+    }
+    let node = fx.node(&[fx.pod_cidr()]).await;
+    let note = fx.wait_event(&node.name, "RouteLimitReached").await;
+    assert!(note.contains(&node.name), "{note}");
+    fx.wait_condition(&node.name, "True", "NoRouteCreated")
+        .await;
+    assert_eq!(fx.routes().await.len(), 100, "hand-made routes untouched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
+    let fx = Fixture::start().await;
+    let cidr = fx.pod_cidr();
+    let node = fx.node(std::slice::from_ref(&cidr)).await;
+    fx.wait_condition(&node.name, "False", "RouteCreated").await;
+    let sa = testenv::kube()
+        .await
+        .service_account_client(&fx.run, "route-controller")
+        .await;
+    let nodes: Api<Node> = Api::all(sa);
+    let refused = nodes
+        .patch(
+            &node.name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(e)) if e.code == 403),
+        "patching a Node itself is refused: {refused:?}"
+    );
+    let refused = nodes.delete(&node.name, &DeleteParams::default()).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(e)) if e.code == 403),
+        "{refused:?}"
+    );
+    eventually("route exists", T, || async {
+        (!fx.routes().await.is_empty()).then_some(())
+    })
+    .await;
+}
