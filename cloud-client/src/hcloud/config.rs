@@ -325,7 +325,9 @@ impl HcloudConfig {
         c.lb_defaults.location = get("HCLOUD_LOAD_BALANCERS_LOCATION");
         c.lb_defaults.network_zone = get("HCLOUD_LOAD_BALANCERS_NETWORK_ZONE");
         c.lb_defaults.lb_type = get("HCLOUD_LOAD_BALANCERS_TYPE");
-        c.lb_defaults.algorithm = get("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE");
+        // Lowercased like HCCM's parseLoadBalancerAlgorithmType.
+        c.lb_defaults.algorithm =
+            get("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE").map(|v| v.to_ascii_lowercase());
         c.lb_defaults.private_subnet_ip_range =
             get("HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE");
 
