@@ -476,6 +476,7 @@ mod tests {
             ("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT", "3s"),
             ("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES", "2"),
             ("HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL", "T"),
+            ("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE", "Least_Connections"),
         ])
         .unwrap();
         assert_eq!(c.network.as_deref(), Some("k8s"));
@@ -494,6 +495,10 @@ mod tests {
         );
         assert_eq!(c.lb_defaults.health_check_retries, Some(2));
         assert_eq!(c.lb_defaults.uses_proxyprotocol, Some(true));
+        assert_eq!(
+            c.lb_defaults.algorithm.as_deref(),
+            Some("least_connections")
+        );
     }
 
     #[test]
