@@ -311,7 +311,7 @@ pub fn type_change<'a>(
 }
 
 /// The type the load balancer will have once the plan ran: the `change_type` target, else what
-/// it has now (`None` for a new one: the spec's type or the default).
+/// it has now; for a new one (`lb` is `None`) the spec's type or the default.
 fn type_after(lb: Option<&LoadBalancer>, spec: &LbSpec, type_explicit: bool) -> String {
     match lb {
         None => spec
@@ -326,13 +326,14 @@ fn type_after(lb: Option<&LoadBalancer>, spec: &LbSpec, type_explicit: bool) -> 
     }
 }
 
-/// `max_services` of the type after the plan: read from the load balancer unless it changes type.
+/// `max_services` of the type after the plan: the load balancer's own (as the API reports it)
+/// unless it changes type; the known figure for a new type.
 fn max_services_after(lb: Option<&LoadBalancer>, spec: &LbSpec, type_explicit: bool) -> u32 {
-    let after = type_after(lb, spec, type_explicit);
-    lb.filter(|lb| type_change(lb, spec, type_explicit).is_none())
+    let current = lb
+        .filter(|lb| type_change(lb, spec, type_explicit).is_none())
         .and_then(|lb| lb.load_balancer_type.as_ref())
-        .and_then(|t| t.max_services)
-        .unwrap_or_else(|| known_max_services(&after))
+        .and_then(|t| t.max_services);
+    current.unwrap_or_else(|| known_max_services(&type_after(lb, spec, type_explicit)))
 }
 
 /// `max_targets` of the type after the plan (see [`max_services_after`]).
