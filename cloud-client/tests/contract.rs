@@ -570,8 +570,10 @@ async fn lb_create_with_two_ports_and_ten_targets_then_no_op() {
         "FIGURE lb: create with 2 ports and 10 targets cost {create_calls} calls ({:?})",
         sim.request_counts()
     );
-    assert!(create_calls <= 4, "{:?}", sim.request_counts());
+    // Label + name lookups, the create, its action, and the fresh read the follow-up plan uses.
+    assert!(create_calls <= 5, "{:?}", sim.request_counts());
     assert_eq!(sim.requests("POST", "/load_balancers"), 1);
+    assert_eq!(sim.requests("GET", "/load_balancers/{id}"), 1);
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     assert_eq!(out.status.ingress.len(), 2);
     assert!(
@@ -1175,26 +1177,27 @@ async fn lb_node_join_costs_only_the_target_write() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lb_never_adopts_another_services_lb_by_name() {
+async fn lb_takes_over_a_same_named_lb_of_another_service_uid() {
+    // HCCM relabels such an LB (a delete-protected LB outliving its Service keeps its IP for the
+    // re-created Service); only our label decides what `delete` may remove.
     let sim = sim_fast().await;
     let p = provider(&sim, |_| {}).await;
     let lbs = p.load_balancers().unwrap();
-    lbs.ensure(
-        &svc("owner-1", &[("location", "fsn1"), ("name", "shared")]),
-        &[],
-    )
-    .await
-    .unwrap();
-    let e = lbs
-        .ensure(
-            &svc("owner-2", &[("location", "fsn1"), ("name", "shared")]),
-            &[],
-        )
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("owner-1"), "{e}");
+    let first = svc("owner-1", &[("location", "fsn1"), ("name", "shared")]);
+    lbs.ensure(&first, &[]).await.unwrap();
+    let second = svc("owner-2", &[("location", "fsn1"), ("name", "shared")]);
+    let out = lbs.ensure(&second, &[]).await.unwrap();
+    let adopted = out
+        .warnings
+        .iter()
+        .find(|w| w.reason == "LoadBalancerAdopted")
+        .expect("LoadBalancerAdopted warning");
+    assert!(adopted.message.contains("owner-1"), "{}", adopted.message);
+    assert_eq!(sim.world().list_load_balancers().await.unwrap().len(), 1);
     assert_eq!(
         sim.world().list_load_balancers().await.unwrap()[0]["labels"]["hcloud-ccm/service-uid"],
-        "owner-1"
+        "owner-2"
     );
+    assert!(!lbs.delete(&first).await.unwrap().deleted);
+    assert_eq!(sim.world().list_load_balancers().await.unwrap().len(), 1);
 }

@@ -325,7 +325,9 @@ impl HcloudConfig {
         c.lb_defaults.location = get("HCLOUD_LOAD_BALANCERS_LOCATION");
         c.lb_defaults.network_zone = get("HCLOUD_LOAD_BALANCERS_NETWORK_ZONE");
         c.lb_defaults.lb_type = get("HCLOUD_LOAD_BALANCERS_TYPE");
-        c.lb_defaults.algorithm = get("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE");
+        // Lowercased like HCCM's parseLoadBalancerAlgorithmType.
+        c.lb_defaults.algorithm =
+            get("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE").map(|v| v.to_ascii_lowercase());
         c.lb_defaults.private_subnet_ip_range =
             get("HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE");
 
@@ -474,6 +476,7 @@ mod tests {
             ("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT", "3s"),
             ("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES", "2"),
             ("HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL", "T"),
+            ("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE", "Least_Connections"),
         ])
         .unwrap();
         assert_eq!(c.network.as_deref(), Some("k8s"));
@@ -492,6 +495,10 @@ mod tests {
         );
         assert_eq!(c.lb_defaults.health_check_retries, Some(2));
         assert_eq!(c.lb_defaults.uses_proxyprotocol, Some(true));
+        assert_eq!(
+            c.lb_defaults.algorithm.as_deref(),
+            Some("least_connections")
+        );
     }
 
     #[test]

@@ -319,8 +319,9 @@ pub struct LbService {
     pub protocol: String,
     pub listen_port: u16,
     pub destination_port: u16,
-    #[serde(default)]
-    pub proxyprotocol: bool,
+    /// Always present when read; `None` when writing = leave it (or the API default, off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxyprotocol: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<LbServiceHttp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -16,13 +16,13 @@ annotations! {
     NAME = "name";
     /// LB type, e.g. `lb11` (env `HCLOUD_LOAD_BALANCERS_TYPE`).
     TYPE = "type";
-    /// Create-only; exclusive with network-zone.
+    /// Create-only; wins over network-zone when both are set (HCCM), with a warning.
     LOCATION = "location";
-    /// Create-only; exclusive with location.
+    /// Create-only; ignored (with a warning) when a location is set too.
     NETWORK_ZONE = "network-zone";
-    /// `round_robin` | `least_connections`.
+    /// `round_robin` | `least_connections`, any case.
     ALGORITHM_TYPE = "algorithm-type";
-    /// `tcp` | `http` | `https`, for all ports.
+    /// `tcp` | `http` | `https` (any case), for all ports.
     PROTOCOL = "protocol";
     USES_PROXYPROTOCOL = "uses-proxyprotocol";
     IPV6_DISABLED = "ipv6-disabled";

@@ -31,17 +31,21 @@ use crate::provider::{
     UpdateOutcome, Warning,
 };
 use reconcile::{
-    DEFAULT_LB_TYPE, Op, PlanInput, desired_services, desired_targets, known_max_targets, plan,
+    DEFAULT_LB_TYPE, DesiredServices, DesiredTargets, Op, PlanInput, check_services,
+    desired_services, desired_targets, known_max_targets, max_targets_after, plan,
+    with_certificates,
 };
-use spec::{CertificateType, LbProtocol, LbSpec};
+use spec::{CertificateType, LbProtocol, LbSpec, Placement};
 
 /// How a load balancer was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Found {
     /// Carries our UID label.
     Owned,
-    /// Matched by name only (pre-existing or legacy LB): adopted by setting the label.
-    ByName,
+    /// Matched by name only: adopted by setting our label. `owner` is the Service UID it was
+    /// labelled with, if any: HCCM takes such an LB over too (a delete-protected LB outlives its
+    /// Service and keeps its IP for the Service re-created under the same name annotation).
+    ByName { owner: Option<String> },
 }
 
 #[derive(Debug)]
@@ -167,27 +171,36 @@ impl HcloudLoadBalancers {
             Req::get("/load_balancers", "/load_balancers").query("name", name),
         )
         .await?;
-        match by_name.into_iter().find(|lb| lb.name == name) {
-            // Owned by another Service: adopting it would make two Services fight over one LB.
-            Some(lb)
-                if lb
-                    .labels
-                    .get(SERVICE_UID_LABEL)
-                    .is_some_and(|u| u != &svc.uid) =>
-            {
-                Err(CloudError::Inconsistent {
-                    message: format!(
-                        "load balancer {name:?} ({}) belongs to Service UID {}; choose another {}",
-                        lb.id,
-                        lb.labels
-                            .get(SERVICE_UID_LABEL)
-                            .map(String::as_str)
-                            .unwrap_or_default(),
-                        annotations::NAME
-                    ),
-                })
+        Ok(by_name.into_iter().find(|lb| lb.name == name).map(|lb| {
+            let owner = lb.labels.get(SERVICE_UID_LABEL).cloned();
+            (lb, Found::ByName { owner })
+        }))
+    }
+
+    /// Logs an adoption by name and, when the LB was another Service's, says so in a warning.
+    fn note_adoption(
+        &self,
+        svc: &ServiceRef,
+        lb: &LoadBalancer,
+        how: &Found,
+        warnings: &mut Vec<Warning>,
+    ) {
+        let Found::ByName { owner } = how else { return };
+        match owner {
+            None => {
+                tracing::info!(service = %svc.key(), lb = lb.id, "adopting load balancer found by name")
             }
-            found => Ok(found.map(|lb| (lb, Found::ByName))),
+            Some(prev) => {
+                tracing::info!(service = %svc.key(), lb = lb.id, previous_uid = %prev, "taking over load balancer found by name from another Service UID");
+                warnings.push(Warning::new(
+                    "LoadBalancerAdopted",
+                    format!(
+                        "load balancer {} ({}) was found by name and taken over from Service UID \
+                         {prev}; it is now labelled {SERVICE_UID_LABEL}={}",
+                        lb.name, lb.id, svc.uid
+                    ),
+                ));
+            }
         }
     }
 
@@ -203,7 +216,7 @@ impl HcloudLoadBalancers {
     }
 
     /// Certificate ids for https: ids pass through, names are looked up, a managed certificate is
-    /// found by name or created (and waited for).
+    /// found by label or created (and waited for).
     async fn certificate_ids(
         &self,
         svc: &ServiceRef,
@@ -213,40 +226,65 @@ impl HcloudLoadBalancers {
             return Ok(Vec::new());
         }
         if spec.http.certificate_type == CertificateType::Managed {
-            let name = spec
-                .http
-                .managed_certificate_name
-                .clone()
-                .unwrap_or_default();
-            if let Some(id) = self.certificate_by_name(&name).await? {
-                return Ok(vec![id]);
-            }
-            let mut labels = BTreeMap::from([(SERVICE_UID_LABEL.to_string(), svc.uid.clone())]);
-            if spec.http.managed_certificate_acme_staging {
-                labels.insert("HC-Use-Staging-CA".to_string(), "true".to_string());
-            }
-            let body = json!({
-                "name": name, "type": "managed",
-                "domain_names": spec.http.managed_certificate_domains, "labels": labels,
-            });
-            let r: CertificateResponse = match self
-                .transport
-                .call(&Req::post("/certificates", "/certificates", body))
-                .await
-            {
-                Ok(r) => r,
-                // Created concurrently (or by an earlier attempt): use it.
-                Err(e) if e.code() == Some("uniqueness_error") => {
-                    let id = self.certificate_by_name(&name).await?.ok_or(e)?;
-                    return Ok(vec![id]);
-                }
-                Err(e) => return Err(e),
-            };
-            if let Some(a) = &r.action {
-                self.actions.wait(a).await?;
-            }
-            return Ok(vec![r.certificate.id]);
+            return Ok(vec![self.managed_certificate(svc, spec).await?]);
         }
+        self.uploaded_certificates(spec).await
+    }
+
+    /// The Service's managed certificate, found by its `hcloud-ccm/service-uid` label as HCCM's
+    /// `GetCertificateByLabel` does (so a changed name annotation does not order a second one), else
+    /// created with that label.
+    async fn managed_certificate(
+        &self,
+        svc: &ServiceRef,
+        spec: &LbSpec,
+    ) -> Result<i64, CloudError> {
+        if let Some(id) = self.certificate_by_label(&svc.uid).await? {
+            return Ok(id);
+        }
+        let name = spec
+            .http
+            .managed_certificate_name
+            .clone()
+            .unwrap_or_default();
+        let mut labels = BTreeMap::from([(SERVICE_UID_LABEL.to_string(), svc.uid.clone())]);
+        if spec.http.managed_certificate_acme_staging {
+            labels.insert("HC-Use-Staging-CA".to_string(), "true".to_string());
+        }
+        let body = json!({
+            "name": name, "type": "managed",
+            "domain_names": spec.http.managed_certificate_domains, "labels": labels,
+        });
+        let r: CertificateResponse = match self
+            .transport
+            .call(&Req::post("/certificates", "/certificates", body))
+            .await
+        {
+            Ok(r) => r,
+            // Created concurrently (or by an earlier attempt) it carries our label; otherwise the
+            // name belongs to a certificate that is not ours.
+            Err(e) if e.code() == Some("uniqueness_error") => {
+                return self.certificate_by_label(&svc.uid).await?.ok_or_else(|| {
+                    CloudError::invalid_input(
+                        format!("annotation {}", annotations::HTTP_MANAGED_CERTIFICATE_NAME),
+                        name.clone(),
+                        format!(
+                            "a name no other certificate uses: certificate {name:?} exists but is \
+                             not labelled {}",
+                            service_uid_selector(&svc.uid)
+                        ),
+                    )
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(a) = &r.action {
+            self.actions.wait(a).await?;
+        }
+        Ok(r.certificate.id)
+    }
+
+    async fn uploaded_certificates(&self, spec: &LbSpec) -> Result<Vec<i64>, CloudError> {
         let mut ids = Vec::new();
         for c in &spec.http.certificates {
             match c.parse::<i64>() {
@@ -266,6 +304,16 @@ impl HcloudLoadBalancers {
         Ok(ids)
     }
 
+    async fn certificate_by_label(&self, uid: &str) -> Result<Option<i64>, CloudError> {
+        let found = list_all::<CertificatesPage>(
+            &self.transport,
+            Req::get("/certificates", "/certificates")
+                .query("label_selector", service_uid_selector(uid)),
+        )
+        .await?;
+        Ok(found.iter().map(|c| c.id).min())
+    }
+
     async fn certificate_by_name(&self, name: &str) -> Result<Option<i64>, CloudError> {
         let found = list_all::<CertificatesPage>(
             &self.transport,
@@ -275,26 +323,15 @@ impl HcloudLoadBalancers {
         Ok(found.into_iter().find(|c| c.name == name).map(|c| c.id))
     }
 
+    /// `POST /load_balancers` with the services and targets inline; returns the new id.
     async fn create(
         &self,
         svc: &ServiceRef,
         spec: &LbSpec,
-        services: &[crate::hcloud::wire::LbService],
-        targets: &[i64],
+        placement: &Placement,
+        desired: &Desired,
         warnings: &mut Vec<Warning>,
-    ) -> Result<LoadBalancer, CloudError> {
-        if spec.location.is_none() && spec.network_zone.is_none() {
-            return Err(CloudError::invalid_input(
-                format!(
-                    "annotation {} / {}",
-                    annotations::LOCATION,
-                    annotations::NETWORK_ZONE
-                ),
-                "",
-                "a location (e.g. fsn1) or a network zone (e.g. eu-central), by annotation or \
-                 HCLOUD_LOAD_BALANCERS_LOCATION / HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
-            ));
-        }
+    ) -> Result<i64, CloudError> {
         let lb_type = spec.lb_type.clone().unwrap_or_else(|| {
             warnings.push(Warning::new(
                 "LoadBalancerTypeUnconfigured",
@@ -309,13 +346,11 @@ impl HcloudLoadBalancers {
             "name": spec.name,
             "load_balancer_type": lb_type,
             "labels": {SERVICE_UID_LABEL: svc.uid},
-            "services": services,
+            "services": desired.services.services,
         });
-        if let Some(l) = &spec.location {
-            body["location"] = json!(l);
-        }
-        if let Some(z) = &spec.network_zone {
-            body["network_zone"] = json!(z);
+        match placement {
+            Placement::Location(l) => body["location"] = json!(l),
+            Placement::NetworkZone(z) => body["network_zone"] = json!(z),
         }
         if let Some(a) = &spec.algorithm {
             body["algorithm"] = json!({"type": a});
@@ -333,7 +368,9 @@ impl HcloudLoadBalancers {
         }
         if inline_network.is_some() || !spec.use_private_ip {
             let max = known_max_targets(&lb_type) as usize;
-            let inline: Vec<_> = targets
+            let inline: Vec<_> = desired
+                .targets
+                .servers
                 .iter()
                 .take(max)
                 .map(|id| json!({"type": "server", "server": {"id": id}, "use_private_ip": spec.use_private_ip}))
@@ -348,15 +385,17 @@ impl HcloudLoadBalancers {
         if let Some(a) = &r.action {
             self.actions.wait(a).await?;
         }
-        Ok(r.load_balancer)
+        Ok(r.load_balancer.id)
     }
 
     /// Executes `ops` one after another (the API locks the LB while an action runs). Returns the number
     /// of writes and whether a re-read is needed for the status (network changes assign IPs).
     async fn apply(
         &self,
+        svc: &ServiceRef,
         lb: &LoadBalancer,
         ops: &[Op],
+        targets: &TargetLimit<'_>,
         warnings: &mut Vec<Warning>,
     ) -> Result<(u32, bool), CloudError> {
         let mut writes = 0;
@@ -384,17 +423,18 @@ impl HcloudLoadBalancers {
                     );
                     match self.transport.call::<ActionResponse>(&req).await {
                         Ok(r) => self.actions.wait(&r.action).await?,
+                        // Full after all (e.g. targets added concurrently): HCCM's per-node event.
                         Err(e)
                             if e.code() == Some("resource_limit_exceeded")
                                 && matches!(op, Op::AddTarget { .. }) =>
                         {
                             if let Op::AddTarget { server, .. } = op {
-                                let max = lb
-                                    .load_balancer_type
-                                    .as_ref()
-                                    .and_then(|t| t.max_targets)
-                                    .unwrap_or(0);
-                                warnings.push(reconcile::max_targets_warning(max, &[*server]));
+                                warnings.push(reconcile::max_targets_warning(
+                                    targets.max,
+                                    *server,
+                                    targets.desired.nodes.get(server),
+                                    &svc.key(),
+                                ));
                             }
                         }
                         // Already in the desired state (e.g. a concurrent reconcile did it).
@@ -410,19 +450,23 @@ impl HcloudLoadBalancers {
         Ok((writes, reread))
     }
 
-    /// Desired services and targets (resolving certificates costs calls, so it is done once per reconcile).
+    /// Desired services and targets. Bad input is found before the first write (creating a managed
+    /// certificate is one), then certificates are resolved once per reconcile (they cost calls).
     async fn desired(
         &self,
         svc: &ServiceRef,
         spec: &LbSpec,
         nodes: &[LbNode],
+        lb: Option<&LoadBalancer>,
         warnings: &mut Vec<Warning>,
     ) -> Result<Desired, CloudError> {
+        let mut services = desired_services(spec, &svc.ports);
+        check_services(&services, lb, spec, spec.lb_type.is_some())?;
         let certs = self.certificate_ids(svc, spec).await?;
-        let (services, w1) = desired_services(spec, &svc.ports, &certs);
-        let (targets, w2) = desired_targets(spec, nodes);
-        warnings.extend(w1);
-        warnings.extend(w2);
+        services.services = with_certificates(std::mem::take(&mut services.services), &certs);
+        let mut targets = desired_targets(spec, nodes);
+        warnings.append(&mut services.warnings);
+        warnings.append(&mut targets.warnings);
         Ok(Desired { services, targets })
     }
 
@@ -435,14 +479,20 @@ impl HcloudLoadBalancers {
         desired: &Desired,
         warnings: &mut Vec<Warning>,
     ) -> Result<(LoadBalancer, u32), CloudError> {
+        let service = svc.key();
         let input = PlanInput {
             uid: &svc.uid,
+            service: &service,
             network: self.network,
             services: &desired.services,
             targets: &desired.targets,
             type_explicit: spec.lb_type.is_some(),
         };
         let (ops, w3) = plan(&lb, spec, &input);
+        let limit = TargetLimit {
+            max: max_targets_after(&lb, spec, input.type_explicit),
+            desired: &desired.targets,
+        };
         warnings.extend(w3);
         if ops.is_empty() {
             self.remember(&svc.uid, &lb);
@@ -450,7 +500,7 @@ impl HcloudLoadBalancers {
         }
         tracing::debug!(service = %svc.key(), lb = lb.id, ops = ops.len(), "reconciling load balancer");
         let warnings_before = warnings.len();
-        let (writes, reread) = match self.apply(&lb, &ops, warnings).await {
+        let (writes, reread) = match self.apply(svc, &lb, &ops, &limit, warnings).await {
             Ok(r) => r,
             Err(e) => {
                 // Part of the plan may have been applied: the next reconcile must read the LB.
@@ -501,8 +551,15 @@ fn apply_target_ops(lb: &mut LoadBalancer, ops: &[Op]) {
 
 #[derive(Debug)]
 struct Desired {
-    services: Vec<crate::hcloud::wire::LbService>,
-    targets: Vec<i64>,
+    services: DesiredServices,
+    targets: DesiredTargets,
+}
+
+/// What `apply` needs to word a late `MaxTargetsReached`.
+#[derive(Debug)]
+struct TargetLimit<'a> {
+    max: u32,
+    desired: &'a DesiredTargets,
 }
 
 fn action_template(name: &str) -> &'static str {
@@ -550,27 +607,27 @@ impl LoadBalancers for HcloudLoadBalancers {
         let spec = self.spec(svc)?;
         let mut warnings = Vec::new();
         let found = self.find(svc, Some(&spec.name), false).await?;
-        let desired = self.desired(svc, &spec, nodes, &mut warnings).await?;
         let (lb, writes) = match found {
-            Some((lb, found)) => {
-                if found == Found::ByName {
-                    tracing::info!(service = %svc.key(), lb = lb.id, "adopting load balancer found by name");
-                }
+            Some((lb, how)) => {
+                let desired = self
+                    .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
+                    .await?;
+                self.note_adoption(svc, &lb, &how, &mut warnings);
                 self.reconcile_existing(svc, &spec, lb, &desired, &mut warnings)
                     .await?
             }
             None => {
-                let created = self
-                    .create(
-                        svc,
-                        &spec,
-                        &desired.services,
-                        &desired.targets,
-                        &mut warnings,
-                    )
+                // Where it would go is bad input too: checked before any write.
+                let (placement, zone_ignored) = spec.placement()?;
+                warnings.extend(zone_ignored);
+                let desired = self.desired(svc, &spec, nodes, None, &mut warnings).await?;
+                let id = self
+                    .create(svc, &spec, &placement, &desired, &mut warnings)
                     .await?;
-                // Whatever the create request could not express (fixed private IP, targets beyond the
-                // type's limit, ...) is done by the normal plan; usually it is empty.
+                // Plan the rest against a fresh read, not the create response, which may not show
+                // everything yet (HCCM's Create re-reads by id too). Usually the plan is empty; it
+                // does what the request could not (fixed private IP, targets beyond the limit, ...).
+                let created = self.get_lb(id).await?;
                 let (lb, more) = self
                     .reconcile_existing(svc, &spec, created, &desired, &mut warnings)
                     .await?;
@@ -592,14 +649,17 @@ impl LoadBalancers for HcloudLoadBalancers {
     ) -> Result<UpdateOutcome, CloudError> {
         let spec = self.spec(svc)?;
         let mut warnings = Vec::new();
-        let Some((lb, _)) = self.find(svc, Some(&spec.name), true).await? else {
+        let Some((lb, how)) = self.find(svc, Some(&spec.name), true).await? else {
             return Ok(UpdateOutcome {
                 found: false,
                 warnings,
                 writes: 0,
             });
         };
-        let desired = self.desired(svc, &spec, nodes, &mut warnings).await?;
+        let desired = self
+            .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
+            .await?;
+        self.note_adoption(svc, &lb, &how, &mut warnings);
         let (_, writes) = self
             .reconcile_existing(svc, &spec, lb, &desired, &mut warnings)
             .await?;
@@ -655,5 +715,5 @@ impl LoadBalancers for HcloudLoadBalancers {
 
 fn dedup(w: &mut Vec<Warning>) {
     let mut seen = std::collections::HashSet::new();
-    w.retain(|x| seen.insert((x.reason.clone(), x.message.clone())));
+    w.retain(|x| seen.insert((x.reason.clone(), x.message.clone(), x.node.clone())));
 }

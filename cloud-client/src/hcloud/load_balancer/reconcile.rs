@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
+use super::annotations as a;
 use super::spec::{LbProtocol, LbSpec};
+use crate::error::CloudError;
 use crate::hcloud::label_selector::SERVICE_UID_LABEL;
 use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::wire::{HealthCheck, HealthCheckHttp, LbService, LbServiceHttp, LoadBalancer};
@@ -14,7 +16,8 @@ use crate::provider::{LbNode, PortProtocol, ServicePort, Warning};
 /// Load balancer type used when neither annotation nor env names one (HCCM's fallback).
 pub const DEFAULT_LB_TYPE: &str = "lb11";
 
-/// `max_targets` of the known types, used before the load balancer exists (create request).
+/// `max_targets` of the known types, for types we have not read from the API (a new load balancer,
+/// or the type a `change_type` is about to switch to).
 pub fn known_max_targets(lb_type: &str) -> u32 {
     match lb_type {
         "lb21" => 75,
@@ -23,12 +26,22 @@ pub fn known_max_targets(lb_type: &str) -> u32 {
     }
 }
 
+/// `max_services` of the known types, like [`known_max_targets`].
+pub fn known_max_services(lb_type: &str) -> u32 {
+    match lb_type {
+        "lb21" => 15,
+        "lb31" => 30,
+        _ => 5,
+    }
+}
+
 /// One write against a load balancer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
+    /// `PUT` with only the fields that change.
     Update {
-        name: String,
-        labels: BTreeMap<String, String>,
+        name: Option<String>,
+        labels: Option<BTreeMap<String, String>>,
     },
     ChangeDnsPtr {
         ip: String,
@@ -58,7 +71,16 @@ impl Op {
     /// `(action name or None for PUT, body)`.
     pub fn request(&self) -> (Option<&'static str>, Value) {
         match self {
-            Op::Update { name, labels } => (None, json!({"name": name, "labels": labels})),
+            Op::Update { name, labels } => {
+                let mut b = json!({});
+                if let Some(n) = name {
+                    b["name"] = json!(n);
+                }
+                if let Some(l) = labels {
+                    b["labels"] = json!(l);
+                }
+                (None, b)
+            }
             Op::ChangeDnsPtr { ip, dns_ptr } => (
                 Some("change_dns_ptr"),
                 json!({"ip": ip, "dns_ptr": dns_ptr}),
@@ -106,17 +128,30 @@ impl Op {
     }
 }
 
-/// The TCP ports of the Service as load-balancer services; other protocols are skipped with a warning.
-pub fn desired_services(
-    spec: &LbSpec,
-    ports: &[ServicePort],
-    certificates: &[i64],
-) -> (Vec<LbService>, Vec<Warning>) {
-    let mut warnings = Vec::new();
-    let mut out = Vec::new();
+/// The load-balancer services a Service asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DesiredServices {
+    /// One per TCP port with a nodePort; https ones without certificates until
+    /// [`with_certificates`] fills them in.
+    pub services: Vec<LbService>,
+    /// Listen ports of TCP ports without a nodePort (`allocateLoadBalancerNodePorts: false`): an
+    /// existing load-balancer service there is left exactly as it is, since we cannot build one.
+    pub untouched: BTreeSet<u16>,
+    /// Ports skipped for their protocol, as `53/UDP`.
+    pub unsupported: Vec<String>,
+    pub warnings: Vec<Warning>,
+}
+
+/// The TCP ports of the Service as load-balancer services. Other protocols are skipped with
+/// HCCM's `UnsupportedProtocolConfigured` warning, ports without a nodePort with
+/// `NodePortNotAllocated`.
+pub fn desired_services(spec: &LbSpec, ports: &[ServicePort]) -> DesiredServices {
+    let mut d = DesiredServices::default();
     for p in ports {
         if p.protocol != PortProtocol::Tcp {
-            warnings.push(Warning::new(
+            d.unsupported
+                .push(format!("{}/{}", p.port, p.protocol.as_str()));
+            d.warnings.push(Warning::new(
                 "UnsupportedProtocolConfigured",
                 format!(
                     "port {} uses protocol {}; Hetzner load balancers only forward TCP, the port is skipped",
@@ -124,47 +159,50 @@ pub fn desired_services(
                     p.protocol.as_str()
                 ),
             ));
-            continue;
+        } else if p.node_port == 0 {
+            d.untouched.insert(p.port);
+            d.warnings.push(Warning::new(
+                "NodePortNotAllocated",
+                format!(
+                    "port {} has no nodePort (allocateLoadBalancerNodePorts is false?); the load \
+                     balancer forwards to nodePorts, so no service is added for it and an existing \
+                     one is left as it is",
+                    p.port
+                ),
+            ));
+        } else {
+            d.services.push(service_for(spec, p));
         }
-        if p.node_port == 0 {
-            continue;
-        }
-        out.push(service_for(spec, p, certificates));
     }
-    (out, warnings)
+    d
 }
 
-fn service_for(spec: &LbSpec, p: &ServicePort, certificates: &[i64]) -> LbService {
-    let http = match spec.protocol {
-        LbProtocol::Tcp => None,
-        proto => Some(LbServiceHttp {
-            cookie_name: spec.http.cookie_name.clone(),
-            cookie_lifetime: spec.http.cookie_lifetime.map(|d| d.as_secs()),
-            certificates: if proto == LbProtocol::Https {
-                certificates.to_vec()
-            } else {
-                Vec::new()
-            },
-            redirect_http: if proto == LbProtocol::Https {
-                spec.http.redirect_http
-            } else {
-                None
-            },
-            sticky_sessions: spec.http.sticky_sessions,
-            timeout_idle: spec.http.timeout_idle.map(|d| d.as_secs()),
-        }),
-    };
-    let hc = &spec.health_check;
-    let hc_proto = if hc.custom {
-        hc.protocol.unwrap_or(spec.protocol)
-    } else {
-        LbProtocol::Tcp
-    };
-    let health_http = (hc_proto != LbProtocol::Tcp).then(|| HealthCheckHttp {
-        domain: hc.http_domain.clone(),
-        path: Some(hc.http_path.clone().unwrap_or_else(|| "/".to_string())),
-        status_codes: (!hc.http_status_codes.is_empty()).then(|| hc.http_status_codes.clone()),
-        tls: hc.http_validate_certificate,
+/// Sets the resolved certificate ids on the https services.
+pub fn with_certificates(mut services: Vec<LbService>, certificates: &[i64]) -> Vec<LbService> {
+    for s in &mut services {
+        if s.protocol == LbProtocol::Https.as_str()
+            && let Some(h) = &mut s.http
+        {
+            h.certificates = certificates.to_vec();
+        }
+    }
+    services
+}
+
+/// The load-balancer service for one port, with what HCCM's `hclbServiceOptsBuilder` would send;
+/// fields it leaves out stay `None` (API default on add, unchanged on update).
+fn service_for(spec: &LbSpec, p: &ServicePort) -> LbService {
+    // http/https always carry the block, so the certificates are explicit (none for http).
+    let http = (spec.protocol != LbProtocol::Tcp).then(|| LbServiceHttp {
+        cookie_name: spec.http.cookie_name.clone(),
+        cookie_lifetime: spec.http.cookie_lifetime.map(|d| d.as_secs()),
+        certificates: Vec::new(),
+        redirect_http: spec
+            .http
+            .redirect_http
+            .filter(|_| spec.protocol == LbProtocol::Https),
+        sticky_sessions: spec.http.sticky_sessions,
+        timeout_idle: spec.http.timeout_idle.map(|d| d.as_secs()),
     });
     LbService {
         protocol: spec.protocol.as_str().to_string(),
@@ -172,13 +210,33 @@ fn service_for(spec: &LbSpec, p: &ServicePort, certificates: &[i64]) -> LbServic
         destination_port: p.node_port,
         proxyprotocol: spec.proxy_protocol,
         http,
-        health_check: Some(HealthCheck {
-            protocol: hc_proto.as_str().to_string(),
-            port: hc.port.unwrap_or(p.node_port),
-            interval: hc.interval.map(|d| d.as_secs()),
-            timeout: hc.timeout.map(|d| d.as_secs()),
-            retries: hc.retries,
-            http: health_http,
+        health_check: Some(health_check_for(spec, p.node_port)),
+    }
+}
+
+/// HCCM `buildAddServiceOpts`/`buildUpdateServiceOpts`: the custom block when
+/// [`HealthCheckSpec::custom`](super::spec::HealthCheckSpec::custom), else TCP on the NodePort.
+fn health_check_for(spec: &LbSpec, node_port: u16) -> HealthCheck {
+    let hc = &spec.health_check;
+    if !hc.custom {
+        return HealthCheck {
+            protocol: LbProtocol::Tcp.as_str().to_string(),
+            port: node_port,
+            ..Default::default()
+        };
+    }
+    let protocol = hc.protocol.unwrap_or(spec.protocol);
+    HealthCheck {
+        protocol: protocol.as_str().to_string(),
+        port: hc.port.unwrap_or(node_port),
+        interval: hc.interval.map(|d| d.as_secs()),
+        timeout: hc.timeout.map(|d| d.as_secs()),
+        retries: hc.retries,
+        http: (protocol != LbProtocol::Tcp).then(|| HealthCheckHttp {
+            domain: hc.http_domain.clone(),
+            path: hc.http_path.clone(),
+            status_codes: (!hc.http_status_codes.is_empty()).then(|| hc.http_status_codes.clone()),
+            tls: hc.http_validate_certificate,
         }),
     }
 }
@@ -186,16 +244,20 @@ fn service_for(spec: &LbSpec, p: &ServicePort, certificates: &[i64]) -> LbServic
 /// True when `actual` already has everything `desired` asks for. Fields the desired side leaves unset
 /// are the API's to default, so they never cause an update.
 pub fn service_matches(actual: &LbService, desired: &LbService) -> bool {
-    fn opt<T: PartialEq>(want: &Option<T>, have: &Option<T>) -> bool {
-        want.is_none() || want == have
-    }
-    if actual.protocol != desired.protocol
-        || actual.destination_port != desired.destination_port
-        || actual.proxyprotocol != desired.proxyprotocol
-    {
-        return false;
-    }
-    let http_ok = match (&desired.http, &actual.http) {
+    actual.protocol == desired.protocol
+        && actual.destination_port == desired.destination_port
+        && opt(&desired.proxyprotocol, &actual.proxyprotocol)
+        && http_matches(actual.http.as_ref(), desired.http.as_ref())
+        && health_check_matches(actual.health_check.as_ref(), desired.health_check.as_ref())
+}
+
+/// An unset wish matches anything.
+fn opt<T: PartialEq>(want: &Option<T>, have: &Option<T>) -> bool {
+    want.is_none() || want == have
+}
+
+fn http_matches(actual: Option<&LbServiceHttp>, desired: Option<&LbServiceHttp>) -> bool {
+    match (desired, actual) {
         (None, _) => true,
         (Some(_), None) => false,
         (Some(d), Some(a)) => {
@@ -210,8 +272,11 @@ pub fn service_matches(actual: &LbService, desired: &LbService) -> bool {
                 && opt(&d.timeout_idle, &a.timeout_idle)
                 && dc == ac
         }
-    };
-    let hc_ok = match (&desired.health_check, &actual.health_check) {
+    }
+}
+
+fn health_check_matches(actual: Option<&HealthCheck>, desired: Option<&HealthCheck>) -> bool {
+    match (desired, actual) {
         (None, _) => true,
         (Some(_), None) => false,
         (Some(d), Some(a)) => {
@@ -231,17 +296,120 @@ pub fn service_matches(actual: &LbService, desired: &LbService) -> bool {
                     }
                 }
         }
-    };
-    http_ok && hc_ok
+    }
+}
+
+/// The type a reconcile will switch `lb` to, if any: only a type set by annotation or env is
+/// enforced (HCCM does not downgrade when the annotation is removed).
+pub fn type_change<'a>(
+    lb: &LoadBalancer,
+    spec: &'a LbSpec,
+    type_explicit: bool,
+) -> Option<&'a str> {
+    let want = spec.lb_type.as_deref().filter(|_| type_explicit)?;
+    (lb.load_balancer_type.as_ref().map(|t| t.name.as_str()) != Some(want)).then_some(want)
+}
+
+/// The type the load balancer will have once the plan ran: the `change_type` target, else what
+/// it has now; for a new one (`lb` is `None`) the spec's type or the default.
+fn type_after(lb: Option<&LoadBalancer>, spec: &LbSpec, type_explicit: bool) -> String {
+    match lb {
+        None => spec
+            .lb_type
+            .as_deref()
+            .unwrap_or(DEFAULT_LB_TYPE)
+            .to_string(),
+        Some(lb) => type_change(lb, spec, type_explicit)
+            .map(str::to_string)
+            .or_else(|| lb.load_balancer_type.as_ref().map(|t| t.name.clone()))
+            .unwrap_or_else(|| DEFAULT_LB_TYPE.to_string()),
+    }
+}
+
+/// `max_services` of the type after the plan: the load balancer's own (as the API reports it)
+/// unless it changes type; the known figure for a new type.
+fn max_services_after(lb: Option<&LoadBalancer>, spec: &LbSpec, type_explicit: bool) -> u32 {
+    let current = lb
+        .filter(|lb| type_change(lb, spec, type_explicit).is_none())
+        .and_then(|lb| lb.load_balancer_type.as_ref())
+        .and_then(|t| t.max_services);
+    current.unwrap_or_else(|| known_max_services(&type_after(lb, spec, type_explicit)))
+}
+
+/// `max_targets` of the type after the plan (see [`max_services_after`]).
+pub fn max_targets_after(lb: &LoadBalancer, spec: &LbSpec, type_explicit: bool) -> u32 {
+    match type_change(lb, spec, type_explicit) {
+        Some(t) => known_max_targets(t),
+        None => lb
+            .load_balancer_type
+            .as_ref()
+            .and_then(|t| t.max_targets)
+            .unwrap_or_else(|| known_max_targets(&type_after(Some(lb), spec, type_explicit))),
+    }
+}
+
+/// Bad input that must stop a reconcile before its first write: a new load balancer with no
+/// port it could serve, or more ports than the (resulting) type allows services.
+pub fn check_services(
+    desired: &DesiredServices,
+    lb: Option<&LoadBalancer>,
+    spec: &LbSpec,
+    type_explicit: bool,
+) -> Result<(), CloudError> {
+    if lb.is_none() && desired.services.is_empty() {
+        let mut unusable = desired.unsupported.clone();
+        unusable.extend(
+            desired
+                .untouched
+                .iter()
+                .map(|p| format!("{p}/TCP without nodePort")),
+        );
+        return Err(CloudError::invalid_input(
+            "Service ports",
+            unusable.join(", "),
+            "at least one TCP port with an allocated nodePort (Hetzner load balancers forward TCP \
+             to nodePorts); no load balancer is created without one",
+        ));
+    }
+    // Services we leave alone on untouched ports still take a slot.
+    let kept = lb.map_or(0, |lb| {
+        lb.services
+            .iter()
+            .filter(|s| desired.untouched.contains(&s.listen_port))
+            .count()
+    });
+    let count = desired.services.len() + kept;
+    let max = max_services_after(lb, spec, type_explicit);
+    if count > max as usize {
+        let ty = type_after(lb, spec, type_explicit);
+        return Err(CloudError::invalid_input(
+            "Service ports",
+            format!("{count} ports"),
+            format!(
+                "at most {max} for load balancer type {ty}; choose a larger type with {} \
+                 (lb11: 5, lb21: 15, lb31: 30)",
+                a::TYPE
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A Service's nodes as load-balancer targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DesiredTargets {
+    /// Server ids in node order.
+    pub servers: Vec<i64>,
+    /// Server id → Node name, so warnings about a server name its Node.
+    pub nodes: BTreeMap<i64, String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Server ids of the nodes that should be targets, in node order. Nodes rejected by the node selector
 /// are dropped silently; foreign or Robot providerIDs with a warning (like HCCM's
 /// `UnknownProviderIDPrefix`); nodes without providerID (not initialized yet) are skipped.
-pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> (Vec<i64>, Vec<Warning>) {
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    let mut warnings = Vec::new();
+pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> DesiredTargets {
+    let mut d = DesiredTargets::default();
     for n in nodes {
         if let Some(sel) = &spec.node_selector
             && !sel.matches(&n.labels)
@@ -253,11 +421,11 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> (Vec<i64>, Vec<Warnin
         };
         match ProviderId::parse(pid) {
             Ok(ProviderId::Cloud(id)) => {
-                if seen.insert(id) {
-                    out.push(id);
+                if d.nodes.insert(id, n.name.clone()).is_none() {
+                    d.servers.push(id);
                 }
             }
-            Ok(ProviderId::Robot(_)) => warnings.push(Warning::on_node(
+            Ok(ProviderId::Robot(_)) => d.warnings.push(Warning::on_node(
                 &n.name,
                 "RobotServerNotSupported",
                 format!(
@@ -265,7 +433,7 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> (Vec<i64>, Vec<Warnin
                     n.name
                 ),
             )),
-            Err(_) => warnings.push(Warning::on_node(
+            Err(_) => d.warnings.push(Warning::on_node(
                 &n.name,
                 "UnknownProviderIDPrefix",
                 format!(
@@ -275,16 +443,18 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> (Vec<i64>, Vec<Warnin
             )),
         }
     }
-    (out, warnings)
+    d
 }
 
 /// Inputs of [`plan`] that do not come from the spec.
 #[derive(Debug, Clone)]
 pub struct PlanInput<'a> {
     pub uid: &'a str,
+    /// `namespace/name`, for warnings that end up on a Node.
+    pub service: &'a str,
     pub network: Option<i64>,
-    pub services: &'a [LbService],
-    pub targets: &'a [i64],
+    pub services: &'a DesiredServices,
+    pub targets: &'a DesiredTargets,
     /// Whether the type was set by annotation or env (only then is it enforced).
     pub type_explicit: bool,
 }
@@ -293,19 +463,38 @@ pub struct PlanInput<'a> {
 pub fn plan(lb: &LoadBalancer, spec: &LbSpec, input: &PlanInput<'_>) -> (Vec<Op>, Vec<Warning>) {
     let mut ops = Vec::new();
     let mut warnings = Vec::new();
-
     // Identity first, so a crash after this point still finds the LB by label next time.
-    if lb.name != spec.name
-        || lb.labels.get(SERVICE_UID_LABEL).map(String::as_str) != Some(input.uid)
-    {
-        let mut labels = lb.labels.clone();
-        labels.insert(SERVICE_UID_LABEL.to_string(), input.uid.to_string());
-        ops.push(Op::Update {
-            name: spec.name.clone(),
-            labels,
-        });
-    }
+    ops.extend(identity_op(lb, spec, input.uid));
+    ops.extend(settings_ops(lb, spec, input.type_explicit));
+    warnings.extend(deprecation_warning(lb));
+    ops.extend(network_ops(lb, spec, input.network));
+    ops.extend(service_ops(lb, input.services));
+    let max = max_targets_after(lb, spec, input.type_explicit);
+    let (target_ops, skipped) = target_ops(lb, spec, &input.targets.servers, max);
+    ops.extend(target_ops);
+    warnings.extend(
+        skipped
+            .iter()
+            .map(|id| max_targets_warning(max, *id, input.targets.nodes.get(id), input.service)),
+    );
+    (ops, warnings)
+}
 
+/// `PUT` the UID label when it is missing or another Service's, and the name only when the `name`
+/// annotation asks for a different one (HCCM `changeHCLBInfo`).
+fn identity_op(lb: &LoadBalancer, spec: &LbSpec, uid: &str) -> Option<Op> {
+    let labels = (lb.labels.get(SERVICE_UID_LABEL).map(String::as_str) != Some(uid)).then(|| {
+        let mut l = lb.labels.clone();
+        l.insert(SERVICE_UID_LABEL.to_string(), uid.to_string());
+        l
+    });
+    let name = (spec.name_annotated && lb.name != spec.name).then(|| spec.name.clone());
+    (labels.is_some() || name.is_some()).then_some(Op::Update { name, labels })
+}
+
+/// Reverse DNS, algorithm and type.
+fn settings_ops(lb: &LoadBalancer, spec: &LbSpec, type_explicit: bool) -> Vec<Op> {
+    let mut ops = Vec::new();
     let public = lb.public_net.clone().unwrap_or_default();
     for (want, ip) in [
         (&spec.ipv4_rdns, &public.ipv4),
@@ -326,33 +515,30 @@ pub fn plan(lb: &LoadBalancer, spec: &LbSpec, input: &PlanInput<'_>) -> (Vec<Op>
     {
         ops.push(Op::ChangeAlgorithm(alg.clone()));
     }
-    if input.type_explicit
-        && let Some(t) = &spec.lb_type
-        && lb.load_balancer_type.as_ref().map(|x| x.name.as_str()) != Some(t.as_str())
-    {
-        ops.push(Op::ChangeType(t.clone()));
+    if let Some(t) = type_change(lb, spec, type_explicit) {
+        ops.push(Op::ChangeType(t.to_string()));
     }
-    if lb
-        .load_balancer_type
-        .as_ref()
-        .is_some_and(|t| t.deprecation.as_ref().is_some_and(|d| !d.is_null()))
-    {
-        warnings.push(Warning::new(
-            "LoadBalancerTypeDeprecated",
-            format!(
-                "load balancer type {} is deprecated; set {} to a current type",
-                lb.load_balancer_type
-                    .as_ref()
-                    .map(|t| t.name.as_str())
-                    .unwrap_or(""),
-                super::annotations::TYPE
-            ),
-        ));
-    }
+    ops
+}
 
-    // Network: detach from foreign networks or a wrong fixed IP, then attach.
-    let mut attached = false;
-    if let Some(net) = input.network {
+fn deprecation_warning(lb: &LoadBalancer) -> Option<Warning> {
+    let t = lb.load_balancer_type.as_ref()?;
+    t.deprecation.as_ref().filter(|d| !d.is_null())?;
+    Some(Warning::new(
+        "LoadBalancerTypeDeprecated",
+        format!(
+            "load balancer type {} is deprecated; set {} to a current type",
+            t.name,
+            a::TYPE
+        ),
+    ))
+}
+
+/// Detach from foreign networks or a wrong fixed IP, attach, then the public interface.
+fn network_ops(lb: &LoadBalancer, spec: &LbSpec, network: Option<i64>) -> Vec<Op> {
+    let mut ops = Vec::new();
+    if let Some(net) = network {
+        let mut attached = false;
         for p in &lb.private_net {
             let wrong_ip = p.network == net
                 && spec
@@ -372,30 +558,40 @@ pub fn plan(lb: &LoadBalancer, spec: &LbSpec, input: &PlanInput<'_>) -> (Vec<Op>
             });
         }
     }
+    let public_enabled = lb.public_net.as_ref().is_some_and(|p| p.enabled);
     match spec.disable_public_network {
-        Some(true) if public.enabled => ops.push(Op::DisablePublicInterface),
-        Some(false) if !public.enabled => ops.push(Op::EnablePublicInterface),
+        Some(true) if public_enabled => ops.push(Op::DisablePublicInterface),
+        Some(false) if !public_enabled => ops.push(Op::EnablePublicInterface),
         _ => {}
     }
+    ops
+}
 
-    // Services: delete removed ports, update changed ones, add new ones.
-    let wanted: BTreeMap<u16, &LbService> =
-        input.services.iter().map(|s| (s.listen_port, s)).collect();
+/// Delete services of removed ports, update changed ones, add new ones. Untouched ports (no
+/// nodePort) are neither: never delete what we cannot build again.
+fn service_ops(lb: &LoadBalancer, desired: &DesiredServices) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let wanted: BTreeSet<u16> = desired.services.iter().map(|s| s.listen_port).collect();
     for a in &lb.services {
-        if !wanted.contains_key(&a.listen_port) {
+        if !wanted.contains(&a.listen_port) && !desired.untouched.contains(&a.listen_port) {
             ops.push(Op::DeleteService(a.listen_port));
         }
     }
-    for d in input.services {
+    for d in &desired.services {
         match lb.services.iter().find(|a| a.listen_port == d.listen_port) {
             Some(a) if service_matches(a, d) => {}
             Some(_) => ops.push(Op::UpdateService(d.clone())),
             None => ops.push(Op::AddService(d.clone())),
         }
     }
+    ops
+}
 
-    // Targets: remove unwanted or wrong-mode server targets, then add up to max_targets.
-    let want: BTreeSet<i64> = input.targets.iter().copied().collect();
+/// Remove unwanted or wrong-mode server targets, then add up to `max`; returns the servers that
+/// did not fit.
+fn target_ops(lb: &LoadBalancer, spec: &LbSpec, servers: &[i64], max: u32) -> (Vec<Op>, Vec<i64>) {
+    let mut ops = Vec::new();
+    let want: BTreeSet<i64> = servers.iter().copied().collect();
     let mut kept = BTreeSet::new();
     let mut other_targets = 0u32;
     for t in &lb.targets {
@@ -409,14 +605,9 @@ pub fn plan(lb: &LoadBalancer, spec: &LbSpec, input: &PlanInput<'_>) -> (Vec<Op>
             _ => other_targets += 1,
         }
     }
-    let max = lb
-        .load_balancer_type
-        .as_ref()
-        .and_then(|t| t.max_targets)
-        .unwrap_or_else(|| known_max_targets(spec.lb_type.as_deref().unwrap_or(DEFAULT_LB_TYPE)));
     let mut room = max.saturating_sub(kept.len() as u32 + other_targets);
     let mut skipped = Vec::new();
-    for id in input.targets {
+    for id in servers {
         if kept.contains(id) {
             continue;
         }
@@ -430,22 +621,22 @@ pub fn plan(lb: &LoadBalancer, spec: &LbSpec, input: &PlanInput<'_>) -> (Vec<Op>
             use_private_ip: spec.use_private_ip,
         });
     }
-    if !skipped.is_empty() {
-        warnings.push(max_targets_warning(max, &skipped));
-    }
-    (ops, warnings)
+    (ops, skipped)
 }
 
-pub fn max_targets_warning(max: u32, skipped: &[i64]) -> Warning {
-    Warning::new(
-        "MaxTargetsReached",
+/// HCCM's `MaxTargetsReached`, one per Node that could not be added (the event goes on the Node).
+pub fn max_targets_warning(max: u32, server: i64, node: Option<&String>, service: &str) -> Warning {
+    let message = |who: &str| {
         format!(
-            "load balancer type allows {max} targets; {} server(s) not added: {:?}. Choose a larger type with {}",
-            skipped.len(),
-            skipped,
-            super::annotations::TYPE
-        ),
-    )
+            "{who} (server {server}) could not be added to the load balancer of Service {service}: \
+             its type allows {max} targets. Choose a larger type with {}",
+            a::TYPE
+        )
+    };
+    match node {
+        Some(n) => Warning::on_node(n, "MaxTargetsReached", message(&format!("node {n}"))),
+        None => Warning::new("MaxTargetsReached", message("a node")),
+    }
 }
 
 #[cfg(test)]
@@ -454,6 +645,15 @@ mod tests {
     use crate::hcloud::config::LbDefaults;
     use crate::hcloud::wire::{IdRef, LbTarget, LbType};
     use crate::provider::ServiceRef;
+
+    fn port(protocol: PortProtocol, port: u16, node_port: u16) -> ServicePort {
+        ServicePort {
+            name: None,
+            protocol,
+            port,
+            node_port,
+        }
+    }
 
     fn svc(ann: &[(&str, &str)]) -> ServiceRef {
         ServiceRef {
@@ -465,26 +665,15 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             ports: vec![
-                ServicePort {
-                    name: None,
-                    protocol: PortProtocol::Tcp,
-                    port: 80,
-                    node_port: 30080,
-                },
-                ServicePort {
-                    name: None,
-                    protocol: PortProtocol::Tcp,
-                    port: 443,
-                    node_port: 30443,
-                },
-                ServicePort {
-                    name: None,
-                    protocol: PortProtocol::Udp,
-                    port: 53,
-                    node_port: 30053,
-                },
+                port(PortProtocol::Tcp, 80, 30080),
+                port(PortProtocol::Tcp, 443, 30443),
+                port(PortProtocol::Udp, 53, 30053),
             ],
         }
+    }
+
+    fn spec_of(s: &ServiceRef) -> LbSpec {
+        LbSpec::parse(s, &LbDefaults::default()).unwrap()
     }
 
     fn node(i: i64) -> LbNode {
@@ -495,33 +684,35 @@ mod tests {
         }
     }
 
-    /// What the API returns after creating exactly what we asked (plus its own defaults).
-    fn as_created(
-        spec: &LbSpec,
-        services: &[LbService],
-        targets: &[i64],
-        uid: &str,
-    ) -> LoadBalancer {
+    fn targets(ids: impl IntoIterator<Item = i64>) -> DesiredTargets {
+        let nodes: Vec<LbNode> = ids.into_iter().map(node).collect();
+        desired_targets(&LbSpec::default(), &nodes)
+    }
+
+    fn input<'a>(services: &'a DesiredServices, targets: &'a DesiredTargets) -> PlanInput<'a> {
+        PlanInput {
+            uid: "u-1",
+            service: "ns/web",
+            network: None,
+            services,
+            targets,
+            type_explicit: false,
+        }
+    }
+
+    /// What the API shows after creating exactly what we asked (filling in its own defaults).
+    fn as_created(services: &[LbService], targets: &[i64], uid: &str) -> LoadBalancer {
         LoadBalancer {
             id: 1,
-            name: spec.name.clone(),
+            name: "a-lb".into(),
             labels: BTreeMap::from([(SERVICE_UID_LABEL.to_string(), uid.to_string())]),
             load_balancer_type: Some(LbType {
                 name: "lb11".into(),
                 max_targets: Some(25),
+                max_services: Some(5),
                 ..Default::default()
             }),
-            services: services
-                .iter()
-                .map(|s| {
-                    let mut s = s.clone();
-                    let hc = s.health_check.as_mut().unwrap();
-                    hc.interval.get_or_insert(15);
-                    hc.timeout.get_or_insert(10);
-                    hc.retries.get_or_insert(3);
-                    s
-                })
-                .collect(),
+            services: services.iter().map(api_defaults).collect(),
             targets: targets
                 .iter()
                 .map(|id| LbTarget {
@@ -535,35 +726,53 @@ mod tests {
         }
     }
 
+    fn api_defaults(s: &LbService) -> LbService {
+        let mut s = s.clone();
+        s.proxyprotocol.get_or_insert(false);
+        let hc = s.health_check.as_mut().unwrap();
+        hc.interval.get_or_insert(15);
+        hc.timeout.get_or_insert(10);
+        hc.retries.get_or_insert(3);
+        if let Some(h) = &mut hc.http {
+            h.path.get_or_insert_with(|| "/".into());
+            h.status_codes
+                .get_or_insert_with(|| vec!["2??".into(), "3??".into()]);
+            h.tls.get_or_insert(false);
+        }
+        if let Some(h) = &mut s.http {
+            h.cookie_name.get_or_insert_with(|| "HCLBSTICKY".into());
+            h.cookie_lifetime.get_or_insert(300);
+            h.sticky_sessions.get_or_insert(false);
+            h.redirect_http.get_or_insert(false);
+            h.timeout_idle.get_or_insert(60);
+        }
+        s
+    }
+
+    fn names(ops: &[Op]) -> Vec<&'static str> {
+        ops.iter().map(|o| o.request().0.unwrap_or("PUT")).collect()
+    }
+
     #[test]
     fn udp_is_skipped_with_warning() {
         let s = svc(&[]);
-        let spec = LbSpec::parse(&s, &LbDefaults::default()).unwrap();
-        let (services, w) = desired_services(&spec, &s.ports, &[]);
-        assert_eq!(services.len(), 2);
-        assert_eq!(w.len(), 1);
-        assert_eq!(w[0].reason, "UnsupportedProtocolConfigured");
-        assert_eq!(services[0].destination_port, 30080);
-        assert_eq!(services[0].health_check.as_ref().unwrap().port, 30080);
+        let d = desired_services(&spec_of(&s), &s.ports);
+        assert_eq!(d.services.len(), 2);
+        assert_eq!(d.unsupported, ["53/UDP"]);
+        assert_eq!(d.warnings.len(), 1);
+        assert_eq!(d.warnings[0].reason, "UnsupportedProtocolConfigured");
+        assert_eq!(d.services[0].destination_port, 30080);
+        assert_eq!(d.services[0].health_check.as_ref().unwrap().port, 30080);
     }
 
     #[test]
     fn nothing_changed_means_no_ops() {
         let s = svc(&[]);
-        let spec = LbSpec::parse(&s, &LbDefaults::default()).unwrap();
-        let (services, _) = desired_services(&spec, &s.ports, &[]);
-        let nodes: Vec<LbNode> = (1..=10).map(node).collect();
-        let (targets, w) = desired_targets(&spec, &nodes);
-        assert!(w.is_empty());
-        let lb = as_created(&spec, &services, &targets, "u-1");
-        let input = PlanInput {
-            uid: "u-1",
-            network: None,
-            services: &services,
-            targets: &targets,
-            type_explicit: false,
-        };
-        let (ops, warnings) = plan(&lb, &spec, &input);
+        let d = desired_services(&spec_of(&s), &s.ports);
+        let t = targets(1..=10);
+        assert!(t.warnings.is_empty());
+        let lb = as_created(&d.services, &t.servers, "u-1");
+        let (ops, warnings) = plan(&lb, &spec_of(&s), &input(&d, &t));
         assert!(ops.is_empty(), "{ops:?}");
         assert!(warnings.is_empty());
     }
@@ -571,69 +780,244 @@ mod tests {
     #[test]
     fn diffs_only_what_changed() {
         let s = svc(&[]);
-        let spec = LbSpec::parse(&s, &LbDefaults::default()).unwrap();
-        let (services, _) = desired_services(&spec, &s.ports, &[]);
-        let lb = as_created(&spec, &services, &[1, 2, 3], "u-1");
-        // Node 3 left, node 4 joined; port 443 now proxied.
+        let spec = spec_of(&s);
+        let d = desired_services(&spec, &s.ports);
+        let lb = as_created(&d.services, &[1, 2, 3], "u-1");
+        // Node 3 left, node 4 joined; PROXY protocol switched on.
         let spec2 = LbSpec {
-            proxy_protocol: true,
-            ..spec.clone()
+            proxy_protocol: Some(true),
+            ..spec
         };
-        let (services2, _) = desired_services(&spec2, &s.ports, &[]);
-        let input = PlanInput {
-            uid: "u-1",
-            network: None,
-            services: &services2,
-            targets: &[1, 2, 4],
-            type_explicit: false,
-        };
-        let (ops, _) = plan(&lb, &spec2, &input);
-        let names: Vec<String> = ops.iter().map(|o| format!("{:?}", o.request().0)).collect();
-        assert_eq!(ops.len(), 4, "{ops:?}");
-        assert!(
-            names
-                .iter()
-                .filter(|n| n.contains("update_service"))
-                .count()
-                == 2
+        let d2 = desired_services(&spec2, &s.ports);
+        let t = targets([1, 2, 4]);
+        let (ops, _) = plan(&lb, &spec2, &input(&d2, &t));
+        assert_eq!(
+            names(&ops),
+            [
+                "update_service",
+                "update_service",
+                "remove_target",
+                "add_target"
+            ]
         );
         assert!(ops.contains(&Op::RemoveTarget(3)));
-        assert!(ops.contains(&Op::AddTarget {
-            server: 4,
-            use_private_ip: false
-        }));
     }
 
     #[test]
-    fn adoption_sets_label_and_max_targets_warns() {
+    fn port_without_node_port_is_neither_updated_nor_deleted() {
         let s = svc(&[]);
-        let spec = LbSpec::parse(&s, &LbDefaults::default()).unwrap();
-        let (services, _) = desired_services(&spec, &s.ports, &[]);
-        let mut lb = as_created(&spec, &services, &[], "u-1");
-        lb.labels.clear();
-        let targets: Vec<i64> = (1..=30).collect();
-        let input = PlanInput {
-            uid: "u-1",
-            network: None,
-            services: &services,
-            targets: &targets,
-            type_explicit: false,
+        let spec = spec_of(&s);
+        let d = desired_services(&spec, &s.ports);
+        let lb = as_created(&d.services, &[], "u-1");
+        // 443 lost its nodePort, and PROXY protocol is switched on for what can be built.
+        let mut s2 = s.clone();
+        s2.ports[1].node_port = 0;
+        let spec2 = LbSpec {
+            proxy_protocol: Some(true),
+            ..spec
         };
-        let (ops, w) = plan(&lb, &spec, &input);
-        assert!(matches!(&ops[0], Op::Update { labels, .. } if labels[SERVICE_UID_LABEL] == "u-1"));
-        assert_eq!(
-            ops.iter()
-                .filter(|o| matches!(o, Op::AddTarget { .. }))
-                .count(),
-            25
+        let d2 = desired_services(&spec2, &s2.ports);
+        assert_eq!(d2.untouched, BTreeSet::from([443]));
+        assert!(
+            d2.warnings
+                .iter()
+                .any(|w| w.reason == "NodePortNotAllocated" && w.message.contains("443"))
         );
-        assert_eq!(w[0].reason, "MaxTargetsReached");
+        let t = targets([]);
+        let (ops, _) = plan(&lb, &spec2, &input(&d2, &t));
+        assert_eq!(ops.len(), 1, "{ops:?}");
+        assert!(matches!(&ops[0], Op::UpdateService(x) if x.listen_port == 80));
+        // Nor is one added where none exists.
+        let mut lb80 = lb.clone();
+        lb80.services.retain(|x| x.listen_port == 80);
+        let d3 = desired_services(&spec_of(&s2), &s2.ports);
+        let (ops, _) = plan(&lb80, &spec_of(&s2), &input(&d3, &t));
+        assert!(ops.is_empty(), "{ops:?}");
+    }
+
+    #[test]
+    fn renames_only_when_the_name_annotation_asks() {
+        let s = svc(&[]);
+        let spec = spec_of(&s);
+        let d = desired_services(&spec, &s.ports);
+        let t = targets([]);
+        let lb = as_created(&d.services, &[], "u-1");
+        assert_ne!(lb.name, spec.name);
+        assert!(plan(&lb, &spec, &input(&d, &t)).0.is_empty());
+        // Adopted without a label: the label is set, the name kept.
+        let mut unlabelled = lb.clone();
+        unlabelled.labels.clear();
+        let (ops, _) = plan(&unlabelled, &spec, &input(&d, &t));
+        assert_eq!(
+            ops,
+            [Op::Update {
+                name: None,
+                labels: Some(BTreeMap::from([(
+                    SERVICE_UID_LABEL.to_string(),
+                    "u-1".to_string()
+                )]))
+            }]
+        );
+        assert_eq!(
+            ops[0].request().1,
+            json!({"labels": {SERVICE_UID_LABEL: "u-1"}})
+        );
+        let named = spec_of(&svc(&[(a::NAME, "new-name")]));
+        let (ops, _) = plan(&lb, &named, &input(&d, &t));
+        assert_eq!(ops[0].request().1, json!({"name": "new-name"}));
+    }
+
+    #[test]
+    fn unset_proxy_protocol_and_health_check_path_leave_the_lb_as_it_is() {
+        let hc = [(a::PROTOCOL, "http"), (a::HEALTH_CHECK_PROTOCOL, "http")];
+        let s = svc(&hc);
+        let spec = spec_of(&s);
+        assert_eq!(spec.proxy_protocol, None);
+        assert_eq!(spec.health_check.http_path, None);
+        let d = desired_services(&spec, &s.ports);
+        let wire = serde_json::to_value(&d.services[0]).unwrap();
+        assert!(wire.get("proxyprotocol").is_none(), "{wire}");
+        assert!(wire["health_check"]["http"].get("path").is_none(), "{wire}");
+        // Someone switched PROXY protocol on and set a path: unset annotations keep that.
+        let mut lb = as_created(&d.services, &[], "u-1");
+        for x in &mut lb.services {
+            x.proxyprotocol = Some(true);
+            x.health_check.as_mut().unwrap().http.as_mut().unwrap().path = Some("/healthz".into());
+        }
+        let t = targets([]);
+        assert!(plan(&lb, &spec, &input(&d, &t)).0.is_empty());
+        // Set explicitly, they are enforced.
+        let off = spec_of(&svc(&[
+            hc[0],
+            hc[1],
+            (a::USES_PROXYPROTOCOL, "false"),
+            (a::HEALTH_CHECK_HTTP_PATH, "/"),
+        ]));
+        let d_off = desired_services(&off, &s.ports);
+        assert_eq!(plan(&lb, &off, &input(&d_off, &t)).0.len(), 2);
+    }
+
+    #[test]
+    fn health_check_block_only_when_hccm_would_send_it() {
+        let hc_of = |ann: &[(&str, &str)], d: &LbDefaults| {
+            let s = svc(ann);
+            let spec = LbSpec::parse(&s, d).unwrap();
+            desired_services(&spec, &s.ports).services[0]
+                .health_check
+                .clone()
+                .unwrap()
+        };
+        let none = LbDefaults::default();
+        let tcp_on_node_port = HealthCheck {
+            protocol: "tcp".into(),
+            port: 30080,
+            ..Default::default()
+        };
+        // HTTP service, only HTTP health-check details: still TCP on the NodePort.
+        let details = [
+            (a::PROTOCOL, "http"),
+            (a::HEALTH_CHECK_HTTP_PATH, "/healthz"),
+            (a::HEALTH_CHECK_HTTP_DOMAIN, "example.com"),
+            (a::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE, "true"),
+            (a::HTTP_STATUS_CODES, "200"),
+        ];
+        assert_eq!(hc_of(&details, &none), tcp_on_node_port);
+        // Any of protocol/port/interval/timeout/retries switches the block on, with the
+        // Service's protocol and the details.
+        let mut with_retries = details.to_vec();
+        with_retries.push((a::HEALTH_CHECK_RETRIES, "5"));
+        let hc = hc_of(&with_retries, &none);
+        assert_eq!(
+            (hc.protocol.as_str(), hc.port, hc.retries),
+            ("http", 30080, Some(5))
+        );
+        assert_eq!(hc.http.unwrap().path.as_deref(), Some("/healthz"));
+        // So does an env default.
+        let env = LbDefaults {
+            health_check_interval: Some(std::time::Duration::from_secs(5)),
+            ..Default::default()
+        };
+        let hc = hc_of(&[], &env);
+        assert_eq!(
+            (hc.protocol.as_str(), hc.interval, hc.http),
+            ("tcp", Some(5), None)
+        );
+        // A zero env default does not (HCCM checks `!= 0`).
+        let zero = LbDefaults {
+            health_check_retries: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(hc_of(&[], &zero), tcp_on_node_port);
+    }
+
+    #[test]
+    fn max_targets_warns_per_node_and_a_type_change_makes_room() {
+        let s = svc(&[(a::TYPE, "lb11")]);
+        let spec = spec_of(&s);
+        let d = desired_services(&spec, &s.ports);
+        let lb = as_created(&d.services, &(1..=25).collect::<Vec<_>>(), "u-1");
+        let t = targets(1..=30);
+        let (ops, w) = plan(&lb, &spec, &input(&d, &t));
+        assert!(ops.is_empty(), "{ops:?}");
+        assert_eq!(w.len(), 5);
+        assert!(w.iter().all(|w| w.reason == "MaxTargetsReached"));
+        assert_eq!(w[0].node.as_deref(), Some("n26"));
+        assert!(w[0].message.contains("server 26") && w[0].message.contains("ns/web"));
+        // Changing to lb21: the room comes from lb21 (75), not the current lb11.
+        let bigger = spec_of(&svc(&[(a::TYPE, "lb21")]));
+        let mut inp = input(&d, &t);
+        inp.type_explicit = true;
+        let (ops, w) = plan(&lb, &bigger, &inp);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(ops[0], Op::ChangeType("lb21".into()));
+        assert_eq!(names(&ops[1..]), ["add_target"; 5]);
+    }
+
+    #[test]
+    fn bad_service_sets_are_refused_before_any_write() {
+        let spec = spec_of(&svc(&[]));
+        let many: Vec<ServicePort> = (0..6)
+            .map(|i| port(PortProtocol::Tcp, 8000 + i, 30000 + i))
+            .collect();
+        let d = desired_services(&spec, &many);
+        // New lb11: 6 > 5.
+        let e = check_services(&d, None, &spec, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("6 ports") && e.contains("lb11"), "{e}");
+        // An existing lb21 has room; an existing lb11 has not, unless it is being changed to lb21.
+        let mut lb21 = as_created(&[], &[], "u-1");
+        lb21.load_balancer_type = Some(LbType {
+            name: "lb21".into(),
+            max_services: Some(15),
+            ..Default::default()
+        });
+        assert!(check_services(&d, Some(&lb21), &spec, false).is_ok());
+        let lb11 = as_created(&[], &[], "u-1");
+        assert!(check_services(&d, Some(&lb11), &spec, false).is_err());
+        let to21 = spec_of(&svc(&[(a::TYPE, "lb21")]));
+        assert!(check_services(&d, Some(&lb11), &to21, true).is_ok());
+        // Nothing servable and no LB yet: no empty LB.
+        let useless = [
+            port(PortProtocol::Udp, 53, 30053),
+            port(PortProtocol::Tcp, 80, 0),
+        ];
+        let d = desired_services(&spec, &useless);
+        let e = check_services(&d, None, &spec, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("53/UDP") && e.contains("80/TCP without nodePort"),
+            "{e}"
+        );
+        // With an LB, rule "leave untouched" applies instead.
+        assert!(check_services(&d, Some(&lb11), &spec, false).is_ok());
     }
 
     #[test]
     fn node_selector_and_foreign_ids() {
         let s = svc(&[("load-balancer.hetzner.cloud/node-selector", "role=edge")]);
-        let spec = LbSpec::parse(&s, &LbDefaults::default()).unwrap();
+        let spec = spec_of(&s);
         let mut edge = node(1);
         edge.labels.insert("role".into(), "edge".into());
         let mut robot = node(2);
@@ -642,9 +1026,10 @@ mod tests {
         let mut aws = node(3);
         aws.labels.insert("role".into(), "edge".into());
         aws.provider_id = Some("aws:///i-1".into());
-        let (t, w) = desired_targets(&spec, &[edge, robot, aws, node(4)]);
-        assert_eq!(t, [1]);
-        let reasons: Vec<&str> = w.iter().map(|w| w.reason.as_str()).collect();
+        let t = desired_targets(&spec, &[edge, robot, aws, node(4)]);
+        assert_eq!(t.servers, [1]);
+        assert_eq!(t.nodes[&1], "n1");
+        let reasons: Vec<&str> = t.warnings.iter().map(|w| w.reason.as_str()).collect();
         assert_eq!(
             reasons,
             ["RobotServerNotSupported", "UnknownProviderIDPrefix"]
@@ -654,17 +1039,13 @@ mod tests {
     #[test]
     fn network_and_private_ip_flip() {
         let s = svc(&[("load-balancer.hetzner.cloud/use-private-ip", "true")]);
-        let spec = LbSpec::parse(&s, &LbDefaults::default()).unwrap();
-        let (services, _) = desired_services(&spec, &s.ports, &[]);
-        let lb = as_created(&spec, &services, &[1], "u-1");
-        let input = PlanInput {
-            uid: "u-1",
-            network: Some(9),
-            services: &services,
-            targets: &[1],
-            type_explicit: false,
-        };
-        let (ops, _) = plan(&lb, &spec, &input);
+        let spec = spec_of(&s);
+        let d = desired_services(&spec, &s.ports);
+        let lb = as_created(&d.services, &[1], "u-1");
+        let t = targets([1]);
+        let mut inp = input(&d, &t);
+        inp.network = Some(9);
+        let (ops, _) = plan(&lb, &spec, &inp);
         assert_eq!(
             ops,
             [

@@ -10,7 +10,7 @@ use crate::error::CloudError;
 use crate::hcloud::config::LbDefaults;
 use crate::hcloud::label_selector::LabelSelector;
 use crate::hcloud::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
-use crate::provider::ServiceRef;
+use crate::provider::{ServiceRef, Warning};
 
 /// Load-balancer service protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,8 +30,10 @@ impl LbProtocol {
         }
     }
 
+    /// Case-insensitive: HCCM lowercases `protocol` and `health-check-protocol` before checking
+    /// them (`validateServiceProtocol`), so `HTTP` works there and must work here.
     fn parse(s: &str) -> Option<Self> {
-        match s {
+        match s.to_ascii_lowercase().as_str() {
             "tcp" => Some(LbProtocol::Tcp),
             "http" => Some(LbProtocol::Http),
             "https" => Some(LbProtocol::Https),
@@ -64,8 +66,12 @@ pub struct HttpSpec {
     pub managed_certificate_acme_staging: bool,
 }
 
-/// Health-check settings; `custom` is true when any health-check annotation is set (HCCM then sends
-/// the whole block instead of "TCP on the NodePort").
+/// Health-check settings. `custom` is HCCM's `addHealthCheck` (hcops `extractHealthCheck`): true
+/// when the protocol, port, interval, timeout or retries annotation is set, or a non-zero
+/// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_{INTERVAL,TIMEOUT,RETRIES}` default applies. Only then is
+/// the whole block sent; otherwise the check is "TCP on the NodePort" and interval, timeout and
+/// retries stay whatever the load balancer has. The HTTP fields (domain, path, validate-certificate,
+/// status codes) never switch it on by themselves.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HealthCheckSpec {
     pub custom: bool,
@@ -75,22 +81,37 @@ pub struct HealthCheckSpec {
     pub timeout: Option<Duration>,
     pub retries: Option<u32>,
     pub http_domain: Option<String>,
+    /// `None` = leave the path as it is (the API's default `/` for a new check).
     pub http_path: Option<String>,
     pub http_validate_certificate: Option<bool>,
     pub http_status_codes: Vec<String>,
+}
+
+/// Where a new load balancer is created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    Location(String),
+    NetworkZone(String),
 }
 
 /// Everything the annotations and env defaults say about one Service's load balancer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LbSpec {
     pub name: String,
+    /// The `name` annotation set `name`. Only then is an existing load balancer renamed: HCCM's
+    /// `changeHCLBInfo` renames on the annotation alone, so an adopted LB keeps its own name.
+    pub name_annotated: bool,
     /// `None` = neither annotation nor env set: `lb11` is used and a warning emitted.
     pub lb_type: Option<String>,
+    /// Create-only; each from its annotation (an empty one clears the env default) or env. Both may
+    /// be set: [`LbSpec::placement`] decides.
     pub location: Option<String>,
     pub network_zone: Option<String>,
     pub algorithm: Option<String>,
     pub protocol: LbProtocol,
-    pub proxy_protocol: bool,
+    /// `None` = neither annotation nor env: existing services keep theirs and new ones get the
+    /// API default (off), as HCCM leaves `proxyprotocol` out of its requests then.
+    pub proxy_protocol: Option<bool>,
     pub ipv6_disabled: bool,
     pub disable_public_network: Option<bool>,
     pub disable_private_ingress: bool,
@@ -123,6 +144,7 @@ impl<'a> Reader<'a> {
         self.ann.get(key).map(String::as_str)
     }
 
+    /// The trimmed value; an empty annotation counts as unset.
     fn string(&self, key: &str) -> Option<String> {
         self.raw(key)
             .map(str::trim)
@@ -175,6 +197,15 @@ impl<'a> Reader<'a> {
         r
     }
 
+    fn protocol(&mut self, key: &str) -> Option<LbProtocol> {
+        let v = self.string(key)?;
+        let p = LbProtocol::parse(&v);
+        if p.is_none() {
+            self.fail(key, &v, "tcp, http or https (any case)");
+        }
+        p
+    }
+
     fn csv(&self, key: &str) -> Vec<String> {
         self.raw(key)
             .map(|v| {
@@ -186,6 +217,19 @@ impl<'a> Reader<'a> {
             })
             .unwrap_or_default()
     }
+
+    /// Annotation (even an empty one, which means "none") over env default.
+    fn string_or_default(&self, key: &str, default: &Option<String>) -> Option<String> {
+        match self.raw(key) {
+            Some(v) => Some(v.trim()).filter(|v| !v.is_empty()).map(str::to_string),
+            None => default.clone(),
+        }
+    }
+}
+
+/// Env health-check defaults count only when non-zero (HCCM: `cfg.HealthCheckInterval != 0`).
+fn nonzero_duration(d: Option<Duration>) -> Option<Duration> {
+    d.filter(|d| !d.is_zero())
 }
 
 impl LbSpec {
@@ -196,203 +240,247 @@ impl LbSpec {
             ann: &svc.annotations,
             errors: Vec::new(),
         };
-        let mut s = LbSpec {
-            name: r.string(a::NAME).unwrap_or_else(|| default_name(&svc.uid)),
-            ..Default::default()
-        };
-        if s.name.len() > 63 {
-            let n = s.name.clone();
-            r.fail(a::NAME, &n, "a name of at most 63 characters");
-        }
+        let mut s = LbSpec::default();
+        parse_identity(&mut r, &mut s, &svc.uid, defaults);
+        parse_forwarding(&mut r, &mut s, defaults);
+        parse_network(&mut r, &mut s, defaults);
+        s.http = parse_http(&mut r, &svc.uid);
+        s.health_check = parse_health_check(&mut r, defaults);
+        check_https_certificates(&mut r, &s);
+        into_result(s, r.errors)
+    }
 
-        s.lb_type = r.string(a::TYPE).or_else(|| defaults.lb_type.clone());
-
-        // An explicitly empty annotation resets the env default (HCCM semantics).
-        let loc_ann = r.raw(a::LOCATION).map(str::trim);
-        let zone_ann = r.raw(a::NETWORK_ZONE).map(str::trim);
-        match (loc_ann, zone_ann) {
-            (Some(l), Some(z)) if !l.is_empty() && !z.is_empty() => r.fail(
-                a::LOCATION,
-                l,
-                format!("only one of {} and {}", a::LOCATION, a::NETWORK_ZONE),
-            ),
-            (Some(l), _) if !l.is_empty() => s.location = Some(l.to_string()),
-            (_, Some(z)) if !z.is_empty() => s.network_zone = Some(z.to_string()),
-            (Some(_), _) | (_, Some(_)) => {}
-            (None, None) => {
-                s.location = defaults.location.clone();
-                s.network_zone = defaults.network_zone.clone();
-            }
+    /// Where a new load balancer goes, plus a warning when a network zone is ignored: HCCM's
+    /// `Create` keeps the location and drops the zone when both are set (annotations or env).
+    pub fn placement(&self) -> Result<(Placement, Option<Warning>), CloudError> {
+        match (&self.location, &self.network_zone) {
+            (Some(l), Some(z)) => Ok((
+                Placement::Location(l.clone()),
+                Some(Warning::new(
+                    "NetworkZoneIgnored",
+                    format!(
+                        "both location {l:?} and network zone {z:?} are set; the load balancer is \
+                         created in location {l} and {} is ignored (set {} to \"\" to use the zone)",
+                        a::NETWORK_ZONE,
+                        a::LOCATION
+                    ),
+                )),
+            )),
+            (Some(l), None) => Ok((Placement::Location(l.clone()), None)),
+            (None, Some(z)) => Ok((Placement::NetworkZone(z.clone()), None)),
+            (None, None) => Err(CloudError::invalid_input(
+                format!("annotation {} / {}", a::LOCATION, a::NETWORK_ZONE),
+                "",
+                "a location (e.g. fsn1) or a network zone (e.g. eu-central), by annotation or \
+                 HCLOUD_LOAD_BALANCERS_LOCATION / HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
+            )),
         }
+    }
+}
 
-        s.algorithm = r
-            .string(a::ALGORITHM_TYPE)
-            .or_else(|| defaults.algorithm.clone());
-        if let Some(alg) = s.algorithm.clone()
-            && alg != "round_robin"
-            && alg != "least_connections"
-        {
-            r.fail(a::ALGORITHM_TYPE, &alg, "round_robin or least_connections");
-            s.algorithm = None;
-        }
+/// Name, type, placement and algorithm.
+fn parse_identity(r: &mut Reader<'_>, s: &mut LbSpec, uid: &str, defaults: &LbDefaults) {
+    let name = r.string(a::NAME);
+    s.name_annotated = name.is_some();
+    s.name = name.unwrap_or_else(|| default_name(uid));
+    if s.name.len() > 63 {
+        let n = s.name.clone();
+        r.fail(a::NAME, &n, "a name of at most 63 characters");
+    }
+    s.lb_type = r.string(a::TYPE).or_else(|| defaults.lb_type.clone());
+    s.location = r.string_or_default(a::LOCATION, &defaults.location);
+    s.network_zone = r.string_or_default(a::NETWORK_ZONE, &defaults.network_zone);
 
-        if let Some(p) = r.raw(a::PROTOCOL) {
-            match LbProtocol::parse(p.trim()) {
-                Some(p) => s.protocol = p,
-                None => r.fail(a::PROTOCOL, p, "tcp, http or https"),
-            }
-        }
+    // Lowercased like HCCM's `validateAlgorithmType` (`Round_Robin` is accepted).
+    s.algorithm = r
+        .string(a::ALGORITHM_TYPE)
+        .or_else(|| defaults.algorithm.clone())
+        .map(|v| v.to_ascii_lowercase());
+    if let Some(alg) = s.algorithm.clone()
+        && alg != "round_robin"
+        && alg != "least_connections"
+    {
+        let raw = r.raw(a::ALGORITHM_TYPE).unwrap_or(&alg).to_string();
+        r.fail(
+            a::ALGORITHM_TYPE,
+            &raw,
+            "round_robin or least_connections (any case)",
+        );
+        s.algorithm = None;
+    }
+}
 
-        s.proxy_protocol = r
-            .bool(a::USES_PROXYPROTOCOL)
-            .or(defaults.uses_proxyprotocol)
-            .unwrap_or(false);
-        s.ipv6_disabled = r.bool(a::IPV6_DISABLED).unwrap_or(defaults.disable_ipv6);
-        s.disable_public_network = r
-            .bool(a::DISABLE_PUBLIC_NETWORK)
-            .or(defaults.disable_public_network);
-        s.disable_private_ingress = r
-            .bool(a::DISABLE_PRIVATE_INGRESS)
-            .unwrap_or(defaults.disable_private_ingress);
-        s.use_private_ip = r.bool(a::USE_PRIVATE_IP).unwrap_or(defaults.use_private_ip);
+/// Protocol, PROXY protocol and the status-related switches.
+fn parse_forwarding(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDefaults) {
+    s.protocol = r.protocol(a::PROTOCOL).unwrap_or_default();
+    s.proxy_protocol = r
+        .bool(a::USES_PROXYPROTOCOL)
+        .or(defaults.uses_proxyprotocol);
+    s.ipv6_disabled = r.bool(a::IPV6_DISABLED).unwrap_or(defaults.disable_ipv6);
+    s.disable_public_network = r
+        .bool(a::DISABLE_PUBLIC_NETWORK)
+        .or(defaults.disable_public_network);
+    s.disable_private_ingress = r
+        .bool(a::DISABLE_PRIVATE_INGRESS)
+        .unwrap_or(defaults.disable_private_ingress);
+    s.hostname = r.string(a::HOSTNAME);
+    s.ipv4_rdns = r.string(a::IPV4_RDNS);
+    s.ipv6_rdns = r.string(a::IPV6_RDNS);
+}
 
-        if let Some(ip) = r.string(a::PRIVATE_IPV4) {
-            match ip.parse::<Ipv4Addr>() {
-                Ok(v) => s.private_ipv4 = Some(v),
-                Err(_) => r.fail(a::PRIVATE_IPV4, &ip, "an IPv4 address"),
-            }
+/// Private network, target selection.
+fn parse_network(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDefaults) {
+    s.use_private_ip = r.bool(a::USE_PRIVATE_IP).unwrap_or(defaults.use_private_ip);
+    if let Some(ip) = r.string(a::PRIVATE_IPV4) {
+        match ip.parse::<Ipv4Addr>() {
+            Ok(v) => s.private_ipv4 = Some(v),
+            Err(_) => r.fail(a::PRIVATE_IPV4, &ip, "an IPv4 address"),
         }
-        s.private_subnet_ip_range = r
-            .string(a::PRIVATE_SUBNET_IP_RANGE)
-            .or_else(|| defaults.private_subnet_ip_range.clone());
-        if let Some(c) = s.private_subnet_ip_range.clone()
-            && !is_ipv4_cidr(&c)
-        {
-            r.fail(
-                a::PRIVATE_SUBNET_IP_RANGE,
-                &c,
-                "an IPv4 CIDR such as 10.0.1.0/24",
-            );
-            s.private_subnet_ip_range = None;
+    }
+    s.private_subnet_ip_range = r
+        .string(a::PRIVATE_SUBNET_IP_RANGE)
+        .or_else(|| defaults.private_subnet_ip_range.clone());
+    if let Some(c) = s.private_subnet_ip_range.clone()
+        && !is_ipv4_cidr(&c)
+    {
+        r.fail(
+            a::PRIVATE_SUBNET_IP_RANGE,
+            &c,
+            "an IPv4 CIDR such as 10.0.1.0/24",
+        );
+        s.private_subnet_ip_range = None;
+    }
+    if let Some(sel) = r.string(a::NODE_SELECTOR) {
+        match LabelSelector::parse(&format!("annotation {}", a::NODE_SELECTOR), &sel) {
+            Ok(x) => s.node_selector = Some(x),
+            Err(e) => r.errors.push(e),
         }
-        s.hostname = r.string(a::HOSTNAME);
-        if let Some(sel) = r.string(a::NODE_SELECTOR) {
-            match LabelSelector::parse(&format!("annotation {}", a::NODE_SELECTOR), &sel) {
-                Ok(x) => s.node_selector = Some(x),
-                Err(e) => r.errors.push(e),
-            }
-        }
-        s.ipv4_rdns = r.string(a::IPV4_RDNS);
-        s.ipv6_rdns = r.string(a::IPV6_RDNS);
+    }
+}
 
-        // --- http ---
-        let h = &mut s.http;
-        h.cookie_name = r.string(a::HTTP_COOKIE_NAME);
-        h.cookie_lifetime = r.duration(a::HTTP_COOKIE_LIFETIME, Duration::from_secs(1), None);
-        h.timeout_idle = r.duration(
+fn parse_http(r: &mut Reader<'_>, uid: &str) -> HttpSpec {
+    let mut h = HttpSpec {
+        cookie_name: r.string(a::HTTP_COOKIE_NAME),
+        cookie_lifetime: r.duration(a::HTTP_COOKIE_LIFETIME, Duration::from_secs(1), None),
+        timeout_idle: r.duration(
             a::HTTP_TIMEOUT_IDLE,
             Duration::from_secs(30),
             Some(Duration::from_secs(300)),
-        );
-        h.sticky_sessions = r.bool(a::HTTP_STICKY_SESSIONS);
-        h.redirect_http = r.bool(a::HTTP_REDIRECT_HTTP);
-        if let Some(t) = r.raw(a::CERTIFICATE_TYPE) {
-            match t.trim() {
-                "uploaded" => h.certificate_type = CertificateType::Uploaded,
-                "managed" => h.certificate_type = CertificateType::Managed,
-                _ => r.fail(a::CERTIFICATE_TYPE, t, "uploaded or managed"),
-            }
+        ),
+        sticky_sessions: r.bool(a::HTTP_STICKY_SESSIONS),
+        redirect_http: r.bool(a::HTTP_REDIRECT_HTTP),
+        ..Default::default()
+    };
+    // Exact match like HCCM (`certtyp == "managed"`); an empty value means unset.
+    if let Some(t) = r.string(a::CERTIFICATE_TYPE) {
+        match t.as_str() {
+            "uploaded" => h.certificate_type = CertificateType::Uploaded,
+            "managed" => h.certificate_type = CertificateType::Managed,
+            _ => r.fail(a::CERTIFICATE_TYPE, &t, "uploaded or managed"),
         }
-        h.certificates = r.csv(a::HTTP_CERTIFICATES);
-        h.managed_certificate_name = r.string(a::HTTP_MANAGED_CERTIFICATE_NAME);
-        h.managed_certificate_domains = r.csv(a::HTTP_MANAGED_CERTIFICATE_DOMAINS);
-        h.managed_certificate_acme_staging = r
-            .bool(a::HTTP_MANAGED_CERTIFICATE_ACME_STAGING)
-            .unwrap_or(false);
-        if h.certificate_type == CertificateType::Managed
-            && h.managed_certificate_domains.is_empty()
-        {
+    }
+    h.certificates = r.csv(a::HTTP_CERTIFICATES);
+    h.managed_certificate_name = r.string(a::HTTP_MANAGED_CERTIFICATE_NAME);
+    h.managed_certificate_domains = r.csv(a::HTTP_MANAGED_CERTIFICATE_DOMAINS);
+    h.managed_certificate_acme_staging = r
+        .bool(a::HTTP_MANAGED_CERTIFICATE_ACME_STAGING)
+        .unwrap_or(false);
+    if h.certificate_type == CertificateType::Managed {
+        if h.managed_certificate_domains.is_empty() {
             r.fail(
                 a::HTTP_MANAGED_CERTIFICATE_DOMAINS,
                 "",
                 format!("at least one domain when {}=managed", a::CERTIFICATE_TYPE),
             );
         }
-        if h.certificate_type == CertificateType::Managed && h.managed_certificate_name.is_none() {
-            h.managed_certificate_name = Some(format!("ccm-managed-certificate-{}", svc.uid));
+        if h.managed_certificate_name.is_none() {
+            h.managed_certificate_name = Some(format!("ccm-managed-certificate-{uid}"));
         }
+    }
+    h
+}
 
-        // --- health check ---
-        let hc_keys = [
-            a::HEALTH_CHECK_PROTOCOL,
-            a::HEALTH_CHECK_PORT,
-            a::HEALTH_CHECK_INTERVAL,
-            a::HEALTH_CHECK_TIMEOUT,
-            a::HEALTH_CHECK_RETRIES,
-            a::HEALTH_CHECK_HTTP_DOMAIN,
-            a::HEALTH_CHECK_HTTP_PATH,
-            a::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE,
-            a::HTTP_STATUS_CODES,
-        ];
-        let mut hc = HealthCheckSpec {
-            custom: hc_keys.iter().any(|k| svc.annotations.contains_key(*k)),
-            ..Default::default()
-        };
-        if let Some(p) = r.raw(a::HEALTH_CHECK_PROTOCOL) {
-            match LbProtocol::parse(p.trim()) {
-                Some(p) => hc.protocol = Some(p),
-                None => r.fail(a::HEALTH_CHECK_PROTOCOL, p, "tcp, http or https"),
-            }
+fn parse_health_check(r: &mut Reader<'_>, defaults: &LbDefaults) -> HealthCheckSpec {
+    let mut hc = HealthCheckSpec {
+        protocol: r.protocol(a::HEALTH_CHECK_PROTOCOL),
+        ..Default::default()
+    };
+    hc.port = r
+        .int::<u16>(a::HEALTH_CHECK_PORT, "a port number 1-65535")
+        .filter(|p| *p > 0);
+    if r.raw(a::HEALTH_CHECK_PORT).is_some_and(|p| p.trim() == "0") {
+        r.fail(a::HEALTH_CHECK_PORT, "0", "a port number 1-65535");
+    }
+    hc.interval = r
+        .duration(a::HEALTH_CHECK_INTERVAL, Duration::from_secs(1), None)
+        .or(nonzero_duration(defaults.health_check_interval));
+    hc.timeout = r
+        .duration(a::HEALTH_CHECK_TIMEOUT, Duration::from_secs(1), None)
+        .or(nonzero_duration(defaults.health_check_timeout));
+    hc.retries = r
+        .int::<u32>(a::HEALTH_CHECK_RETRIES, "a non-negative integer")
+        .or(defaults.health_check_retries.filter(|n| *n != 0));
+    hc.custom = hc.protocol.is_some()
+        || hc.port.is_some()
+        || hc.interval.is_some()
+        || hc.timeout.is_some()
+        || hc.retries.is_some();
+    hc.http_domain = r.string(a::HEALTH_CHECK_HTTP_DOMAIN);
+    hc.http_path = r.string(a::HEALTH_CHECK_HTTP_PATH);
+    hc.http_validate_certificate = r.bool(a::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE);
+    hc.http_status_codes = r.csv(a::HTTP_STATUS_CODES);
+    for code in hc.http_status_codes.clone() {
+        if code.len() != 3 || !code.chars().all(|c| c.is_ascii_digit() || c == '?') {
+            r.fail(
+                a::HTTP_STATUS_CODES,
+                &code,
+                "comma-separated 3-character codes with ? wildcards, e.g. 2??,301",
+            );
         }
-        hc.port = r
-            .int::<u16>(a::HEALTH_CHECK_PORT, "a port number 1-65535")
-            .filter(|p| *p > 0);
-        if r.raw(a::HEALTH_CHECK_PORT).is_some_and(|p| p.trim() == "0") {
-            r.fail(a::HEALTH_CHECK_PORT, "0", "a port number 1-65535");
-        }
-        hc.interval = r
-            .duration(a::HEALTH_CHECK_INTERVAL, Duration::from_secs(1), None)
-            .or(defaults.health_check_interval);
-        hc.timeout = r
-            .duration(a::HEALTH_CHECK_TIMEOUT, Duration::from_secs(1), None)
-            .or(defaults.health_check_timeout);
-        hc.retries = r
-            .int::<u32>(a::HEALTH_CHECK_RETRIES, "a non-negative integer")
-            .or(defaults.health_check_retries);
-        hc.http_domain = r.string(a::HEALTH_CHECK_HTTP_DOMAIN);
-        hc.http_path = r.string(a::HEALTH_CHECK_HTTP_PATH);
-        hc.http_validate_certificate = r.bool(a::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE);
-        hc.http_status_codes = r.csv(a::HTTP_STATUS_CODES);
-        for code in hc.http_status_codes.clone() {
-            if code.len() != 3 || !code.chars().all(|c| c.is_ascii_digit() || c == '?') {
-                r.fail(
-                    a::HTTP_STATUS_CODES,
-                    &code,
-                    "comma-separated 3-character codes with ? wildcards, e.g. 2??,301",
-                );
-            }
-        }
-        s.health_check = hc;
+    }
+    hc
+}
 
-        let mut errors = r.errors.into_iter();
-        match errors.next() {
-            None => Ok(s),
-            Some(CloudError::InvalidInput {
+/// An https service needs a certificate; caught here rather than by the API after the load
+/// balancer already exists.
+fn check_https_certificates(r: &mut Reader<'_>, s: &LbSpec) {
+    if s.protocol == LbProtocol::Https
+        && s.http.certificate_type == CertificateType::Uploaded
+        && s.http.certificates.is_empty()
+    {
+        r.fail(
+            a::HTTP_CERTIFICATES,
+            "",
+            format!(
+                "at least one certificate id or name when {}=https (or {}=managed with {})",
+                a::PROTOCOL,
+                a::CERTIFICATE_TYPE,
+                a::HTTP_MANAGED_CERTIFICATE_DOMAINS
+            ),
+        );
+    }
+}
+
+/// The first error, with the others appended to its message.
+fn into_result(s: LbSpec, errors: Vec<CloudError>) -> Result<LbSpec, CloudError> {
+    let mut errors = errors.into_iter();
+    match errors.next() {
+        None => Ok(s),
+        Some(CloudError::InvalidInput {
+            field,
+            value,
+            mut expected,
+        }) => {
+            for e in errors {
+                expected.push_str(&format!("; also: {e}"));
+            }
+            Err(CloudError::InvalidInput {
                 field,
                 value,
-                mut expected,
-            }) => {
-                for e in errors {
-                    expected.push_str(&format!("; also: {e}"));
-                }
-                Err(CloudError::InvalidInput {
-                    field,
-                    value,
-                    expected,
-                })
-            }
-            Some(e) => Err(e),
+                expected,
+            })
         }
+        Some(e) => Err(e),
     }
 }
 
@@ -490,9 +578,9 @@ mod tests {
         assert_eq!(s.location.as_deref(), Some("fsn1"));
         assert_eq!(s.algorithm.as_deref(), Some("least_connections"));
         assert_eq!(s.protocol, LbProtocol::Https);
-        assert!(
-            s.proxy_protocol && s.ipv6_disabled && s.disable_private_ingress && s.use_private_ip
-        );
+        assert!(s.name_annotated);
+        assert_eq!(s.proxy_protocol, Some(true));
+        assert!(s.ipv6_disabled && s.disable_private_ingress && s.use_private_ip);
         assert_eq!(s.disable_public_network, Some(false));
         assert_eq!(s.private_ipv4, Some(Ipv4Addr::new(10, 0, 0, 9)));
         assert_eq!(s.private_subnet_ip_range.as_deref(), Some("10.0.1.0/24"));
@@ -584,8 +672,6 @@ mod tests {
         bad(a::HTTP_TIMEOUT_IDLE, "301");
         bad(a::HTTP_STATUS_CODES, "2xx");
         bad(a::NAME, &"x".repeat(64));
-        let both = parse(&[(a::LOCATION, "fsn1"), (a::NETWORK_ZONE, "eu-central")]).unwrap_err();
-        assert!(both.to_string().contains(a::NETWORK_ZONE));
     }
 
     #[test]
@@ -609,25 +695,112 @@ mod tests {
         let s = LbSpec::parse(&svc(&[]), &d).unwrap();
         assert_eq!(s.location.as_deref(), Some("nbg1"));
         assert_eq!(s.lb_type.as_deref(), Some("lb31"));
-        assert!(s.use_private_ip && s.proxy_protocol);
+        assert!(s.use_private_ip);
+        assert_eq!(s.proxy_protocol, Some(true));
         assert_eq!(s.health_check.interval, Some(Duration::from_secs(5)));
-        assert!(!s.health_check.custom);
-        let s = LbSpec::parse(
-            &svc(&[
-                (a::USE_PRIVATE_IP, "false"),
-                (a::NETWORK_ZONE, "eu-central"),
-            ]),
-            &d,
-        )
-        .unwrap();
+        // An env health-check default switches the custom block on, as in HCCM.
+        assert!(s.health_check.custom);
+        let s = LbSpec::parse(&svc(&[(a::USE_PRIVATE_IP, "false")]), &d).unwrap();
         assert!(!s.use_private_ip);
-        assert_eq!(
-            (s.location, s.network_zone.as_deref()),
-            (None, Some("eu-central"))
-        );
         // An empty location annotation resets the env default.
         let s = LbSpec::parse(&svc(&[(a::LOCATION, "")]), &d).unwrap();
         assert_eq!(s.location, None);
+    }
+
+    #[test]
+    fn location_wins_over_network_zone_with_a_warning() {
+        // HCCM's Create keeps the location and drops the zone; this used to be an error here.
+        let s = parse(&[(a::LOCATION, "fsn1"), (a::NETWORK_ZONE, "eu-central")]).unwrap();
+        let (p, w) = s.placement().unwrap();
+        assert_eq!(p, Placement::Location("fsn1".into()));
+        let w = w.unwrap();
+        assert_eq!(w.reason, "NetworkZoneIgnored");
+        assert!(w.message.contains("eu-central"), "{}", w.message);
+        // Also across sources: env location, zone annotation (an empty location annotation is
+        // how HCCM users pick the zone then).
+        let env = LbDefaults {
+            location: Some("nbg1".into()),
+            ..Default::default()
+        };
+        let zone = LbSpec::parse(&svc(&[(a::NETWORK_ZONE, "eu-central")]), &env).unwrap();
+        assert_eq!(
+            zone.placement().unwrap().0,
+            Placement::Location("nbg1".into())
+        );
+        let cleared = LbSpec::parse(
+            &svc(&[(a::NETWORK_ZONE, "eu-central"), (a::LOCATION, "")]),
+            &env,
+        )
+        .unwrap();
+        assert_eq!(
+            cleared.placement().unwrap(),
+            (Placement::NetworkZone("eu-central".into()), None)
+        );
+        let nowhere = parse(&[]).unwrap().placement().unwrap_err().to_string();
+        assert!(nowhere.contains(a::LOCATION) && nowhere.contains(a::NETWORK_ZONE));
+    }
+
+    #[test]
+    fn protocols_and_algorithm_accept_any_case() {
+        let s = parse(&[
+            (a::PROTOCOL, "HTTP"),
+            (a::HEALTH_CHECK_PROTOCOL, "Tcp"),
+            (a::ALGORITHM_TYPE, "Round_Robin"),
+        ])
+        .unwrap();
+        assert_eq!(s.protocol, LbProtocol::Http);
+        assert_eq!(s.health_check.protocol, Some(LbProtocol::Tcp));
+        assert_eq!(s.algorithm.as_deref(), Some("round_robin"));
+        // HCCM compares certificate-type exactly; a capitalised one is refused, not guessed.
+        bad(a::CERTIFICATE_TYPE, "Managed");
+    }
+
+    #[test]
+    fn empty_annotations_mean_unset() {
+        let env = LbDefaults {
+            lb_type: Some("lb21".into()),
+            algorithm: Some("least_connections".into()),
+            ..Default::default()
+        };
+        let keys = [
+            a::NAME,
+            a::TYPE,
+            a::ALGORITHM_TYPE,
+            a::PROTOCOL,
+            a::HOSTNAME,
+            a::NODE_SELECTOR,
+            a::PRIVATE_IPV4,
+            a::IPV4_RDNS,
+            a::CERTIFICATE_TYPE,
+            a::HEALTH_CHECK_PROTOCOL,
+            a::HEALTH_CHECK_HTTP_PATH,
+            a::HTTP_COOKIE_NAME,
+        ];
+        let empty: Vec<(&str, &str)> = keys.iter().map(|k| (*k, " ")).collect();
+        let s = LbSpec::parse(&svc(&empty), &env).unwrap();
+        let unset = LbSpec::parse(&svc(&[]), &env).unwrap();
+        assert_eq!(s, unset);
+        assert_eq!(s.lb_type.as_deref(), Some("lb21"));
+        assert!(!s.name_annotated);
+        assert_eq!(parse(&[(a::TYPE, "")]).unwrap().lb_type, None);
+    }
+
+    #[test]
+    fn https_needs_a_certificate() {
+        let e = parse(&[(a::PROTOCOL, "https")]).unwrap_err().to_string();
+        assert!(
+            e.contains(a::HTTP_CERTIFICATES) && e.contains("https"),
+            "{e}"
+        );
+        assert!(parse(&[(a::PROTOCOL, "https"), (a::HTTP_CERTIFICATES, "7")]).is_ok());
+        assert!(
+            parse(&[
+                (a::PROTOCOL, "https"),
+                (a::CERTIFICATE_TYPE, "managed"),
+                (a::HTTP_MANAGED_CERTIFICATE_DOMAINS, "example.com"),
+            ])
+            .is_ok()
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@ use crate::hcloud::wire::LoadBalancer;
 use crate::provider::{IpMode, LoadBalancerIngress, LoadBalancerStatus};
 
 /// Hostname annotation wins; else public v4 (+v6 unless disabled) when the public interface is
-/// enabled, plus each private IP unless private ingress is disabled. ipMode is Proxy iff PROXY protocol.
+/// enabled, plus each private IP unless private ingress is disabled. ipMode is Proxy iff PROXY protocol
+/// is on: as configured, or, when nothing configures it (we leave it as is), as the services have it.
 pub fn status(lb: &LoadBalancer, spec: &LbSpec) -> LoadBalancerStatus {
     if let Some(h) = &spec.hostname {
         return LoadBalancerStatus {
@@ -16,11 +17,10 @@ pub fn status(lb: &LoadBalancer, spec: &LbSpec) -> LoadBalancerStatus {
             }],
         };
     }
-    let mode = if spec.proxy_protocol {
-        IpMode::Proxy
-    } else {
-        IpMode::Vip
-    };
+    let proxied = spec
+        .proxy_protocol
+        .unwrap_or_else(|| lb.services.iter().any(|s| s.proxyprotocol == Some(true)));
+    let mode = if proxied { IpMode::Proxy } else { IpMode::Vip };
     let ip = |ip: &str| LoadBalancerIngress {
         ip: Some(ip.to_string()),
         hostname: None,
@@ -100,7 +100,7 @@ mod tests {
         let s = LbSpec {
             ipv6_disabled: true,
             disable_private_ingress: true,
-            proxy_protocol: true,
+            proxy_protocol: Some(true),
             ..Default::default()
         };
         assert_eq!(ips(&status(&lb(true), &s)), ["100.64.1.1/Proxy"]);
