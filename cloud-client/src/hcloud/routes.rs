@@ -83,12 +83,7 @@ impl HcloudRoutes {
         req: &RouteRequest,
         current: &[(&str, &str)],
     ) -> Result<(), CloudError> {
-        if is_ipv6(&req.destination_cidr) {
-            return Err(CloudError::unsupported(format!(
-                "route {} for node {}: Hetzner private networks are IPv4-only; IPv6 pod routes must be handled by the CNI",
-                req.destination_cidr, req.target_node.name
-            )));
-        }
+        ipv4_only(req)?;
         let server = self.target_server(req).await?;
         let Some(gateway) = server.private_ip(self.network).map(str::to_string) else {
             return Err(CloudError::Inconsistent {
@@ -153,6 +148,17 @@ fn is_ipv6(cidr: &str) -> bool {
     cidr.contains(':')
 }
 
+/// Hetzner networks are IPv4-only: an IPv6 route is refused before any call.
+fn ipv4_only(req: &RouteRequest) -> Result<(), CloudError> {
+    if is_ipv6(&req.destination_cidr) {
+        return Err(CloudError::unsupported(format!(
+            "route {} for node {}: Hetzner private networks are IPv4-only; IPv6 pod routes must be handled by the CNI",
+            req.destination_cidr, req.target_node.name
+        )));
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Routes for HcloudRoutes {
     async fn list_routes(&self) -> Result<Vec<Route>, CloudError> {
@@ -191,6 +197,7 @@ impl Routes for HcloudRoutes {
     }
 
     async fn create_route(&self, req: &RouteRequest) -> Result<(), CloudError> {
+        ipv4_only(req)?;
         let net = self.network().await?;
         let current: Vec<(&str, &str)> = net
             .routes
