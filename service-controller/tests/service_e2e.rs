@@ -265,6 +265,11 @@ async fn bad_input_warns_writes_nothing_and_other_services_proceed() {
             &[("node-selector", "role in (a")],
             "node-selector",
         ),
+        (
+            "https-no-cert",
+            &[("protocol", "https")],
+            "http-certificates",
+        ),
     ];
     for (name, ann, _) in bad {
         fx.service(name, &[80], ann).await;
@@ -278,6 +283,9 @@ async fn bad_input_warns_writes_nothing_and_other_services_proceed() {
         }])
     })
     .await;
+    // lb11 serves at most 5 ports.
+    fx.service("six-ports", &[80, 81, 82, 83, 84, 85], &[])
+        .await;
     // A good Service next to them converges.
     fx.service("good", &[80], &[]).await;
     let good = fx.wait_ingress("good").await;
@@ -293,6 +301,10 @@ async fn bad_input_warns_writes_nothing_and_other_services_proceed() {
         .wait_event("Service", "udp-only", "SyncLoadBalancerFailed")
         .await;
     assert!(note.contains("53") || note.contains("UDP"), "{note}");
+    let note = fx
+        .wait_event("Service", "six-ports", "SyncLoadBalancerFailed")
+        .await;
+    assert!(note.contains("6 ports") && note.contains("lb11"), "{note}");
     let writes = fx.writes_since(&mark);
     assert_eq!(
         writes.len(),
