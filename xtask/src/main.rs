@@ -27,7 +27,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Node-initialization benchmark (1000 nodes): time, cloud API calls, peak RSS.
+    /// Benchmarks (`nodes`: node initialization at 1000 nodes; `services`: LoadBalancer
+    /// Services next to HCCM's figures): time, cloud API calls, RSS. Figures only.
     Bench(bench::BenchArgs),
 }
 

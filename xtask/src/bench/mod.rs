@@ -1,0 +1,327 @@
+//! `cargo xtask bench [nodes|services|all]`: controller benchmarks. They print figures (and write
+//! them as JSON with `--json`) and assert nothing.
+//!
+//! Every scenario runs one controller binary (profile `release` by default, what the images ship)
+//! as a child process against a fresh testenv control plane (real kube-apiserver + etcd) and an
+//! in-process cloud-sim. Cloud calls are the sim's request log; memory is the child's
+//! `/proc/<pid>/status`.
+
+mod nodes;
+mod services;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::PostParams;
+use kube::{Api, ResourceExt};
+use serde::Serialize;
+
+/// Which benchmark(s) to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// node-controller: initialize many tainted Nodes at once.
+    Nodes,
+    /// service-controller: LoadBalancer Services created at once, a node join, idle.
+    Services,
+    /// `nodes`, then `services`.
+    All,
+}
+
+/// Options of `cargo xtask bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Scenario to run.
+    #[arg(value_enum, default_value_t = Scenario::Nodes)]
+    pub scenario: Scenario,
+    /// Shorter idle phases and smaller default sizes, for iterating.
+    #[arg(long)]
+    pub quick: bool,
+    /// `nodes`: number of servers and Nodes [default: 1000, 100 with --quick].
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// `services`: number of LoadBalancer Services [default: 20, 5 with --quick].
+    #[arg(long)]
+    pub services: Option<usize>,
+    /// Cargo profile the controllers are built with (`release` is what the images ship;
+    /// `dev-image` builds faster).
+    #[arg(long, default_value = "release")]
+    pub profile: String,
+    /// Extra controller flag (repeatable) for every controller run, e.g.
+    /// `--arg=--concurrent-node-syncs=32`.
+    #[arg(long = "arg", allow_hyphen_values = true)]
+    pub extra: Vec<String>,
+    /// Run the controller under a wrapper, e.g. `--wrapper=heaptrack` (the RSS figures are then
+    /// the wrapper's, not the controller's).
+    #[arg(long)]
+    pub wrapper: Option<String>,
+    /// Also write the figures of the scenarios that ran to this file (JSON), to compare runs.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Runs the benchmark(s).
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    testenv::install_crypto_provider();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let mut figures = BTreeMap::new();
+    if matches!(args.scenario, Scenario::Nodes | Scenario::All) {
+        let binary = build_controller("node-controller", &args.profile)?;
+        let f = rt.block_on(nodes::run(&args, &binary))?;
+        figures.insert("nodes", serde_json::to_value(f)?);
+    }
+    if matches!(args.scenario, Scenario::Services | Scenario::All) {
+        let binary = build_controller("service-controller", &args.profile)?;
+        let f = rt.block_on(services::run(&args, &binary))?;
+        figures.insert("services", serde_json::to_value(f)?);
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&figures)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("bench: figures written to {}", path.display());
+    }
+    Ok(())
+}
+
+fn build_controller(package: &str, profile: &str) -> anyhow::Result<PathBuf> {
+    eprintln!("bench: building {package} (profile {profile}) …");
+    let status =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--quiet", "-p", package, "--profile", profile])
+            .status()
+            .context("running cargo build")?;
+    anyhow::ensure!(status.success(), "building {package} failed");
+    let dir = if profile == "dev" { "debug" } else { profile };
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    Ok(Path::new(&target).join(dir).join(package))
+}
+
+/// A control plane, its admin client and a cloud-sim: the world a scenario runs in.
+pub struct Env {
+    pub plane: testenv::ControlPlane,
+    pub client: kube::Client,
+    pub sim: cloud_sim::Sim,
+}
+
+impl Env {
+    /// Starts both; the sim gets a rate limit no benchmark reaches and a request log that keeps
+    /// every call.
+    pub async fn start(action_duration: Option<Duration>) -> anyhow::Result<Env> {
+        let plane = testenv::ControlPlane::start()
+            .await
+            .context("starting the control plane")?;
+        let client = plane.client().await?;
+        let defaults = cloud_sim::SimConfig::default();
+        let sim = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
+            rate_limit_per_hour: 1_000_000,
+            action_duration: action_duration.unwrap_or(defaults.action_duration),
+            request_log_capacity: 1_000_000,
+            ..defaults
+        })
+        .await;
+        Ok(Env { plane, client, sim })
+    }
+
+    /// `n` running servers `prefix-1 ..= prefix-n` (through the sim's uncounted batch endpoint):
+    /// their `(id, name)`.
+    pub async fn servers(&self, n: usize, prefix: &str) -> anyhow::Result<Vec<(u64, String)>> {
+        let ids = self
+            .sim
+            .world()
+            .create_servers(n, prefix, "cx22", "fsn1")
+            .await
+            .map_err(|e| anyhow::anyhow!("creating servers: {e}"))?;
+        anyhow::ensure!(ids.len() == n, "asked for {n} servers, got {}", ids.len());
+        Ok(ids
+            .into_iter()
+            .enumerate()
+            .map(|(i, id)| (id, format!("{prefix}-{}", i + 1)))
+            .collect())
+    }
+
+    /// Starts `binary` against this world with `env` on top of the token, endpoint and
+    /// `RUST_LOG=warn`, waits 2 s for it to list the (empty) world and go idle, then resets the
+    /// sim's counters.
+    pub async fn controller(
+        &self,
+        args: &BenchArgs,
+        binary: &Path,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Controller> {
+        let mut cmd = match &args.wrapper {
+            Some(w) => {
+                let mut c = tokio::process::Command::new(w);
+                c.arg(binary);
+                c
+            }
+            None => tokio::process::Command::new(binary),
+        };
+        let child = cmd
+            .arg("--kubeconfig")
+            .arg(self.plane.kubeconfig())
+            .args(["--leader-elect=false", "--admin-address=127.0.0.1:0"])
+            .args(&args.extra)
+            .env("HCLOUD_TOKEN", self.sim.token())
+            .env("HCLOUD_ENDPOINT", self.sim.endpoint())
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let pid = child.id().context("child pid")?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        self.sim.reset_counters();
+        Ok(Controller { child, pid })
+    }
+}
+
+/// A controller binary running as a child process (killed when dropped).
+pub struct Controller {
+    child: tokio::process::Child,
+    pid: u32,
+}
+
+impl Controller {
+    /// The process's memory and threads now.
+    pub fn memory(&self) -> Memory {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        let kib = |key: &str| -> u64 {
+            status
+                .lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+                .unwrap_or(0)
+        };
+        Memory {
+            peak_rss_kib: kib("VmHWM:"),
+            rss_kib: kib("VmRSS:"),
+            rss_anon_kib: kib("RssAnon:"),
+            rss_file_kib: kib("RssFile:"),
+            threads: kib("Threads:"),
+        }
+    }
+
+    /// Polls `done` every 200 ms until it says yes (→ `true`) or `timeout` passes (→ `false`);
+    /// fails if the controller exits meanwhile.
+    pub async fn wait_until(
+        &mut self,
+        timeout: Duration,
+        mut done: impl AsyncFnMut() -> anyhow::Result<bool>,
+    ) -> anyhow::Result<bool> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if done().await? {
+                return Ok(true);
+            }
+            if Instant::now() > deadline {
+                return Ok(false);
+            }
+            if let Some(status) = self.child.try_wait()? {
+                anyhow::bail!("the controller exited early: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Stops the process.
+    pub async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}
+
+/// `/proc/<pid>/status` figures of a controller.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Memory {
+    /// VmHWM: peak resident set.
+    pub peak_rss_kib: u64,
+    pub rss_kib: u64,
+    pub rss_anon_kib: u64,
+    /// File-backed resident pages, mostly the binary's code.
+    pub rss_file_kib: u64,
+    pub threads: u64,
+}
+
+/// MiB, for printing.
+pub fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// Creates `nodes` concurrently (64 at a time); a failure is printed, not fatal.
+pub async fn create_nodes(client: &kube::Client, nodes: Vec<Node>) {
+    let api: Api<Node> = Api::all(client.clone());
+    futures::stream::iter(nodes)
+        .for_each_concurrent(64, |node| {
+            let api = api.clone();
+            async move {
+                if let Err(e) = api.create(&PostParams::default(), &node).await {
+                    eprintln!("bench: creating node {}: {e}", node.name_any());
+                }
+            }
+        })
+        .await;
+}
+
+/// Query parameter the benchmark adds to its own reads of the sim, so they are left out of the
+/// controller's call counts.
+pub const PROBE_QUERY: &str = "bench=probe";
+
+/// The controller's cloud calls since the sim's counters were last reset.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Calls {
+    pub total: u64,
+    /// `"METHOD /template"` → count.
+    pub by_endpoint: BTreeMap<String, u64>,
+    /// Load-balancer id → calls whose path names it (`/load_balancers/{id}/…`).
+    pub by_load_balancer: BTreeMap<u64, u64>,
+}
+
+impl Calls {
+    /// From the sim's request log, without the benchmark's own probes.
+    pub fn of(sim: &cloud_sim::Sim) -> Calls {
+        let mut calls = Calls::default();
+        for r in sim.request_log() {
+            if r.uri.contains(PROBE_QUERY) {
+                continue;
+            }
+            calls.total += 1;
+            *calls
+                .by_endpoint
+                .entry(format!("{} {}", r.method, r.endpoint))
+                .or_default() += 1;
+            if let Some(id) = r
+                .uri
+                .split_once("/load_balancers/")
+                .and_then(|(_, rest)| rest.split(['/', '?']).next()?.parse().ok())
+            {
+                *calls.by_load_balancer.entry(id).or_default() += 1;
+            }
+        }
+        calls
+    }
+
+    /// Calls to endpoints ending in `suffix`, e.g. `/actions/update_service`.
+    pub fn to(&self, suffix: &str) -> u64 {
+        self.by_endpoint
+            .iter()
+            .filter(|(k, _)| k.ends_with(suffix))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Prints one `endpoint: count` line per endpoint, indented.
+    pub fn print_endpoints(&self, indent: &str) {
+        for (k, v) in &self.by_endpoint {
+            println!("{indent}{k}: {v}");
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! `cargo xtask bench services`: LoadBalancer Services, the scenario HCCM was measured with.
+//!
+//! cloud-sim with actions taking 500 ms, 10 servers and their Ready Nodes (providerIDs set; no
+//! node-controller runs), the service-controller binary. Then:
+//! 1. N Services of `type: LoadBalancer` with TCP ports 80 and 443 are created at once: time until
+//!    all have an ingress IP, and until every load balancer has 10 targets and 2 services;
+//! 2. one server + Node joins: time until every load balancer has 11 targets;
+//! 3. nothing happens for 120 s (10 s with `--quick`).
+//!
+//! Each phase reports its cloud calls; the end, the controller's peak and final RSS.
+
+use std::fmt::Display;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec,
+};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use serde::Serialize;
+
+use super::{BenchArgs, Calls, Env, Memory, PROBE_QUERY, create_nodes, mib};
+
+const NODES: usize = 10;
+const PORTS: [i32; 2] = [80, 443];
+const ACTION: Duration = Duration::from_millis(500);
+const NAMESPACE: &str = "default";
+/// How long phase 1 and 2 may take before the benchmark reports them as never done.
+const TIMEOUT: Duration = Duration::from_secs(300);
+/// Pause after a phase converged, so its trailing calls (a last action poll) are counted in it.
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// HCCM (hcloud-cloud-controller-manager built from source, defaults), measured earlier with this
+/// scenario at 20 Services on the same cloud-sim with 500 ms actions and kube-apiserver
+/// (shared/design/architecture.md, "Targets"; the peak RSS comes from the same runs).
+mod hccm {
+    pub const SERVICES: usize = 20;
+    pub const CREATE_CALLS: u64 = 602;
+    pub const ALL_INGRESS_S: u64 = 131;
+    pub const JOIN_CALLS: u64 = 139;
+    pub const JOIN_UPDATE_SERVICE: u64 = 40;
+    pub const IDLE_CALLS: u64 = 0;
+    pub const PEAK_RSS_MIB: u64 = 59;
+}
+
+/// What `bench services` measured.
+#[derive(Debug, Serialize)]
+pub struct Figures {
+    pub services: usize,
+    pub nodes: usize,
+    pub action_ms: u128,
+    pub profile: String,
+    pub create: Create,
+    pub node_join: Join,
+    pub idle: Idle,
+    /// At the end; `peak_rss_kib` is the peak over the whole run.
+    pub memory: Memory,
+}
+
+/// Phase 1. Times are `None` when the state was never reached within the timeout.
+#[derive(Debug, Serialize)]
+pub struct Create {
+    pub all_ingress_s: Option<f64>,
+    pub with_ingress: usize,
+    pub all_load_balancers_complete_s: Option<f64>,
+    pub load_balancers: LbCount,
+    pub calls: Calls,
+    pub calls_per_service: f64,
+}
+
+/// Phase 2.
+#[derive(Debug, Serialize)]
+pub struct Join {
+    pub all_targets_s: Option<f64>,
+    pub load_balancers: LbCount,
+    pub calls: Calls,
+    /// Every load balancer gains the new node.
+    pub calls_per_changed_load_balancer: f64,
+    pub update_service: u64,
+}
+
+/// Phase 3.
+#[derive(Debug, Serialize)]
+pub struct Idle {
+    pub seconds: u64,
+    pub calls: Calls,
+}
+
+/// The sim's load balancers, and how many have the targets and services asked for.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LbCount {
+    pub total: usize,
+    pub complete: usize,
+}
+
+pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
+    let n = args.services.unwrap_or(if args.quick { 5 } else { 20 });
+    let env = Env::start(Some(ACTION)).await?;
+    add_nodes(&env, &env.servers(NODES, "bench-node").await?).await?;
+    let lb_env = [
+        ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
+        ("HCLOUD_LOAD_BALANCERS_TYPE", "lb11"),
+    ];
+    let mut ctl = env.controller(args, binary, &lb_env).await?;
+    let services: Api<Service> = Api::namespaced(env.client.clone(), NAMESPACE);
+
+    // 1. N Services at once.
+    let start = Instant::now();
+    let pp = PostParams::default();
+    let new: Vec<Service> = (1..=n).map(load_balancer_service).collect();
+    futures::future::try_join_all(new.iter().map(|s| services.create(&pp, s))).await?;
+    let (mut ingress_s, mut with_ingress) = (None, 0);
+    let (mut complete_s, mut lbs) = (None, LbCount::default());
+    ctl.wait_until(TIMEOUT, async || {
+        if ingress_s.is_none() {
+            let list = services.list(&ListParams::default()).await?;
+            with_ingress = list.items.iter().filter(|s| has_ingress(s)).count();
+            ingress_s = (with_ingress == n).then(|| start.elapsed().as_secs_f64());
+        }
+        if complete_s.is_none() {
+            lbs = load_balancers(&env, NODES).await?;
+            complete_s = (lbs.complete == n).then(|| start.elapsed().as_secs_f64());
+        }
+        Ok(ingress_s.is_some() && complete_s.is_some())
+    })
+    .await?;
+    tokio::time::sleep(SETTLE).await;
+    let calls = Calls::of(&env.sim);
+    let create = Create {
+        all_ingress_s: ingress_s,
+        with_ingress,
+        all_load_balancers_complete_s: complete_s,
+        load_balancers: lbs,
+        calls_per_service: calls.total as f64 / n as f64,
+        calls,
+    };
+
+    // 2. One node joins.
+    env.sim.reset_counters();
+    let start = Instant::now();
+    add_nodes(&env, &env.servers(1, "bench-join").await?).await?;
+    let mut lbs = LbCount::default();
+    let done = ctl
+        .wait_until(TIMEOUT, async || {
+            lbs = load_balancers(&env, NODES + 1).await?;
+            Ok(lbs.complete == n)
+        })
+        .await?;
+    let all_targets_s = done.then(|| start.elapsed().as_secs_f64());
+    tokio::time::sleep(SETTLE).await;
+    let calls = Calls::of(&env.sim);
+    let node_join = Join {
+        all_targets_s,
+        load_balancers: lbs,
+        calls_per_changed_load_balancer: calls.total as f64 / n as f64,
+        update_service: calls.to("/actions/update_service"),
+        calls,
+    };
+
+    // 3. Idle.
+    env.sim.reset_counters();
+    let idle = Duration::from_secs(if args.quick { 10 } else { 120 });
+    tokio::time::sleep(idle).await;
+    let figures = Figures {
+        services: n,
+        nodes: NODES,
+        action_ms: ACTION.as_millis(),
+        profile: args.profile.clone(),
+        create,
+        node_join,
+        idle: Idle {
+            seconds: idle.as_secs(),
+            calls: Calls::of(&env.sim),
+        },
+        memory: ctl.memory(),
+    };
+    ctl.stop().await;
+    print(&figures);
+    Ok(figures)
+}
+
+/// Creates a Ready Node with providerID `hcloud://<id>` for each server.
+async fn add_nodes(env: &Env, servers: &[(u64, String)]) -> anyhow::Result<()> {
+    let nodes = servers.iter().map(|(id, name)| {
+        let mut node = Node::default();
+        node.metadata.name = Some(name.clone());
+        node.spec = Some(NodeSpec {
+            provider_id: Some(format!("hcloud://{id}")),
+            ..Default::default()
+        });
+        node
+    });
+    create_nodes(&env.client, nodes.collect()).await;
+    let ready = NodeStatus {
+        conditions: Some(vec![NodeCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: Some("KubeletReady".into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let patch = Patch::Merge(serde_json::json!({ "status": ready }));
+    let api: Api<Node> = Api::all(env.client.clone());
+    for (_, name) in servers {
+        api.patch_status(name, &PatchParams::default(), &patch)
+            .await?;
+    }
+    Ok(())
+}
+
+fn load_balancer_service(i: usize) -> Service {
+    let mut s = Service::default();
+    s.metadata.name = Some(format!("bench-svc-{i}"));
+    s.spec = Some(ServiceSpec {
+        type_: Some("LoadBalancer".into()),
+        selector: Some([("app".to_string(), format!("bench-{i}"))].into()),
+        ports: Some(
+            PORTS
+                .iter()
+                .map(|&port| ServicePort {
+                    name: Some(format!("p{port}")),
+                    port,
+                    protocol: Some("TCP".into()),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    });
+    s
+}
+
+fn has_ingress(s: &Service) -> bool {
+    s.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref()?.ingress.as_ref())
+        .is_some_and(|i| i.iter().any(|i| i.ip.is_some()))
+}
+
+/// The sim's load balancers; complete = `targets` targets and one service per port. Read with
+/// [`PROBE_QUERY`], so these reads are not counted as the controller's.
+async fn load_balancers(env: &Env, targets: usize) -> anyhow::Result<LbCount> {
+    let lbs = env
+        .sim
+        .world()
+        .list_all(&format!("load_balancers?{PROBE_QUERY}"))
+        .await
+        .map_err(|e| anyhow::anyhow!("listing load balancers: {e}"))?;
+    let len = |lb: &serde_json::Value, field: &str| lb[field].as_array().map_or(0, Vec::len);
+    Ok(LbCount {
+        total: lbs.len(),
+        complete: lbs
+            .iter()
+            .filter(|lb| len(lb, "targets") == targets && len(lb, "services") == PORTS.len())
+            .count(),
+    })
+}
+
+fn print(f: &Figures) {
+    let (n, c, j, h) = (f.services, &f.create, &f.node_join, hccm::SERVICES);
+    let secs = |s: Option<f64>, done: usize, of: &str| match s {
+        Some(s) => format!("{s:.2} s"),
+        None => format!("never ({done}/{n} {of} after {} s)", TIMEOUT.as_secs()),
+    };
+    let ratio = |calls: u64, of: usize| format!("{:.1}", calls as f64 / of as f64);
+    let (ports, nodes) = (PORTS.len(), f.nodes);
+    println!(
+        "service-controller bench ({n} Services x {ports} ports, {nodes} nodes, actions {} ms, profile {})",
+        f.action_ms, f.profile
+    );
+    let ingress = secs(c.all_ingress_s, c.with_ingress, "with ingress");
+    let complete = secs(
+        c.all_load_balancers_complete_s,
+        c.load_balancers.complete,
+        "complete",
+    );
+    let joined = secs(j.all_targets_s, j.load_balancers.complete, "complete");
+    let peak = format!("{:.1} MiB", mib(f.memory.peak_rss_kib));
+    let end = format!("{:.1} MiB", mib(f.memory.rss_kib));
+    let (h_ingress, h_peak) = (
+        format!("{} s", hccm::ALL_INGRESS_S),
+        format!("{} MiB", hccm::PEAK_RSS_MIB),
+    );
+    // figure, ours, HCCM's, target; a row with only a figure is a heading.
+    #[rustfmt::skip]
+    let rows = [
+        row("",                                  "ours",                     format!("HCCM ({h} Svc)"),    "target"),
+        row(format!("create {n} Services"),      "",                         "",                           ""),
+        row("  all ingress after",               ingress,                    h_ingress,                    "<= 10 s"),
+        row(format!("  all LBs {nodes} targets + {ports} services after"),
+                                                 complete,                   "-",                          ""),
+        row("  load balancers",                  c.load_balancers.total,     "",                           ""),
+        row("  cloud calls",                     c.calls.total,              hccm::CREATE_CALLS,           ""),
+        row("  calls per Service",               ratio(c.calls.total, n),    ratio(hccm::CREATE_CALLS, h), "<= 4"),
+        row(format!("1 node joins ({n} LBs change)"), "",                    "",                           ""),
+        row(format!("  all LBs {} targets after", nodes + 1),
+                                                 joined,                     "-",                          ""),
+        row("  cloud calls",                     j.calls.total,              hccm::JOIN_CALLS,             ""),
+        row("  calls per changed LB",            ratio(j.calls.total, n),    ratio(hccm::JOIN_CALLS, h),   "<= 2"),
+        row("  update_service calls",            j.update_service,           hccm::JOIN_UPDATE_SERVICE,    "0"),
+        row(format!("idle {} s: cloud calls", f.idle.seconds),
+                                                 f.idle.calls.total,         hccm::IDLE_CALLS,             "0"),
+        row("peak RSS (VmHWM)",                  peak,                       h_peak,                       "<= 25 MiB"),
+        row("RSS at the end",                    end,                        "",                           ""),
+    ];
+    for line in rows {
+        println!("{}", line.trim_end());
+    }
+    println!("  cloud calls by endpoint");
+    for (phase, calls) in [
+        ("create", &c.calls),
+        ("node join", &j.calls),
+        ("idle", &f.idle.calls),
+    ] {
+        println!("    {phase}: {}", calls.total);
+        calls.print_endpoints("      ");
+    }
+}
+
+/// One line of the table: figure, ours, HCCM's, target.
+fn row(figure: impl Display, ours: impl Display, hccm: impl Display, target: &str) -> String {
+    format!("  {figure:<42}{ours:<14}{hccm:<15}{target}")
+}
