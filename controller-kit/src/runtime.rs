@@ -164,6 +164,18 @@ impl Runtime {
             })
     }
 
+    /// Runs as a controller with nothing to do (its cloud capability is disabled): the admin
+    /// endpoints answer, `/readyz` reports idle, and it stops on shutdown. `why` is logged once.
+    pub async fn idle(self, why: &str) -> Result<(), RunError> {
+        tracing::warn!("{why}; idling");
+        self.run(|ctx| async move {
+            ctx.readiness.set_idle(true);
+            ctx.shutdown.cancelled().await;
+            Ok(())
+        })
+        .await
+    }
+
     /// Serves the admin endpoints, waits for the Lease (when electing), then runs `controller` until
     /// shutdown. Losing the Lease cancels the controller at once and returns [`RunError::LeaseLost`];
     /// a graceful shutdown releases the Lease.
@@ -369,6 +381,26 @@ pub async fn kube_client(config: &Config) -> anyhow::Result<kube::Client> {
         None => kube::Config::infer().await?,
     };
     Ok(kube::Client::try_from(kc)?)
+}
+
+/// Drives a kube-runtime controller's result stream to its end. Reconcile errors are the
+/// controller's `error_policy`'s to log; anything else (watch or queue trouble) is logged here.
+pub async fn drain<T, E, Q>(
+    results: impl futures::Stream<Item = Result<T, kube::runtime::controller::Error<E, Q>>>,
+    controller: &str,
+) where
+    E: std::error::Error + 'static,
+    Q: std::error::Error + 'static,
+{
+    use futures::StreamExt;
+    results
+        .for_each(|r| async move {
+            match r {
+                Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+                Err(e) => tracing::warn!(error = %e, controller, "controller stream error"),
+            }
+        })
+        .await;
 }
 
 /// Turns a validated-but-failed config into the standard message (for controllers validating later).

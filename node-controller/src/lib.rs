@@ -140,18 +140,11 @@ pub async fn run(
         ctx.shutdown.clone(),
     ));
 
-    Controller::for_stream(stream, store)
+    let results = Controller::for_stream(stream, store)
         .with_config(kctrl::Config::default().concurrency(cfg.concurrent_node_syncs))
         .graceful_shutdown_on(ctx.shutdown.clone().cancelled_owned())
-        .run(reconcile, error_policy, rctx)
-        .for_each(|res| async move {
-            match res {
-                Ok(_) => {}
-                Err(kctrl::Error::ReconcilerFailed(..)) => {} // logged by error_policy
-                Err(e) => tracing::warn!(error = %e, "node controller stream error"),
-            }
-        })
-        .await;
+        .run(reconcile, error_policy, rctx);
+    controller_kit::runtime::drain(results, INFO.name).await;
     sync.abort();
     backlog.abort();
     Ok(())

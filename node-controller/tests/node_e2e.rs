@@ -649,7 +649,6 @@ async fn losing_the_lease_stops_the_controller_with_an_error() {
 /// The built binary: initializes a node, and on SIGTERM exits 0 and releases its Lease.
 #[tokio::test]
 async fn binary_initializes_and_releases_the_lease_on_sigterm() {
-    use k8s_openapi::api::coordination::v1::Lease;
     let k = testenv::kube().await;
     let admin = k.client().await;
     let sim = cloud_sim::Sim::start().await;
@@ -690,25 +689,16 @@ async fn binary_initializes_and_releases_the_lease_on_sigterm() {
     )
     .await;
     initialized(&admin, &name).await;
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
     let lease_name = "cloud-controller-manager-node-controller";
-    let holder = |l: Option<Lease>| l.and_then(|l| l.spec).and_then(|s| s.holder_identity);
-    let h = holder(leases.get_opt(lease_name).await.unwrap()).expect("the binary holds the Lease");
+    let h = support::run::lease_holder(&admin, &ns, lease_name)
+        .await
+        .expect("the binary holds the Lease");
     assert!(h.starts_with("bin-test"), "{h}");
 
-    let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = tokio::time::timeout(T, child.wait())
-        .await
-        .expect("exits after SIGTERM")
-        .unwrap();
+    let status = support::run::sigterm(&mut child).await;
     assert!(status.success(), "graceful shutdown exits 0: {status}");
     assert_eq!(
-        holder(leases.get_opt(lease_name).await.unwrap()),
+        support::run::lease_holder(&admin, &ns, lease_name).await,
         None,
         "Lease released on shutdown"
     );

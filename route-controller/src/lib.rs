@@ -108,15 +108,8 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, mut settings: Settings) -> Res
         settings.resync = rt.config().route_reconciliation_period;
     }
     let (Some(cluster), Some(routes)) = (settings.cluster.clone(), cloud.routes.clone()) else {
-        tracing::warn!(
-            "routes are disabled (--configure-cloud-routes=false or HCLOUD_NETWORK_ROUTES_ENABLED=false); idling"
-        );
         return rt
-            .run(|ctx| async move {
-                ctx.readiness.set_idle(true);
-                ctx.shutdown.cancelled().await;
-                Ok(())
-            })
+            .idle("routes are disabled (--configure-cloud-routes=false or HCLOUD_NETWORK_ROUTES_ENABLED=false)")
             .await;
     };
     rt.run(move |ctx| run(ctx, routes, cluster, settings, metrics))

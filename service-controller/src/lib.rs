@@ -125,16 +125,8 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
     rt.register_cloud_stats(cloud.stats.clone());
     let metrics = ServiceMetrics::register(rt.registry_mut());
     let Some(lbs) = cloud.load_balancers.clone() else {
-        tracing::warn!(
-            provider = cloud.provider_name,
-            "load balancers are disabled (HCLOUD_LOAD_BALANCERS_ENABLED=false); idling"
-        );
         return rt
-            .run(|ctx| async move {
-                ctx.readiness.set_idle(true);
-                ctx.shutdown.cancelled().await;
-                Ok(())
-            })
+            .idle("load balancers are disabled (HCLOUD_LOAD_BALANCERS_ENABLED=false)")
             .await;
     };
     rt.run(move |ctx| run(ctx, lbs, settings, metrics)).await
@@ -227,19 +219,12 @@ pub async fn run(
         ctx.metrics.clone(),
         metrics,
     ));
-    Controller::for_stream(svc_stream, svc_store)
+    let results = Controller::for_stream(svc_stream, svc_store)
         .reconcile_all_on(trigger_rx)
         .with_config(kctrl::Config::default().concurrency(cfg.concurrent_service_syncs))
         .graceful_shutdown_on(ctx.shutdown.clone().cancelled_owned())
-        .run(reconcile, error_policy, rctx)
-        .for_each(|res| async move {
-            match res {
-                Ok(_) => {}
-                Err(kctrl::Error::ReconcilerFailed(..)) => {} // logged by error_policy
-                Err(e) => tracing::warn!(error = %e, "service controller stream error"),
-            }
-        })
-        .await;
+        .run(reconcile, error_policy, rctx);
+    controller_kit::runtime::drain(results, INFO.name).await;
     node_sync.abort();
     node_events.abort();
     Ok(())

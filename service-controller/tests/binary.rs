@@ -6,9 +6,7 @@ mod support;
 
 mod lb;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
-use lb::{Fixture, T};
+use lb::Fixture;
 
 const BIN: &str = env!("CARGO_BIN_EXE_service-controller");
 
@@ -62,25 +60,16 @@ async fn serves_a_service_and_releases_the_lease_on_sigterm() {
     fx.service("web", &[80], &[]).await;
     let svc = fx.wait_ingress("web").await;
     fx.wait_targets(&svc, &[node.server]).await;
-    let leases: Api<Lease> = Api::namespaced(fx.admin.clone(), &fx.ns);
     let lease_name = "cloud-controller-manager-service-controller";
-    let holder = |l: Option<Lease>| l.and_then(|l| l.spec).and_then(|s| s.holder_identity);
-    let h = holder(leases.get_opt(lease_name).await.unwrap()).expect("the binary holds the Lease");
+    let h = support::run::lease_holder(&fx.admin, &fx.ns, lease_name)
+        .await
+        .expect("the binary holds the Lease");
     assert!(h.starts_with("bin-test"), "{h}");
 
-    let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = tokio::time::timeout(T, child.wait())
-        .await
-        .expect("exits after SIGTERM")
-        .unwrap();
+    let status = support::run::sigterm(&mut child).await;
     assert!(status.success(), "graceful shutdown exits 0: {status}");
     assert_eq!(
-        holder(leases.get_opt(lease_name).await.unwrap()),
+        support::run::lease_holder(&fx.admin, &fx.ns, lease_name).await,
         None,
         "Lease released on shutdown"
     );

@@ -9,17 +9,57 @@ use controller_kit::{Config, ControllerInfo, RunError, Runtime};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// A cloud client for `sim`, with a short snapshot max age so tests see cloud changes quickly.
-pub async fn cloud_for(sim: &cloud_sim::Sim) -> Cloud {
+/// The cloud-client configuration for `sim`: a short snapshot max age so tests see cloud changes
+/// quickly, and quick retries.
+pub fn sim_config(sim: &cloud_sim::Sim) -> HcloudConfig {
     let mut cfg = HcloudConfig::new(Token::new(sim.token()));
     cfg.endpoint = sim.endpoint().trim_end_matches('/').to_string();
     cfg.server_cache_max_age = Duration::from_millis(300);
-    cfg.retry.max_attempts = 2;
-    cfg.retry.base = Duration::from_millis(50);
+    cfg.retry.max_attempts = 3;
+    cfg.retry.base = Duration::from_millis(20);
+    cfg.retry.cap = Duration::from_millis(200);
+    cfg
+}
+
+/// The cloud built from `cfg`.
+pub async fn cloud_with(cfg: HcloudConfig) -> Cloud {
     HcloudProvider::new(cfg)
         .await
         .expect("hcloud provider for the sim")
         .cloud()
+}
+
+/// A cloud client for `sim` (see [`sim_config`]), giving up after two attempts.
+pub async fn cloud_for(sim: &cloud_sim::Sim) -> Cloud {
+    let mut cfg = sim_config(sim);
+    cfg.retry.max_attempts = 2;
+    cfg.retry.base = Duration::from_millis(50);
+    cloud_with(cfg).await
+}
+
+/// Sends SIGTERM to a controller process and waits (at most 30 s) for it to exit.
+pub async fn sigterm(child: &mut tokio::process::Child) -> std::process::ExitStatus {
+    let pid = child.id().expect("the child runs").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .expect("wait for the child")
+}
+
+/// The holder of Lease `ns/name`, if any.
+pub async fn lease_holder(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    kube::Api::<Lease>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .expect("get lease")
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
 }
 
 /// The test configuration of `info`, watching only nodes labelled with `run`.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cloud_client::hcloud::{HcloudConfig, HcloudProvider, RetryPolicy, Token};
+use cloud_client::hcloud::HcloudConfig;
 use cloud_client::{ClientStats, StatsSnapshot};
 use cloud_sim::{Sim, SimConfig};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus};
@@ -85,20 +85,10 @@ impl Fixture {
 
     /// Starts the controller as the chart's ServiceAccount; `tweak` adjusts the cloud client.
     pub async fn spawn(&mut self, tweak: impl FnOnce(&mut HcloudConfig)) {
-        let mut cfg = HcloudConfig::new(Token::new(self.sim.token()));
-        cfg.endpoint = self.sim.endpoint().trim_end_matches('/').to_string();
+        let mut cfg = crate::support::run::sim_config(&self.sim);
         cfg.network = Some(self.network.to_string());
-        cfg.server_cache_max_age = Duration::from_millis(300);
-        cfg.retry = RetryPolicy {
-            max_attempts: 3,
-            base: Duration::from_millis(20),
-            cap: Duration::from_millis(200),
-        };
         tweak(&mut cfg);
-        let cloud = HcloudProvider::new(cfg)
-            .await
-            .expect("hcloud provider for the sim")
-            .cloud();
+        let cloud = crate::support::run::cloud_with(cfg).await;
         self.stats = Some(cloud.stats.clone());
         let settings = Settings {
             cluster: Some(ClusterCidrs::parse(CLUSTER_CIDR).unwrap()),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cloud_client::hcloud::{HcloudConfig, HcloudProvider, RetryPolicy, Token};
+use cloud_client::hcloud::HcloudConfig;
 use cloud_client::{ClientStats, StatsSnapshot};
 use cloud_sim::{Sim, SimConfig};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
@@ -104,22 +104,13 @@ impl Fixture {
     }
 
     async fn spawn(&mut self, client: Client, mut settings: Settings, tweak: Option<CloudTweak>) {
-        let mut cfg = HcloudConfig::new(Token::new(self.sim.token()));
-        cfg.endpoint = self.sim.endpoint().trim_end_matches('/').to_string();
-        cfg.retry = RetryPolicy {
-            max_attempts: 3,
-            base: Duration::from_millis(20),
-            cap: Duration::from_millis(200),
-        };
+        let mut cfg = crate::support::run::sim_config(&self.sim);
         cfg.lb_defaults.location = Some("fsn1".into());
         cfg.lb_defaults.lb_type = Some("lb11".into());
         if let Some(t) = tweak {
             t(&mut cfg);
         }
-        let cloud = HcloudProvider::new(cfg)
-            .await
-            .expect("hcloud provider for the sim")
-            .cloud();
+        let cloud = crate::support::run::cloud_with(cfg).await;
         self.stats = Some(cloud.stats.clone());
         settings.namespace = Some(self.ns.clone());
         settings.node_sync_window = Duration::from_millis(200);
