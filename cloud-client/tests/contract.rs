@@ -570,8 +570,10 @@ async fn lb_create_with_two_ports_and_ten_targets_then_no_op() {
         "FIGURE lb: create with 2 ports and 10 targets cost {create_calls} calls ({:?})",
         sim.request_counts()
     );
-    // Label + name lookups, the create, its action, and the fresh read the follow-up plan uses.
-    assert!(create_calls <= 5, "{:?}", sim.request_counts());
+    // The label lookup, the create, its action, and the fresh read the follow-up plan uses (no
+    // name lookup: the default name is this Service's own).
+    assert!(create_calls <= 4, "{:?}", sim.request_counts());
+    assert_eq!(sim.requests("GET", "/load_balancers"), 1);
     assert_eq!(sim.requests("POST", "/load_balancers"), 1);
     assert_eq!(sim.requests("GET", "/load_balancers/{id}"), 1);
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);

@@ -309,7 +309,21 @@ async fn unlabelled_lb_found_by_name_gets_only_the_label() {
 
     sim.reset_counters();
     let out = lbs.ensure(&svc(UID, web_ports(), &ann), &[]).await.unwrap();
-    assert_eq!(writes(&sim), ["PUT /load_balancers/{id}"]);
+    // With the default name, the name lookup is only made once the create is refused because
+    // the name is taken (it saves a list for every new Service); the refused create changed
+    // nothing.
+    assert_eq!(
+        writes(&sim),
+        ["POST /load_balancers", "PUT /load_balancers/{id}"]
+    );
+    let refused = sim.request_log();
+    assert_eq!(
+        refused
+            .iter()
+            .find(|e| e.method == "POST")
+            .map(|e| e.status),
+        Some(409)
+    );
     assert!(!reasons(&out.warnings).contains(&"LoadBalancerAdopted"));
     let lb = w.get_load_balancer(id).await.unwrap();
     assert_eq!(lb["name"], hccm_name(UID));

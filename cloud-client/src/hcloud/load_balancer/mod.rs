@@ -165,7 +165,14 @@ impl HcloudLoadBalancers {
                 });
             }
         }
-        let Some(name) = name else { return Ok(None) };
+        match name {
+            Some(name) => self.find_by_name(name).await,
+            None => Ok(None),
+        }
+    }
+
+    /// A load balancer named `name` (pre-existing, hand-made, or another Service's), to adopt.
+    async fn find_by_name(&self, name: &str) -> Result<Option<(LoadBalancer, Found)>, CloudError> {
         let by_name: Vec<LoadBalancer> = list_all::<LoadBalancersPage>(
             &self.transport,
             Req::get("/load_balancers", "/load_balancers").query("name", name),
@@ -324,6 +331,31 @@ impl HcloudLoadBalancers {
     }
 
     /// `POST /load_balancers` with the services and targets inline; returns the new id.
+    /// Creates the load balancer with everything the request can carry, then plans the rest
+    /// against a fresh read, not the create response, which may not show everything yet (HCCM's
+    /// Create re-reads by id too). Usually that plan is empty; it does what the request could not
+    /// (fixed private IP, targets beyond the limit, ...). Returns the LB and the writes made.
+    async fn create_and_plan(
+        &self,
+        svc: &ServiceRef,
+        spec: &LbSpec,
+        nodes: &[LbNode],
+        warnings: &mut Vec<Warning>,
+    ) -> Result<(LoadBalancer, u32), CloudError> {
+        // Where it would go is bad input too: checked before any write.
+        let (placement, zone_ignored) = spec.placement()?;
+        warnings.extend(zone_ignored);
+        let desired = self.desired(svc, spec, nodes, None, warnings).await?;
+        let id = self
+            .create(svc, spec, &placement, &desired, warnings)
+            .await?;
+        let created = self.get_lb(id).await?;
+        let (lb, more) = self
+            .reconcile_existing(svc, spec, created, &desired, warnings)
+            .await?;
+        Ok((lb, more + 1))
+    }
+
     async fn create(
         &self,
         svc: &ServiceRef,
@@ -606,40 +638,28 @@ impl LoadBalancers for HcloudLoadBalancers {
     ) -> Result<EnsureOutcome, CloudError> {
         let spec = self.spec(svc)?;
         let mut warnings = Vec::new();
-        let found = self.find(svc, Some(&spec.name), false).await?;
-        let (lb, writes) = match found {
-            Some((lb, how)) => {
-                let desired = self
-                    .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
-                    .await?;
-                self.note_adoption(svc, &lb, &how, &mut warnings);
-                self.reconcile_existing(svc, &spec, lb, &desired, &mut warnings)
-                    .await?
-            }
-            None => {
-                // Where it would go is bad input too: checked before any write.
-                let (placement, zone_ignored) = spec.placement()?;
-                warnings.extend(zone_ignored);
-                let desired = self.desired(svc, &spec, nodes, None, &mut warnings).await?;
-                let id = self
-                    .create(svc, &spec, &placement, &desired, &mut warnings)
-                    .await?;
-                // Plan the rest against a fresh read, not the create response, which may not show
-                // everything yet (HCCM's Create re-reads by id too). Usually the plan is empty; it
-                // does what the request could not (fixed private IP, targets beyond the limit, ...).
-                let created = self.get_lb(id).await?;
-                let (lb, more) = self
-                    .reconcile_existing(svc, &spec, created, &desired, &mut warnings)
-                    .await?;
-                (lb, more + 1)
-            }
+        // HCCM also looks an unlabelled LB up by name. With the default name (`a` + this Service's
+        // UID) only a label-less LB from before labels could be found that way, so the list is
+        // saved and made only when the create says the name is taken.
+        let named = spec.name_annotated.then_some(spec.name.as_str());
+        let (lb, how) = match self.find(svc, named, false).await? {
+            Some(found) => found,
+            None => match self.create_and_plan(svc, &spec, nodes, &mut warnings).await {
+                Ok((lb, writes)) => return Ok(outcome(&lb, &spec, warnings, writes)),
+                Err(e) if e.code() == Some("uniqueness_error") && named.is_none() => {
+                    self.find_by_name(&spec.name).await?.ok_or(e)?
+                }
+                Err(e) => return Err(e),
+            },
         };
-        dedup(&mut warnings);
-        Ok(EnsureOutcome {
-            status: status::status(&lb, &spec),
-            warnings,
-            writes,
-        })
+        let desired = self
+            .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
+            .await?;
+        self.note_adoption(svc, &lb, &how, &mut warnings);
+        let (lb, writes) = self
+            .reconcile_existing(svc, &spec, lb, &desired, &mut warnings)
+            .await?;
+        Ok(outcome(&lb, &spec, warnings, writes))
     }
 
     async fn update_targets(
@@ -649,7 +669,8 @@ impl LoadBalancers for HcloudLoadBalancers {
     ) -> Result<UpdateOutcome, CloudError> {
         let spec = self.spec(svc)?;
         let mut warnings = Vec::new();
-        let Some((lb, how)) = self.find(svc, Some(&spec.name), true).await? else {
+        let named = spec.name_annotated.then_some(spec.name.as_str());
+        let Some((lb, how)) = self.find(svc, named, true).await? else {
             return Ok(UpdateOutcome {
                 found: false,
                 warnings,
@@ -710,6 +731,20 @@ impl LoadBalancers for HcloudLoadBalancers {
             }),
             Err(e) => Err(e),
         }
+    }
+}
+
+fn outcome(
+    lb: &LoadBalancer,
+    spec: &LbSpec,
+    mut warnings: Vec<Warning>,
+    writes: u32,
+) -> EnsureOutcome {
+    dedup(&mut warnings);
+    EnsureOutcome {
+        status: status::status(lb, spec),
+        warnings,
+        writes,
     }
 }
 
