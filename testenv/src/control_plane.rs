@@ -371,6 +371,30 @@ impl Connection {
         self.impersonating_client(&user, &groups).await
     }
 
+    /// Writes a kubeconfig to `path` that acts as ServiceAccount `namespace/name` (impersonation,
+    /// as [`Connection::service_account_client`]), for a controller run as a binary: only the
+    /// ServiceAccount's RBAC applies to it.
+    pub fn write_service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+        path: &Path,
+    ) -> Result<()> {
+        let mut kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;
+        for user in &mut kubeconfig.auth_infos {
+            if let Some(auth) = user.auth_info.as_mut() {
+                auth.impersonate = Some(format!("system:serviceaccount:{namespace}:{name}"));
+                auth.impersonate_groups = Some(vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{namespace}"),
+                    "system:authenticated".into(),
+                ]);
+            }
+        }
+        let json = serde_json::to_vec_pretty(&kubeconfig).expect("a kubeconfig serializes");
+        std::fs::write(path, json).map_err(Error::io(format!("writing {}", path.display())))
+    }
+
     async fn config(&self) -> Result<kube::Config> {
         crate::install_crypto_provider();
         let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;

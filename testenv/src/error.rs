@@ -64,6 +64,9 @@ pub enum Error {
 
     #[error("building a Kubernetes client for the test control plane: {0}")]
     Client(#[from] kube::Error),
+
+    #[error("{path}: {message}")]
+    Manifest { path: PathBuf, message: String },
 }
 
 impl Error {

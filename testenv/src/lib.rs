@@ -18,6 +18,7 @@ mod control_plane;
 mod error;
 mod pki;
 mod process;
+mod rbac;
 mod shared;
 
 pub use binaries::{
@@ -26,6 +27,7 @@ pub use binaries::{
 pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};
 pub use error::{Error, Result};
 pub use process::{Lifetime, pid_alive};
+pub use rbac::bind_chart_rbac;
 pub use shared::{TestKube, kube};
 
 /// Installs aws-lc-rs as the process's rustls provider (the only one compiled in). Idempotent.

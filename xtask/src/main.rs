@@ -1,7 +1,9 @@
 //! Developer entry points: `cargo xtask <command>` (alias in `.cargo/config.toml`).
 
 mod bench;
+mod build;
 mod control_plane;
+mod demo;
 
 use std::process::ExitCode;
 
@@ -16,6 +18,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The whole system on this machine: control plane, cloud-sim, the four controllers as
+    /// processes, and a story showing each at work, ending with a summary.
+    Demo(demo::DemoArgs),
     /// A persistent local kube-apiserver + etcd for people (tests start their own).
     #[command(subcommand)]
     ControlPlane(control_plane::Command),
@@ -35,6 +40,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(args) => demo::run(&args).map(|_| ExitCode::SUCCESS),
         Command::ControlPlane(cmd) => control_plane::run(cmd),
         Command::Prepare => prepare().map(|_| ExitCode::SUCCESS),
         Command::Test { args } => test(&args),
@@ -65,9 +71,45 @@ fn test(args: &[String]) -> anyhow::Result<ExitCode> {
         .args(["test", "--workspace", "--all-targets"])
         .args(args)
         .status()?;
-    Ok(if status.success() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    if !status.success() {
+        return Ok(ExitCode::FAILURE);
+    }
+    eprintln!("\n=== the demo, end to end (each step waits for what it shows)");
+    demo::run(&demo::DemoArgs {
+        keep: false,
+        profile: "dev".into(),
+    })?;
+    eprintln!("\n=== cargo xtask bench --quick all (figures are printed, never asserted)");
+    bench_report_is_well_formed()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs every benchmark in its quick form and checks that its JSON report has an entry per
+/// scenario; the figures themselves are not judged.
+fn bench_report_is_well_formed() -> anyhow::Result<()> {
+    let json = std::env::temp_dir().join(format!(
+        "cloud-controllers-bench-{}.json",
+        std::process::id()
+    ));
+    bench::run(bench::BenchArgs {
+        scenario: bench::Scenario::All,
+        quick: true,
+        nodes: None,
+        services: None,
+        profile: "dev".into(),
+        extra: Vec::new(),
+        wrapper: None,
+        json: Some(json.clone()),
+    })?;
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
+    let _ = std::fs::remove_file(&json);
+    for scenario in bench::REPORTED {
+        anyhow::ensure!(
+            report
+                .get(scenario)
+                .is_some_and(serde_json::Value::is_object),
+            "the bench report has no {scenario:?} entry: {report}"
+        );
+    }
+    Ok(())
 }

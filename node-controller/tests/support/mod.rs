@@ -8,15 +8,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, ServiceAccount, Taint,
-};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
-};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 
 pub mod run;
 pub mod sim;
@@ -179,71 +174,12 @@ pub async fn ensure_namespace(client: &Client, ns: &str) {
 }
 
 /// Applies the chart's RBAC file (ClusterRole + Role), renamed for this run so parallel tests do not
-/// clash, and binds both to ServiceAccount `ns/sa`. Returns nothing; use
+/// clash, and binds both to ServiceAccount `ns/sa`. Use
 /// `testenv::TestKube::service_account_client(ns, sa)` afterwards.
 pub async fn apply_chart_rbac(client: &Client, file: &Path, ns: &str, sa: &str) {
-    ensure_namespace(client, ns).await;
-    let text = std::fs::read_to_string(file).expect("read RBAC file");
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).expect("parse RBAC YAML");
-    let sa_api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let mut sa_obj = ServiceAccount::default();
-    sa_obj.metadata.name = Some(sa.into());
-    let _ = sa_api.create(&PostParams::default(), &sa_obj).await;
-    let subject = Subject {
-        kind: "ServiceAccount".into(),
-        name: sa.into(),
-        namespace: Some(ns.into()),
-        ..Default::default()
-    };
-    let pp = PatchParams::apply("cloud-controllers-tests").force();
-    for doc in docs {
-        match doc["kind"].as_str() {
-            Some("ClusterRole") => {
-                let mut cr: ClusterRole = serde_json::from_value(doc).expect("ClusterRole");
-                let name = format!("{}:{ns}", cr.name_any());
-                cr.metadata.name = Some(name.clone());
-                Api::<ClusterRole>::all(client.clone())
-                    .patch(&name, &pp, &Patch::Apply(&cr))
-                    .await
-                    .expect("apply ClusterRole");
-                let mut b = ClusterRoleBinding::default();
-                b.metadata.name = Some(name.clone());
-                b.role_ref = RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "ClusterRole".into(),
-                    name: name.clone(),
-                };
-                b.subjects = Some(vec![subject.clone()]);
-                Api::<ClusterRoleBinding>::all(client.clone())
-                    .patch(&name, &pp, &Patch::Apply(&b))
-                    .await
-                    .expect("apply ClusterRoleBinding");
-            }
-            Some("Role") => {
-                let mut r: Role = serde_json::from_value(doc).expect("Role");
-                let name = r.name_any();
-                r.metadata.namespace = Some(ns.into());
-                Api::<Role>::namespaced(client.clone(), ns)
-                    .patch(&name, &pp, &Patch::Apply(&r))
-                    .await
-                    .expect("apply Role");
-                let mut b = RoleBinding::default();
-                b.metadata.name = Some(name.clone());
-                b.metadata.namespace = Some(ns.into());
-                b.role_ref = RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "Role".into(),
-                    name: name.clone(),
-                };
-                b.subjects = Some(vec![subject.clone()]);
-                Api::<RoleBinding>::namespaced(client.clone(), ns)
-                    .patch(&name, &pp, &Patch::Apply(&b))
-                    .await
-                    .expect("apply RoleBinding");
-            }
-            other => panic!("unexpected kind {other:?} in {}", file.display()),
-        }
-    }
+    testenv::bind_chart_rbac(client, file, ns, sa)
+        .await
+        .expect("bind the chart's RBAC");
 }
 
 /// Path of a chart RBAC file from a crate's manifest dir.

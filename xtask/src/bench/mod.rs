@@ -32,6 +32,9 @@ pub enum Scenario {
     All,
 }
 
+/// The JSON report's keys: one per scenario (`all` runs every one).
+pub const REPORTED: &[&str] = &["nodes", "services"];
+
 /// Options of `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -90,16 +93,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 fn build_controller(package: &str, profile: &str) -> anyhow::Result<PathBuf> {
-    eprintln!("bench: building {package} (profile {profile}) …");
-    let status =
-        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--quiet", "-p", package, "--profile", profile])
-            .status()
-            .context("running cargo build")?;
-    anyhow::ensure!(status.success(), "building {package} failed");
-    let dir = if profile == "dev" { "debug" } else { profile };
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    Ok(Path::new(&target).join(dir).join(package))
+    let mut built = crate::build::build_controllers(&[package], profile, true)?;
+    Ok(built.remove(0))
 }
 
 /// A control plane, its admin client and a cloud-sim: the world a scenario runs in.

@@ -1,0 +1,187 @@
+//! `cargo xtask demo`: the whole system on this machine. A real kube-apiserver + etcd (testenv) and
+//! cloud-sim, six servers in a private network with their Nodes registered as kubelets would, the
+//! four controllers as separate processes configured as the chart configures them, and a story
+//! that shows each of them at work. Every step waits for what it shows, with a deadline, so the
+//! demo is also an end-to-end check (`cargo xtask test` runs it).
+
+mod controllers;
+mod progress;
+mod story;
+mod world;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::build::build_controllers;
+use progress::Progress;
+use story::Story;
+
+/// Options of `cargo xtask demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Leave everything running at the end and print how to reach it; Ctrl-C stops it.
+    #[arg(long)]
+    pub keep: bool,
+    /// Cargo profile of the controller binaries (`dev` is what `cargo xtask test` builds;
+    /// `release` is what the images ship).
+    #[arg(long, default_value = "dev")]
+    pub profile: String,
+}
+
+/// Runs the demo; Ctrl-C stops every process it started, at any point.
+pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
+    let names: Vec<&str> = controllers::ALL.iter().map(|c| c.name).collect();
+    let binaries = build_controllers(&names, &args.profile, false)?;
+    testenv::install_crypto_provider();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        tokio::select! {
+            r = demo(args, &binaries) => r,
+            _ = tokio::signal::ctrl_c() => {
+                println!("\ninterrupted: stopping every process the demo started");
+                Ok(())
+            }
+        }
+    })
+}
+
+async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
+    let progress = Progress::new();
+    let (plane, sim) = progress
+        .step(
+            "local control plane (kube-apiserver + etcd) and cloud-sim up",
+            async {
+                let plane = testenv::ControlPlane::start()
+                    .await
+                    .context("starting the control plane")?;
+                let sim = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
+                    action_duration: Duration::from_millis(200),
+                    ..Default::default()
+                })
+                .await;
+                Ok((plane, sim))
+            },
+        )
+        .await?;
+    let admin = plane.client().await?;
+    let (network, servers) = progress
+        .step(
+            "6 servers in fsn1 and nbg1, network 10.0.0.0/8, Nodes registered by \"kubelets\"",
+            async {
+                let network = world::network(&sim).await?;
+                let mut servers = Vec::new();
+                for i in 1..=6 {
+                    let s = world::server(&sim, network, i).await?;
+                    world::register_node(&admin, &s).await?;
+                    servers.push(s);
+                }
+                Ok((network, servers))
+            },
+        )
+        .await?;
+    let logs = plane.dir().join("controllers");
+    std::fs::create_dir_all(&logs)?;
+    let mut running = Vec::new();
+    for (spec, binary) in controllers::ALL.iter().zip(binaries) {
+        running.push(controllers::start(*spec, binary, &plane, &admin, &sim, &logs).await?);
+    }
+    println!(
+        "  {} started as ServiceAccounts in {} (chart RBAC only), logs in {}",
+        running
+            .iter()
+            .map(|r| r.name)
+            .collect::<Vec<_>>()
+            .join(", "),
+        controllers::NAMESPACE,
+        logs.display()
+    );
+
+    let mut story = Story {
+        admin: admin.clone(),
+        sim: &sim,
+        network,
+        servers,
+        progress: &progress,
+    };
+    let outcome = match story.play().await {
+        Ok(o) => o,
+        Err(e) => {
+            for r in &running {
+                eprintln!("--- last lines of {} ---\n{}", r.name, r.log_tail(15));
+            }
+            return Err(e);
+        }
+    };
+    summary(&story, &outcome, &running, &args.profile).await?;
+
+    if args.keep {
+        println!(
+            "\nStill running. In another shell:\n  export KUBECONFIG={}\n  kubectl get nodes -o wide\n  curl -H 'Authorization: Bearer {}' {}/servers\nCtrl-C stops everything.",
+            plane.kubeconfig().display(),
+            sim.token(),
+            sim.endpoint().trim_end_matches('/')
+        );
+        std::future::pending::<()>().await;
+    }
+    drop(running);
+    plane.stop();
+    Ok(())
+}
+
+async fn summary(
+    story: &Story<'_>,
+    outcome: &story::Outcome,
+    running: &[controllers::Running],
+    profile: &str,
+) -> anyhow::Result<()> {
+    println!("\nNodes");
+    println!(
+        "  {:<8} {:<12} {:<6} {:<10} {:<30} taints",
+        "name", "providerID", "type", "zone", "addresses"
+    );
+    for n in story.all_nodes().await? {
+        let addresses: Vec<String> = n
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .map(|a| a.iter().map(|a| a.address.clone()).collect())
+            .unwrap_or_default();
+        let taints = story::taints(&n);
+        println!(
+            "  {:<8} {:<12} {:<6} {:<10} {:<30} {}",
+            kube::ResourceExt::name_any(&n),
+            story::provider_id(&n).unwrap_or_default(),
+            story::label(&n, "node.kubernetes.io/instance-type"),
+            story::label(&n, "topology.kubernetes.io/zone"),
+            addresses.join(","),
+            if taints.is_empty() {
+                "-".to_string()
+            } else {
+                taints.join(",")
+            }
+        );
+    }
+    println!(
+        "\nService demo/web ingress (until it was deleted): {}",
+        outcome.ingress.join(", ")
+    );
+    println!("\nRoutes in network {}", world::NETWORK);
+    for (dest, gw) in story.routes().await? {
+        println!("  {dest:<16} via {gw}");
+    }
+    println!("\nControllers (profile {profile})");
+    println!("  {:<22} {:>11} {:>14}", "", "cloud calls", "peak RSS");
+    for r in running {
+        println!(
+            "  {:<22} {:>11} {:>10.1} MiB",
+            r.name,
+            r.cloud_calls().await,
+            r.peak_rss_mib()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,346 @@
+//! The story the demo plays, one step per controller behaviour, each waiting (with a deadline) for
+//! what a person would check with kubectl.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Service, ServicePort, ServiceSpec};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::Value;
+
+use super::progress::Progress;
+use super::world::{self, Server, UNINITIALIZED};
+
+const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+const DEADLINE: Duration = Duration::from_secs(60);
+const NAMESPACE: &str = "demo";
+const SERVICE: &str = "web";
+
+/// Polls `check` every 200 ms until it yields a value, or fails after [`DEADLINE`].
+async fn until<T>(mut check: impl AsyncFnMut() -> anyhow::Result<Option<T>>) -> anyhow::Result<T> {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = check().await? {
+            return Ok(v);
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "not done after {DEADLINE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// What the story leaves for the summary.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The Service's ingress IPs while it existed.
+    pub ingress: Vec<String>,
+}
+
+/// The demo world's handles.
+pub struct Story<'a> {
+    pub admin: Client,
+    pub sim: &'a cloud_sim::Sim,
+    pub network: u64,
+    pub servers: Vec<Server>,
+    pub progress: &'a Progress,
+}
+
+impl Story<'_> {
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.admin.clone())
+    }
+
+    fn services(&self) -> Api<Service> {
+        Api::namespaced(self.admin.clone(), NAMESPACE)
+    }
+
+    async fn node(&self, name: &str) -> anyhow::Result<Option<Node>> {
+        Ok(self.nodes().get_opt(name).await?)
+    }
+
+    async fn load_balancers(&self) -> anyhow::Result<Vec<Value>> {
+        self.sim
+            .world()
+            .list_load_balancers()
+            .await
+            .map_err(|e| anyhow::anyhow!("listing load balancers: {e}"))
+    }
+
+    /// `(destination, gateway)` of the network's routes.
+    pub async fn routes(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let net = self
+            .sim
+            .world()
+            .get_network(self.network)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading the network: {e}"))?;
+        let mut routes: Vec<(String, String)> = net["routes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                (
+                    r["destination"].as_str().unwrap_or_default().to_string(),
+                    r["gateway"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        routes.sort();
+        Ok(routes)
+    }
+
+    /// Plays every step.
+    pub async fn play(&mut self) -> anyhow::Result<Outcome> {
+        let mut outcome = Outcome::default();
+        let names: Vec<String> = self.servers.iter().map(|s| s.name.clone()).collect();
+        self.progress
+            .step(
+                &format!(
+                    "{} nodes initialized (providerID, zone, addresses; taint removed)",
+                    names.len()
+                ),
+                self.initialized(&names),
+            )
+            .await?;
+        outcome.ingress = self
+            .progress
+            .step(
+                "LoadBalancer Service demo/web gets an ingress IP",
+                self.service_gets_ingress(),
+            )
+            .await?;
+        self.progress
+            .step(
+                "a route per podCIDR, NetworkUnavailable=False on every node",
+                self.routed(),
+            )
+            .await?;
+        let off = self.servers[1].clone();
+        self.progress
+            .step(
+                &format!("{}'s server powered off → shutdown taint", off.name),
+                self.powered_off(&off),
+            )
+            .await?;
+        let gone = self.servers.remove(2);
+        self.progress
+            .step(
+                &format!(
+                    "{}'s server deleted → its Node deleted, LB target and route gone",
+                    gone.name
+                ),
+                self.server_deleted(&gone),
+            )
+            .await?;
+        self.progress
+            .step(
+                "a new node joins → initialized, LB target and route follow",
+                self.node_joins(),
+            )
+            .await?;
+        self.progress
+            .step(
+                "Service deleted → load balancer gone, finalizer removed",
+                self.service_deleted(),
+            )
+            .await?;
+        Ok(outcome)
+    }
+
+    async fn initialized(&self, names: &[String]) -> anyhow::Result<()> {
+        until(async || {
+            for name in names {
+                let Some(node) = self.node(name).await? else {
+                    return Ok(None);
+                };
+                if has_taint(&node, UNINITIALIZED) || provider_id(&node).is_none() {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
+        })
+        .await
+    }
+
+    async fn service_gets_ingress(&self) -> anyhow::Result<Vec<String>> {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(NAMESPACE.into());
+        Api::<Namespace>::all(self.admin.clone())
+            .create(&PostParams::default(), &ns)
+            .await?;
+        let mut svc = Service::default();
+        svc.metadata.name = Some(SERVICE.into());
+        svc.spec = Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            selector: Some(BTreeMap::from([("app".into(), SERVICE.into())])),
+            ports: Some(
+                [("http", 80), ("https", 443)]
+                    .map(|(name, port)| ServicePort {
+                        name: Some(name.into()),
+                        port,
+                        ..Default::default()
+                    })
+                    .to_vec(),
+            ),
+            ..Default::default()
+        });
+        self.services().create(&PostParams::default(), &svc).await?;
+        until(async || {
+            let svc = self.services().get(SERVICE).await?;
+            let ips = ingress(&svc);
+            Ok((!ips.is_empty()).then_some(ips))
+        })
+        .await
+    }
+
+    async fn routed(&self) -> anyhow::Result<()> {
+        until(async || {
+            let routes = self.routes().await?;
+            for s in &self.servers {
+                if !routes.contains(&(s.pod_cidr.clone(), s.private_ip.clone())) {
+                    return Ok(None);
+                }
+                let Some(node) = self.node(&s.name).await? else {
+                    return Ok(None);
+                };
+                if condition(&node, "NetworkUnavailable").as_deref() != Some("False") {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
+        })
+        .await
+    }
+
+    async fn powered_off(&self, server: &Server) -> anyhow::Result<()> {
+        self.sim
+            .world()
+            .poweroff(server.id)
+            .await
+            .map_err(|e| anyhow::anyhow!("powering off: {e}"))?;
+        // kubelet stops reporting: the node goes NotReady.
+        world::set_ready(&self.admin, &server.name, false).await?;
+        until(async || {
+            let node = self.node(&server.name).await?;
+            Ok(node.filter(|n| has_taint(n, SHUTDOWN)).map(drop))
+        })
+        .await
+    }
+
+    async fn server_deleted(&self, server: &Server) -> anyhow::Result<()> {
+        self.sim
+            .world()
+            .delete_server(server.id)
+            .await
+            .map_err(|e| anyhow::anyhow!("deleting the server: {e}"))?;
+        world::set_ready(&self.admin, &server.name, false).await?;
+        until(async || {
+            if self.node(&server.name).await?.is_some() {
+                return Ok(None);
+            }
+            let targeted = self
+                .load_balancers()
+                .await?
+                .iter()
+                .any(|lb| targets(lb).contains(&server.id));
+            let routed = self
+                .routes()
+                .await?
+                .iter()
+                .any(|(dest, _)| dest == &server.pod_cidr);
+            Ok((!targeted && !routed).then_some(()))
+        })
+        .await
+    }
+
+    async fn node_joins(&mut self) -> anyhow::Result<()> {
+        let server = world::server(self.sim, self.network, 7).await?;
+        world::register_node(&self.admin, &server).await?;
+        self.servers.push(server.clone());
+        self.initialized(std::slice::from_ref(&server.name)).await?;
+        until(async || {
+            let targeted = self
+                .load_balancers()
+                .await?
+                .iter()
+                .any(|lb| targets(lb).contains(&server.id));
+            let routed = self
+                .routes()
+                .await?
+                .contains(&(server.pod_cidr.clone(), server.private_ip.clone()));
+            Ok((targeted && routed).then_some(()))
+        })
+        .await
+    }
+
+    async fn service_deleted(&self) -> anyhow::Result<()> {
+        self.services()
+            .delete(SERVICE, &DeleteParams::default())
+            .await?;
+        until(async || {
+            let gone = self.services().get_opt(SERVICE).await?.is_none();
+            Ok((gone && self.load_balancers().await?.is_empty()).then_some(()))
+        })
+        .await
+    }
+
+    /// All Nodes, for the summary.
+    pub async fn all_nodes(&self) -> anyhow::Result<Vec<Node>> {
+        Ok(self.nodes().list(&ListParams::default()).await?.items)
+    }
+}
+
+fn has_taint(node: &Node, key: &str) -> bool {
+    taints(node).iter().any(|t| t == key)
+}
+
+/// The node's taint keys.
+pub fn taints(node: &Node) -> Vec<String> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|t| t.iter().map(|t| t.key.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// The node's providerID.
+pub fn provider_id(node: &Node) -> Option<String> {
+    node.spec.as_ref()?.provider_id.clone()
+}
+
+/// The status of the node's condition `kind`.
+pub fn condition(node: &Node, kind: &str) -> Option<String> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| c.status.clone())
+}
+
+fn ingress(svc: &Service) -> Vec<String> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.as_ref())
+        .map(|i| i.iter().filter_map(|i| i.ip.clone()).collect())
+        .unwrap_or_default()
+}
+
+fn targets(lb: &Value) -> Vec<u64> {
+    lb["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["server"]["id"].as_u64())
+        .collect()
+}
+
+/// A label of the node.
+pub fn label(node: &Node, key: &str) -> String {
+    node.labels().get(key).cloned().unwrap_or_default()
+}
