@@ -24,6 +24,9 @@ pub struct SimConfig {
     pub fault_seed: u64,
     /// How many requests the request log keeps.
     pub request_log_capacity: usize,
+    /// Routes one network may hold; more answer 403 `resource_limit_exceeded`. Hetzner's limit
+    /// is 100 (hetznercloud/hcloud-cloud-controller-manager#342); benchmarks raise it.
+    pub max_routes_per_network: usize,
 }
 
 impl Default for SimConfig {
@@ -37,6 +40,7 @@ impl Default for SimConfig {
             state_file: None,
             fault_seed: 0x5eed,
             request_log_capacity: 10_000,
+            max_routes_per_network: crate::handlers::networks::MAX_ROUTES,
         }
     }
 }
@@ -54,6 +58,7 @@ impl fmt::Debug for SimConfig {
             .field("state_file", &self.state_file)
             .field("fault_seed", &self.fault_seed)
             .field("request_log_capacity", &self.request_log_capacity)
+            .field("max_routes_per_network", &self.max_routes_per_network)
             .finish()
     }
 }

@@ -130,6 +130,7 @@ async fn config(AppState(app): AppState<App>) -> Json<Value> {
         "action_duration_ms": app.action_ms.load(std::sync::atomic::Ordering::Relaxed),
         "rate_limit": app.rate.status(),
         "state_file": app.config.state_file,
+        "max_routes_per_network": app.config.max_routes_per_network,
     }))
 }
 

@@ -30,6 +30,9 @@ struct Args {
     /// Seed for probabilistic faults.
     #[arg(long, default_value_t = 0x5eed)]
     fault_seed: u64,
+    /// Routes one network may hold (Hetzner: 100).
+    #[arg(long, default_value_t = 100)]
+    max_routes_per_network: usize,
 }
 
 #[tokio::main]
@@ -49,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
         action_duration: Duration::from_millis(args.action_duration_ms),
         state_file: args.state,
         fault_seed: args.fault_seed,
+        max_routes_per_network: args.max_routes_per_network,
         ..SimConfig::default()
     })
     .await

@@ -4,8 +4,8 @@ mod common;
 
 use std::time::Duration;
 
-use cloud_sim::Sim;
 use cloud_sim::world::{TEST_CERTIFICATE_PEM, TEST_PRIVATE_KEY_PEM};
+use cloud_sim::{Sim, SimConfig};
 use common::{assert_error, invalid_fields, send};
 use reqwest::Method;
 use serde_json::json;
@@ -365,6 +365,87 @@ async fn route_rules() {
     )
     .await;
     assert_error(&r, 403, "resource_limit_exceeded");
+}
+
+#[tokio::test]
+async fn route_limit_is_configurable() {
+    // Lowered: the limit holds for add_route and for routes given at network creation.
+    let sim = Sim::start_with(SimConfig {
+        action_duration: Duration::ZERO,
+        max_routes_per_network: 3,
+        ..SimConfig::default()
+    })
+    .await;
+    let w = sim.world();
+    let net = w
+        .create_network("net", "10.0.0.0/8", "10.0.0.0/24")
+        .await
+        .unwrap();
+    for i in 0..3 {
+        w.add_route(net, &format!("10.{}.0.0/24", 100 + i), "10.0.0.2")
+            .await
+            .unwrap();
+    }
+    let r = send(
+        &w,
+        Method::POST,
+        &format!("/networks/{net}/actions/add_route"),
+        Some(json!({"destination": "10.250.0.0/24", "gateway": "10.0.0.2"})),
+    )
+    .await;
+    assert_error(&r, 403, "resource_limit_exceeded");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 3 routes"),
+        "{:?}",
+        r.body
+    );
+    let routes: Vec<_> = (0..4)
+        .map(|i| json!({"destination": format!("10.{}.0.0/24", 100 + i), "gateway": "10.0.0.2"}))
+        .collect();
+    let r = send(
+        &w,
+        Method::POST,
+        "/networks",
+        Some(json!({"name": "n2", "ip_range": "10.0.0.0/8", "routes": routes})),
+    )
+    .await;
+    assert_error(&r, 403, "resource_limit_exceeded");
+    let config = w.raw(Method::GET, "/_sim/config", None).await.unwrap().body;
+    assert_eq!(config["max_routes_per_network"], 3);
+
+    // Raised above Hetzner's 100 (benchmarks route 1000 nodes).
+    let sim = Sim::start_with(SimConfig {
+        action_duration: Duration::ZERO,
+        max_routes_per_network: 150,
+        ..SimConfig::default()
+    })
+    .await;
+    let w = sim.world();
+    let net = w
+        .create_network("net", "10.0.0.0/8", "10.0.0.0/24")
+        .await
+        .unwrap();
+    for i in 0..150 {
+        w.add_route(net, &format!("10.128.{i}.0/24"), "10.0.0.2")
+            .await
+            .unwrap();
+    }
+    let r = send(
+        &w,
+        Method::POST,
+        &format!("/networks/{net}/actions/add_route"),
+        Some(json!({"destination": "10.250.0.0/24", "gateway": "10.0.0.2"})),
+    )
+    .await;
+    assert_error(&r, 403, "resource_limit_exceeded");
+    let routes = w.get_network(net).await.unwrap()["routes"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(routes, 150);
 }
 
 #[tokio::test]

@@ -33,7 +33,8 @@ enum Command {
         args: Vec<String>,
     },
     /// Benchmarks (`nodes`: node initialization at 1000 nodes; `services`: LoadBalancer
-    /// Services next to HCCM's figures): time, cloud API calls, RSS. Figures only.
+    /// Services next to HCCM's figures; `routes`: pod-CIDR routes for 1000 nodes, then idle):
+    /// time, cloud API calls, RSS. Figures only.
     Bench(bench::BenchArgs),
 }
 

@@ -21,7 +21,8 @@ use crate::wire::{
     self, CreateNetworkReq, DeleteSubnetReq, ProtectionReq, RouteReq, SubnetReq, UpdateReq,
 };
 
-/// Routes per network, the limit users run into (hetznercloud/hcloud-cloud-controller-manager#342).
+/// Routes per network, the limit users run into (hetznercloud/hcloud-cloud-controller-manager#342):
+/// the default of `SimConfig::max_routes_per_network`.
 pub const MAX_ROUTES: usize = 100;
 
 pub fn routes() -> Router<App> {
@@ -143,8 +144,8 @@ fn build_subnet(net: &Network, req: &SubnetReq) -> Result<Subnet, ApiError> {
 
 /// The route rules: RFC 1918 destination that overlaps neither subnets nor other routes nor
 /// the reserved addresses; gateway inside the network, not its first IP, not 172.31.1.1, not
-/// behind a vSwitch.
-fn check_route(net: &Network, req: &RouteReq) -> Result<Route, ApiError> {
+/// behind a vSwitch; at most `max_routes` routes per network.
+fn check_route(net: &Network, req: &RouteReq, max_routes: usize) -> Result<Route, ApiError> {
     let destination = Ipv4Net::parse(&req.destination).ok_or_else(|| {
         ApiError::invalid_input(
             "destination",
@@ -211,10 +212,10 @@ fn check_route(net: &Network, req: &RouteReq) -> Result<Route, ApiError> {
             "gateway must not be behind a vSwitch",
         ));
     }
-    if net.routes.len() >= MAX_ROUTES {
+    if net.routes.len() >= max_routes {
         return Err(ApiError::resource_limit(
             "routes",
-            format!("a network has at most {MAX_ROUTES} routes"),
+            format!("a network has at most {max_routes} routes"),
         ));
     }
     Ok(Route {
@@ -255,7 +256,7 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateNetworkReq>)
         net.subnets.push(subnet);
     }
     for r in req.routes.iter().flatten() {
-        let route = check_route(&net, r)?;
+        let route = check_route(&net, r, app.config.max_routes_per_network)?;
         net.routes.push(route);
     }
     net.id = State::next_id(&mut st.next.network);
@@ -359,8 +360,9 @@ async fn add_route(
     Id(id): Id,
     Body(req): Body<RouteReq>,
 ) -> ApiResult {
+    let max_routes = app.config.max_routes_per_network;
     network_action(&app, id, "add_route", |_, net| {
-        let r = check_route(net, &req)?;
+        let r = check_route(net, &req, max_routes)?;
         net.routes.push(r);
         Ok(())
     })

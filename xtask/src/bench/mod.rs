@@ -1,4 +1,4 @@
-//! `cargo xtask bench [nodes|services|all]`: controller benchmarks. They print figures (and write
+//! `cargo xtask bench [nodes|services|routes|all]`: controller benchmarks. They print figures (and write
 //! them as JSON with `--json`) and assert nothing.
 //!
 //! Every scenario runs one controller binary (profile `release` by default, what the images ship)
@@ -7,6 +7,7 @@
 //! `/proc/<pid>/status`.
 
 mod nodes;
+mod routes;
 mod services;
 
 use std::collections::BTreeMap;
@@ -28,7 +29,9 @@ pub enum Scenario {
     Nodes,
     /// service-controller: LoadBalancer Services created at once, a node join, idle.
     Services,
-    /// `nodes`, then `services`.
+    /// route-controller: pod-CIDR routes for many Nodes created at once, then idle.
+    Routes,
+    /// `nodes`, then `services`, then `routes`.
     All,
 }
 
@@ -50,6 +53,9 @@ pub struct BenchArgs {
     /// `services`: number of LoadBalancer Services [default: 20, 5 with --quick].
     #[arg(long)]
     pub services: Option<usize>,
+    /// `routes`: number of servers, Nodes and routes [default: 1000, 100 with --quick].
+    #[arg(long)]
+    pub routes: Option<usize>,
     /// Cargo profile the controllers are built with (`release` is what the images ship;
     /// `dev-image` builds faster).
     #[arg(long, default_value = "release")]
@@ -84,6 +90,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let f = rt.block_on(services::run(&args, &binary))?;
         figures.insert("services", serde_json::to_value(f)?);
     }
+    if matches!(args.scenario, Scenario::Routes | Scenario::All) {
+        let binary = build_controller("route-controller", &args.profile)?;
+        let f = rt.block_on(routes::run(&args, &binary))?;
+        figures.insert("routes", serde_json::to_value(f)?);
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&figures)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -105,21 +116,30 @@ pub struct Env {
 }
 
 impl Env {
-    /// Starts both; the sim gets a rate limit no benchmark reaches and a request log that keeps
-    /// every call.
+    /// Starts both with [`Env::sim_config`].
     pub async fn start(action_duration: Option<Duration>) -> anyhow::Result<Env> {
-        let plane = testenv::ControlPlane::start()
-            .await
-            .context("starting the control plane")?;
-        let client = plane.client().await?;
+        Self::start_with(Self::sim_config(action_duration)).await
+    }
+
+    /// The benchmarks' sim: a rate limit no benchmark reaches and a request log that keeps every
+    /// call; actions take `action_duration` (default: the sim's).
+    pub fn sim_config(action_duration: Option<Duration>) -> cloud_sim::SimConfig {
         let defaults = cloud_sim::SimConfig::default();
-        let sim = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
+        cloud_sim::SimConfig {
             rate_limit_per_hour: 1_000_000,
             action_duration: action_duration.unwrap_or(defaults.action_duration),
             request_log_capacity: 1_000_000,
             ..defaults
-        })
-        .await;
+        }
+    }
+
+    /// Starts a control plane and a sim configured as `sim`.
+    pub async fn start_with(sim: cloud_sim::SimConfig) -> anyhow::Result<Env> {
+        let plane = testenv::ControlPlane::start()
+            .await
+            .context("starting the control plane")?;
+        let client = plane.client().await?;
+        let sim = cloud_sim::Sim::start_with(sim).await;
         Ok(Env { plane, client, sim })
     }
 
@@ -149,6 +169,17 @@ impl Env {
         binary: &Path,
         env: &[(&str, &str)],
     ) -> anyhow::Result<Controller> {
+        self.controller_with(args, binary, &[], env).await
+    }
+
+    /// [`Env::controller`] with flags of the scenario's own besides the `--arg`s.
+    pub async fn controller_with(
+        &self,
+        args: &BenchArgs,
+        binary: &Path,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Controller> {
         let mut cmd = match &args.wrapper {
             Some(w) => {
                 let mut c = tokio::process::Command::new(w);
@@ -161,6 +192,7 @@ impl Env {
             .arg("--kubeconfig")
             .arg(self.plane.kubeconfig())
             .args(["--leader-elect=false", "--admin-address=127.0.0.1:0"])
+            .args(flags)
             .args(&args.extra)
             .env("HCLOUD_TOKEN", self.sim.token())
             .env("HCLOUD_ENDPOINT", self.sim.endpoint())
@@ -278,6 +310,8 @@ pub struct Calls {
     pub by_endpoint: BTreeMap<String, u64>,
     /// Load-balancer id → calls whose path names it (`/load_balancers/{id}/…`).
     pub by_load_balancer: BTreeMap<u64, u64>,
+    /// HTTP status → count (`423` = a locked resource, `429` = rate limited).
+    pub by_status: BTreeMap<u16, u64>,
 }
 
 impl Calls {
@@ -289,6 +323,7 @@ impl Calls {
                 continue;
             }
             calls.total += 1;
+            *calls.by_status.entry(r.status).or_default() += 1;
             *calls
                 .by_endpoint
                 .entry(format!("{} {}", r.method, r.endpoint))
@@ -311,6 +346,11 @@ impl Calls {
             .filter(|(k, _)| k.ends_with(suffix))
             .map(|(_, n)| n)
             .sum()
+    }
+
+    /// Responses with HTTP `status`.
+    pub fn status(&self, status: u16) -> u64 {
+        self.by_status.get(&status).copied().unwrap_or(0)
     }
 
     /// Prints one `endpoint: count` line per endpoint, indented.
