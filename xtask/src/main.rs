@@ -86,24 +86,27 @@ fn test(args: &[String]) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs every benchmark in its quick form and checks that its JSON report has an entry per
-/// scenario; the figures themselves are not judged.
+/// scenario and that the plot is a PNG; the figures themselves are not judged.
 fn bench_report_is_well_formed() -> anyhow::Result<()> {
-    let json = std::env::temp_dir().join(format!(
-        "cloud-controllers-bench-{}.json",
-        std::process::id()
-    ));
+    let tmp = std::env::temp_dir().join(format!("cloud-controllers-bench-{}", std::process::id()));
+    let (json, plot) = (tmp.with_extension("json"), tmp.with_extension("png"));
     bench::run(bench::BenchArgs {
         scenario: bench::Scenario::All,
         quick: true,
         nodes: None,
         services: None,
+        routes: None,
         profile: "dev".into(),
         extra: Vec::new(),
         wrapper: None,
         json: Some(json.clone()),
+        plot: Some(plot.clone()),
     })?;
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
     let _ = std::fs::remove_file(&json);
+    let png = std::fs::read(&plot)?;
+    let _ = std::fs::remove_file(&plot);
+    anyhow::ensure!(png.starts_with(b"\x89PNG"), "the bench plot is not a PNG");
     for scenario in bench::REPORTED {
         anyhow::ensure!(
             report

@@ -7,6 +7,7 @@
 //! `/proc/<pid>/status`.
 
 mod nodes;
+pub mod plot;
 mod routes;
 mod services;
 
@@ -36,7 +37,7 @@ pub enum Scenario {
 }
 
 /// The JSON report's keys: one per scenario (`all` runs every one).
-pub const REPORTED: &[&str] = &["nodes", "services"];
+pub const REPORTED: &[&str] = &["nodes", "services", "routes"];
 
 /// Options of `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
@@ -71,6 +72,9 @@ pub struct BenchArgs {
     /// Also write the figures of the scenarios that ran to this file (JSON), to compare runs.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also draw objects converged over time, one line per scenario, into this PNG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
 }
 
 /// Runs the benchmark(s).
@@ -80,20 +84,28 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let mut figures = BTreeMap::new();
+    let mut curves = Vec::new();
     if matches!(args.scenario, Scenario::Nodes | Scenario::All) {
         let binary = build_controller("node-controller", &args.profile)?;
         let f = rt.block_on(nodes::run(&args, &binary))?;
+        curves.push(f.convergence.clone());
         figures.insert("nodes", serde_json::to_value(f)?);
     }
     if matches!(args.scenario, Scenario::Services | Scenario::All) {
         let binary = build_controller("service-controller", &args.profile)?;
         let f = rt.block_on(services::run(&args, &binary))?;
+        curves.push(f.convergence.clone());
         figures.insert("services", serde_json::to_value(f)?);
     }
     if matches!(args.scenario, Scenario::Routes | Scenario::All) {
         let binary = build_controller("route-controller", &args.profile)?;
         let f = rt.block_on(routes::run(&args, &binary))?;
+        curves.push(f.convergence.clone());
         figures.insert("routes", serde_json::to_value(f)?);
+    }
+    if let Some(path) = &args.plot {
+        plot::write_png(&curves, path)?;
+        eprintln!("bench: plot written to {}", path.display());
     }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&figures)?)

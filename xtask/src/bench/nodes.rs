@@ -12,6 +12,7 @@ use kube::Api;
 use kube::api::ListParams;
 use serde::Serialize;
 
+use super::plot::Curve;
 use super::{BenchArgs, Calls, Env, Memory, create_nodes, mib};
 
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -28,6 +29,8 @@ pub struct Figures {
     pub calls: Calls,
     pub memory_before: Memory,
     pub memory_after: Memory,
+    /// Initialized Nodes over time (for `--plot`).
+    pub convergence: Curve,
 }
 
 pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
@@ -57,11 +60,13 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
 
     let api: Api<Node> = Api::all(env.client.clone());
     let mut still_tainted = n;
+    let mut convergence = Curve::new(format!("nodes: {n} initialized"), n);
     let done = ctl
         .wait_until(Duration::from_secs(300), async || {
             let list = api.list(&ListParams::default()).await?;
             still_tainted = n.saturating_sub(list.items.len())
                 + list.items.iter().filter(|n| tainted(n)).count();
+            convergence.record(start.elapsed().as_secs_f64(), n - still_tainted);
             Ok(still_tainted == 0)
         })
         .await?;
@@ -75,6 +80,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
         calls: Calls::of(&env.sim),
         memory_before,
         memory_after: ctl.memory(),
+        convergence,
     };
     ctl.stop().await;
     print(&figures, elapsed);

@@ -27,6 +27,7 @@ use kube::{Api, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
 
+use super::plot::Curve;
 use super::{BenchArgs, Calls, Env, Memory, PROBE_QUERY, create_nodes, mib};
 
 const ACTION: Duration = Duration::from_millis(50);
@@ -73,6 +74,8 @@ pub struct Figures {
     pub idle: Idle,
     /// At the end; `peak_rss_kib` is the peak over the whole run.
     pub memory: Memory,
+    /// Routes in the network over time (for `--plot`).
+    pub convergence: Curve,
 }
 
 /// Phase 1. Times from the first Node create; `None` = never within the timeout.
@@ -149,9 +152,11 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     ensure_addresses(&env, &servers).await?;
     let timeout = Duration::from_secs(120) + ACTION * 6 * n as u32;
     let (mut first_route_s, mut all_routes_s, mut in_network) = (None, None, 0);
+    let mut convergence = Curve::new(format!("routes: {n} in the network"), n);
     ctl.wait_until(timeout, async || {
         if all_routes_s.is_none() {
             in_network = routes_in(&env, network).await?;
+            convergence.record(start.elapsed().as_secs_f64(), in_network);
             let now = Some(start.elapsed().as_secs_f64());
             if in_network > 0 && first_route_s.is_none() {
                 first_route_s = now;
@@ -203,6 +208,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
             calls,
         },
         memory: ctl.memory(),
+        convergence,
     };
     ctl.stop().await;
     watch.stop();

@@ -20,6 +20,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 
+use super::plot::Curve;
 use super::{BenchArgs, Calls, Env, Memory, PROBE_QUERY, create_nodes, mib};
 
 const NODES: usize = 10;
@@ -56,6 +57,8 @@ pub struct Figures {
     pub idle: Idle,
     /// At the end; `peak_rss_kib` is the peak over the whole run.
     pub memory: Memory,
+    /// Services with an ingress IP over time (for `--plot`).
+    pub convergence: Curve,
 }
 
 /// Phase 1. Times are `None` when the state was never reached within the timeout.
@@ -112,10 +115,12 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     futures::future::try_join_all(new.iter().map(|s| services.create(&pp, s))).await?;
     let (mut ingress_s, mut with_ingress) = (None, 0);
     let (mut complete_s, mut lbs) = (None, LbCount::default());
+    let mut convergence = Curve::new(format!("services: {n} with an ingress IP"), n);
     ctl.wait_until(TIMEOUT, async || {
         if ingress_s.is_none() {
             let list = services.list(&ListParams::default()).await?;
             with_ingress = list.items.iter().filter(|s| has_ingress(s)).count();
+            convergence.record(start.elapsed().as_secs_f64(), with_ingress);
             ingress_s = (with_ingress == n).then(|| start.elapsed().as_secs_f64());
         }
         if complete_s.is_none() {
@@ -174,6 +179,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
             calls: Calls::of(&env.sim),
         },
         memory: ctl.memory(),
+        convergence,
     };
     ctl.stop().await;
     print(&figures);
