@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use cloud_client::{CloudError, Route, Routes};
 use controller_kit::{Events, KitMetrics};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -52,6 +53,9 @@ impl std::fmt::Debug for Ctx {
             .finish_non_exhaustive()
     }
 }
+
+/// Condition writes sent to the apiserver at once (they are cheap; the routes are serial).
+const CONDITION_WRITES_IN_FLIGHT: usize = 16;
 
 /// Per-node backoff after a failed create: 5 s doubling to 5 min.
 fn backoff(attempt: u32) -> Duration {
@@ -133,6 +137,34 @@ impl Ctx {
         }
     }
 
+    /// Brings every planned node's condition in line before the route writes start (a new node
+    /// says NoRouteCreated at once), a few nodes at a time. Returns what was written.
+    async fn set_conditions(&self, nodes: &[(String, bool)]) -> HashMap<String, Routed> {
+        let due: Vec<(String, Routed)> = nodes
+            .iter()
+            .map(|(n, present)| (n.clone(), if *present { Routed::Yes } else { Routed::No }))
+            .filter(|(n, want)| {
+                self.store
+                    .get(&ObjectRef::new(n))
+                    .is_some_and(|node| condition::needs_write(&node, *want))
+            })
+            .collect();
+        futures::stream::iter(due)
+            .map(|(node, want)| async move {
+                match condition::write(&self.nodes, &node, want).await {
+                    Ok(()) => Some((node, want)),
+                    Err(e) => {
+                        warn!(%node, error = %e, "writing the NetworkUnavailable condition failed");
+                        None
+                    }
+                }
+            })
+            .buffer_unordered(CONDITION_WRITES_IN_FLIGHT)
+            .filter_map(futures::future::ready)
+            .collect()
+            .await
+    }
+
     /// Writes the node's condition unless the cache (or this pass) says it already holds.
     async fn set_condition(&self, node: &str, want: Routed, written: &mut HashMap<String, Routed>) {
         if written.get(node) == Some(&want) {
@@ -188,11 +220,7 @@ pub async fn pass(ctx: &Ctx) -> Result<Option<Instant>, CloudError> {
     };
     ctx.report(&plan.problems).await;
 
-    let mut written = HashMap::new();
-    for (node, present) in &plan.nodes {
-        let want = if *present { Routed::Yes } else { Routed::No };
-        ctx.set_condition(node, want, &mut written).await;
-    }
+    let mut written = ctx.set_conditions(&plan.nodes).await;
     delete_stale(ctx, &plan, &mut routes).await;
     let failed = create_missing(ctx, &plan, &routes, &mut written).await;
 

@@ -1,6 +1,11 @@
 //! Waiting for asynchronous actions. One background poller serves every waiter: all pending action
 //! ids go into a single `GET /actions?id=…&id=…` call, and each action is polled at growing intervals
 //! (e.g. 100 ms, 200 ms, 400 ms … capped), instead of one 500 ms loop per action.
+//!
+//! The first poll of an action comes when actions of its kind (`add_route`, `add_target`, …)
+//! usually finish, learned from earlier ones ([`FirstPoll`]): a controller that must wait for each
+//! action before the next (routes lock their network) then neither polls too early nor waits long
+//! past the end of each action.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -34,6 +39,7 @@ struct Inner {
 struct State {
     pending: HashMap<i64, Pending>,
     poller_running: bool,
+    first_poll: HashMap<String, FirstPoll>,
 }
 
 struct Pending {
@@ -42,6 +48,84 @@ struct Pending {
     interval: Duration,
     next_poll: Instant,
     deadline: Instant,
+    /// Set until the first poll that was due for this action (not one it rode along on).
+    first: Option<FirstPollTry>,
+}
+
+/// What the first poll of an action tried.
+#[derive(Debug, Clone, Copy)]
+struct FirstPollTry {
+    delay: Duration,
+    probe: bool,
+}
+
+/// When to poll an action of one kind first. Starts at the policy's initial delay; a first poll
+/// that finds the action still running lengthens it by a quarter, and every 16th hit (every 4th
+/// while learning) probes 15 % shorter, keeping the shorter delay if the probe hits too. So it
+/// settles just above the usual action time at the price of about one extra poll in sixteen.
+#[derive(Debug, Clone, Copy)]
+struct FirstPoll {
+    delay: Duration,
+    hits: u32,
+    /// First polls learned from, probes included (schedules the next probe).
+    tries: u32,
+}
+
+/// Every this many first-poll hits, one probe tries a shorter delay (more often while learning).
+const PROBE_EVERY: u32 = 16;
+const PROBE_EVERY_WHILE_LEARNING: u32 = 4;
+/// Hits after which a kind counts as learned.
+const LEARNED_AFTER: u32 = 64;
+/// Shortest first-poll delay (an action takes at least a round trip).
+const MIN_FIRST_POLL: Duration = Duration::from_millis(10);
+
+impl FirstPoll {
+    fn new(policy: &ActionPollPolicy) -> Self {
+        Self {
+            delay: policy.initial,
+            hits: 0,
+            tries: 0,
+        }
+    }
+
+    /// The delay for the next action of this kind, and whether it is a probe.
+    fn next(&self) -> FirstPollTry {
+        let every = if self.hits < LEARNED_AFTER {
+            PROBE_EVERY_WHILE_LEARNING
+        } else {
+            PROBE_EVERY
+        };
+        if self.hits > 0 && self.tries % every == every - 1 {
+            FirstPollTry {
+                delay: self.delay.mul_f64(0.85).max(MIN_FIRST_POLL),
+                probe: true,
+            }
+        } else {
+            FirstPollTry {
+                delay: self.delay,
+                probe: false,
+            }
+        }
+    }
+
+    /// Learns from a first poll: `finished` says whether the action was done by then. Returns
+    /// the delay to the next poll when it was not (close behind, once the kind is known to
+    /// finish around this time).
+    fn learn(&mut self, tried: FirstPollTry, finished: bool, max: Duration) -> Option<Duration> {
+        self.tries = self.tries.wrapping_add(1);
+        if finished {
+            self.hits = self.hits.saturating_add(1);
+            if tried.probe {
+                self.delay = tried.delay;
+            }
+            return None;
+        }
+        let known = self.hits > 0;
+        if !tried.probe {
+            self.delay = self.delay.mul_f64(1.25).min(max);
+        }
+        known.then(|| (tried.delay / 4).max(MIN_FIRST_POLL))
+    }
 }
 
 impl fmt::Debug for ActionWaiter {
@@ -73,12 +157,19 @@ impl ActionWaiter {
         let spawn = {
             let mut s = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
+            let policy = &self.inner.policy;
+            let first = s
+                .first_poll
+                .entry(action.command.clone())
+                .or_insert_with(|| FirstPoll::new(policy))
+                .next();
             let p = s.pending.entry(action.id).or_insert_with(|| Pending {
                 command: action.command.clone(),
                 waiters: Vec::new(),
-                interval: self.inner.policy.initial,
-                next_poll: now + self.inner.policy.initial,
-                deadline: now + self.inner.policy.timeout,
+                interval: first.delay,
+                next_poll: now + first.delay,
+                deadline: now + policy.timeout,
+                first: Some(first),
             });
             p.waiters.push(tx);
             !std::mem::replace(&mut s.poller_running, true)
@@ -188,6 +279,21 @@ fn finish_or_reschedule(
     let Some(p) = s.pending.get_mut(&id) else {
         return;
     };
+    // Only a poll that was due for this action teaches when its kind finishes.
+    let soon = match p.first {
+        Some(tried) if now >= p.next_poll => {
+            p.first = None;
+            let command = p.command.clone();
+            s.first_poll
+                .entry(command)
+                .or_insert_with(|| FirstPoll::new(policy))
+                .learn(tried, finished.is_some(), policy.max)
+        }
+        _ => None,
+    };
+    let Some(p) = s.pending.get_mut(&id) else {
+        return;
+    };
     let finished = finished.or_else(|| {
         (now >= p.deadline).then(|| {
             Err(CloudError::Timeout {
@@ -204,10 +310,13 @@ fn finish_or_reschedule(
                 }
             }
         }
-        None => {
-            p.interval = p.interval.mul_f64(policy.factor.max(1.0)).min(policy.max);
-            p.next_poll = now + p.interval;
-        }
+        None => match soon {
+            Some(delay) => p.next_poll = now + delay,
+            None => {
+                p.interval = p.interval.mul_f64(policy.factor.max(1.0)).min(policy.max);
+                p.next_poll = now + p.interval;
+            }
+        },
     }
 }
 
@@ -254,5 +363,63 @@ fn clone_result(r: &Result<(), CloudError>) -> Result<(), CloudError> {
         Err(e) => Err(CloudError::Inconsistent {
             message: e.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> ActionPollPolicy {
+        ActionPollPolicy::default()
+    }
+
+    /// Simulates actions that always take `took`: returns the learned delay and the extra polls.
+    fn run(took: Duration, actions: u32) -> (Duration, u32) {
+        let mut fp = FirstPoll::new(&policy());
+        let mut extra = 0;
+        for _ in 0..actions {
+            let tried = fp.next();
+            let hit = tried.delay >= took;
+            if !hit {
+                extra += 1;
+            }
+            fp.learn(tried, hit, policy().max);
+        }
+        (fp.delay, extra)
+    }
+
+    #[test]
+    fn settles_just_above_a_short_action() {
+        let (delay, extra) = run(Duration::from_millis(50), 1000);
+        assert!(delay >= Duration::from_millis(50), "{delay:?}");
+        assert!(delay <= Duration::from_millis(65), "{delay:?}");
+        // About one probe in 16 misses once learned, one in 4 while learning.
+        let bound =
+            (1000 - LEARNED_AFTER) / PROBE_EVERY + LEARNED_AFTER / PROBE_EVERY_WHILE_LEARNING;
+        assert!(extra <= bound + 5, "{extra} extra polls (bound {bound})");
+    }
+
+    #[test]
+    fn grows_towards_a_long_action() {
+        let (delay, _) = run(Duration::from_secs(2), 40);
+        assert!(delay >= Duration::from_secs(2), "{delay:?}");
+        assert!(delay <= policy().max, "{delay:?}");
+    }
+
+    #[test]
+    fn a_known_kind_that_just_missed_is_polled_again_soon() {
+        let mut fp = FirstPoll::new(&policy());
+        let first = fp.next();
+        assert_eq!(
+            fp.learn(first, false, policy().max),
+            None,
+            "unknown kind: normal growth"
+        );
+        let tried = fp.next();
+        assert_eq!(fp.learn(tried, true, policy().max), None);
+        let tried = fp.next();
+        let soon = fp.learn(tried, false, policy().max).unwrap();
+        assert!(soon < tried.delay, "{soon:?}");
     }
 }

@@ -84,8 +84,27 @@ impl HcloudRoutes {
         current: &[(&str, &str)],
     ) -> Result<(), CloudError> {
         ipv4_only(req)?;
-        let server = self.target_server(req).await?;
-        let Some(gateway) = server.private_ip(self.network).map(str::to_string) else {
+        let internal: Vec<&str> = req
+            .target_addresses
+            .iter()
+            .filter(|a| a.kind == AddressKind::InternalIP)
+            .map(|a| a.address.as_str())
+            .collect();
+        let fits = |g: &Option<String>| {
+            g.as_deref()
+                .is_some_and(|g| internal.is_empty() || internal.contains(&g))
+        };
+        // Routes read servers from a snapshot up to a minute old (HCCM does too); when it does not
+        // fit what the node already shows (just attached, private IP changed), look again, fresh.
+        let (server, mut gateway) = self.gateway(req, self.server_max_age).await?;
+        let server = if fits(&gateway) {
+            server
+        } else {
+            let (fresh, g) = self.gateway(req, Duration::ZERO).await?;
+            gateway = g;
+            fresh
+        };
+        let Some(gateway) = gateway else {
             return Err(CloudError::Inconsistent {
                 message: format!(
                     "server {} ({}) of node {} is not attached to network {}",
@@ -93,12 +112,6 @@ impl HcloudRoutes {
                 ),
             });
         };
-        let internal: Vec<&str> = req
-            .target_addresses
-            .iter()
-            .filter(|a| a.kind == AddressKind::InternalIP)
-            .map(|a| a.address.as_str())
-            .collect();
         if !internal.is_empty() && !internal.contains(&gateway.as_str()) {
             return Err(CloudError::invalid_input(
                 format!("InternalIP addresses of node {}", req.target_node.name),
@@ -122,7 +135,13 @@ impl HcloudRoutes {
             .await
     }
 
-    async fn target_server(&self, req: &RouteRequest) -> Result<Arc<Server>, CloudError> {
+    /// The node's server, from a snapshot at most `max_age` old, and its private IP in the network
+    /// (`None` when it is not attached).
+    async fn gateway(
+        &self,
+        req: &RouteRequest,
+        max_age: Duration,
+    ) -> Result<(Arc<Server>, Option<String>), CloudError> {
         let node = &req.target_node;
         let (key, tried) = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
             Some(pid) => {
@@ -134,13 +153,16 @@ impl HcloudRoutes {
                 format!("server name {:?}", node.name),
             ),
         };
-        self.servers
-            .lookup(&key)
+        let server = self
+            .servers
+            .lookup_with_age(&key, max_age)
             .await?
             .ok_or_else(|| CloudError::NotFound {
                 what: format!("server for node {:?}", node.name),
                 tried: vec![tried],
-            })
+            })?;
+        let gateway = server.private_ip(self.network).map(str::to_string);
+        Ok((server, gateway))
     }
 }
 
