@@ -371,6 +371,30 @@ impl Connection {
         self.impersonating_client(&user, &groups).await
     }
 
+    /// Writes a kubeconfig to `path` that acts as ServiceAccount `namespace/name` (impersonation
+    /// from the admin identity, with the groups the apiserver gives a ServiceAccount), for running a
+    /// controller binary with `--kubeconfig` under exactly that ServiceAccount's RBAC.
+    pub fn write_service_account_kubeconfig(
+        &self,
+        path: &Path,
+        namespace: &str,
+        name: &str,
+    ) -> Result<()> {
+        let mut kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;
+        for named in &mut kubeconfig.auth_infos {
+            if let Some(auth) = named.auth_info.as_mut() {
+                auth.impersonate = Some(format!("system:serviceaccount:{namespace}:{name}"));
+                auth.impersonate_groups = Some(vec![
+                    "system:serviceaccounts".to_owned(),
+                    format!("system:serviceaccounts:{namespace}"),
+                    "system:authenticated".to_owned(),
+                ]);
+            }
+        }
+        let json = serde_json::to_vec_pretty(&kubeconfig).expect("a kubeconfig serializes");
+        std::fs::write(path, json).map_err(Error::io(format!("writing {}", path.display())))
+    }
+
     async fn config(&self) -> Result<kube::Config> {
         crate::install_crypto_provider();
         let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;
