@@ -32,6 +32,7 @@ COPY service-controller/ service-controller/
 COPY route-controller/ route-controller/
 COPY testenv/ testenv/
 COPY xtask/ xtask/
+COPY chart-tests/ chart-tests/
 # One cargo invocation for all five binaries; they are copied out of the cache-mounted target dir in
 # the same step (the mount is not part of the image).
 RUN --mount=type=cache,id=cloud-controllers-cargo-registry,target=/usr/local/cargo/registry,sharing=locked \
