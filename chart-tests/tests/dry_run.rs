@@ -111,3 +111,68 @@ async fn every_rendered_object_passes_a_server_side_dry_run() {
     eprintln!("dry-run total: {total} objects accepted");
     assert!(failures.is_empty(), "rejected:\n{}", failures.join("\n"));
 }
+
+/// `helm install --dry-run=server` against the same apiserver: helm validates the manifests with the
+/// cluster's OpenAPI and renders NOTES.txt, which `helm template` never shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_install_dry_run_renders_notes_that_name_what_was_enabled() {
+    let k = testenv::kube().await;
+    let install = |values: Option<&str>| {
+        let mut cmd = chart_tests::tool(chart_tests::helm());
+        cmd.args(["install", "cloud-controllers"])
+            .arg(chart_tests::chart())
+            .args([
+                "--namespace",
+                "kube-system",
+                "--dry-run=server",
+                "--kubeconfig",
+            ])
+            .arg(k.kubeconfig());
+        if let Some(v) = values {
+            cmd.arg("--values").arg(chart_tests::repo().join(v));
+        }
+        let out = chart_tests::run(cmd);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "helm install --dry-run=server {values:?}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .split_once("NOTES:\n")
+            .map(|(_, n)| n.to_owned())
+            .expect("NOTES")
+    };
+    let notes = install(None);
+    eprintln!("NOTES (defaults):\n{notes}");
+    for c in [
+        "node-controller",
+        "lifecycle-controller",
+        "service-controller",
+    ] {
+        assert!(
+            notes.contains(&format!("  - {c}: Deployment cloud-controllers-{c}")),
+            "{notes}"
+        );
+        assert!(
+            notes.contains(&format!("Lease kube-system/cloud-controller-manager-{c}")),
+            "{notes}"
+        );
+    }
+    assert!(!notes.contains("route-controller:"), "{notes}");
+    assert!(
+        notes.contains("create secret generic hcloud --from-literal=token="),
+        "{notes}"
+    );
+
+    let notes = install(Some("charts/cloud-controllers/ci/all-on-values.yaml"));
+    assert!(notes.contains("  - route-controller: Deployment cloud-controllers-route-controller"));
+    // (Whether the PodMonitor warning shows depends on the CRD the other test installs.)
+
+    let notes = install(Some("charts/cloud-controllers/ci/simulator-values.yaml"));
+    assert!(
+        notes.contains("http://cloud-controllers-simulator.kube-system.svc:8080/v1"),
+        "{notes}"
+    );
+    assert!(!notes.contains("create secret generic hcloud"), "{notes}");
+}
