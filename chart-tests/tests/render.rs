@@ -709,3 +709,20 @@ fn values_yaml_and_the_schema_declare_the_same_keys() {
         assert_eq!(shape(c), shape("node-controller"), "{c}");
     }
 }
+
+#[test]
+fn chart_version_and_app_version_are_the_workspace_version() {
+    let chart_yaml: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(chart().join("Chart.yaml")).unwrap())
+            .unwrap();
+    let cargo = std::fs::read_to_string(chart_tests::repo().join("Cargo.toml")).unwrap();
+    let workspace_version = cargo
+        .split("[workspace.package]")
+        .nth(1)
+        .and_then(|s| s.lines().find(|l| l.starts_with("version = ")))
+        .and_then(|l| l.split('"').nth(1))
+        .expect("workspace version");
+    assert_eq!(chart_yaml["apiVersion"], "v2");
+    assert_eq!(chart_yaml["version"], workspace_version);
+    assert_eq!(chart_yaml["appVersion"], workspace_version);
+}
