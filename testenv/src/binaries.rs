@@ -1,9 +1,11 @@
-//! Finding or building the kube-apiserver and etcd binaries.
+//! Finding or building the Go programs the tests run: kube-apiserver and etcd (the control plane),
+//! helm and skaffold (the chart and dev-loop checks).
 //!
-//! Nothing is downloaded prebuilt: both are compiled from source through the Go module proxy (see
+//! Nothing is downloaded prebuilt: each is compiled from source through the Go module proxy (see
 //! `testenv/go/`) and cached by version under `$HOME/.cache/cloud-controllers/testenv/`, so only the
-//! first run on a machine pays the ~5–7 minutes. `TESTENV_KUBE_APISERVER` / `TESTENV_ETCD` point at
-//! prebuilt binaries instead.
+//! first run on a machine pays (≈ 5–7 minutes for the control plane, ≈ 2 for helm, ≈ 4–8 for
+//! skaffold). `TESTENV_KUBE_APISERVER`, `TESTENV_ETCD`, `TESTENV_HELM` and `TESTENV_SKAFFOLD` point
+//! at prebuilt binaries instead.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -15,6 +17,10 @@ use crate::error::{Error, Result};
 pub const KUBE_APISERVER_VERSION: &str = "v1.36.3";
 /// The etcd release the tests run against.
 pub const ETCD_VERSION: &str = "v3.6.14";
+/// The helm release the chart is linted and rendered with.
+pub const HELM_VERSION: &str = "v3.22.0";
+/// The skaffold release `skaffold.yaml` is checked with (newest schema: skaffold/v4beta13).
+pub const SKAFFOLD_VERSION: &str = "v2.16.1";
 /// Oldest Go that can build [`KUBE_APISERVER_VERSION`] (its go directive).
 pub const MIN_GO: &str = "1.26";
 
@@ -31,7 +37,11 @@ struct Component {
     version: &'static str,
     env_var: &'static str,
     go_mod: &'static str,
-    main_go: &'static str,
+    /// The module's one Go file (`main.go`, or a `tools.go` naming a dependency's main package).
+    go_file: (&'static str, &'static str),
+    /// What `go build` builds: `.` for our own main.go, else the dependency's main package.
+    package: &'static str,
+    tags: &'static str,
     ldflags: &'static str,
 }
 
@@ -40,7 +50,9 @@ const KUBE_APISERVER: Component = Component {
     version: KUBE_APISERVER_VERSION,
     env_var: "TESTENV_KUBE_APISERVER",
     go_mod: include_str!("../go/kube-apiserver.go.mod"),
-    main_go: include_str!("../go/kube-apiserver.main.go"),
+    go_file: ("main.go", include_str!("../go/kube-apiserver.main.go")),
+    package: ".",
+    tags: "",
     // Without the version stamp the apiserver reports v0.0.0 and clients refuse some features.
     ldflags: "-s -w -X k8s.io/component-base/version.gitVersion=v1.36.3 \
               -X k8s.io/component-base/version.gitMajor=1 \
@@ -52,8 +64,41 @@ const ETCD: Component = Component {
     version: ETCD_VERSION,
     env_var: "TESTENV_ETCD",
     go_mod: include_str!("../go/etcd.go.mod"),
-    main_go: include_str!("../go/etcd.main.go"),
+    go_file: ("main.go", include_str!("../go/etcd.main.go")),
+    package: ".",
+    tags: "",
     ldflags: "-s -w",
+};
+
+const HELM: Component = Component {
+    name: "helm",
+    version: HELM_VERSION,
+    env_var: "TESTENV_HELM",
+    go_mod: include_str!("../go/helm.go.mod"),
+    go_file: ("tools.go", include_str!("../go/helm.tools.go")),
+    package: "helm.sh/helm/v3/cmd/helm",
+    tags: "",
+    // As helm's Makefile does for a release: the version, and the Kubernetes version its default
+    // capabilities report (from the client-go it is built with, v0.37).
+    ldflags: "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0 \
+              -X helm.sh/helm/v3/internal/version.metadata= \
+              -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
+              -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
+              -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+              -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37",
+};
+
+const SKAFFOLD: Component = Component {
+    name: "skaffold",
+    version: SKAFFOLD_VERSION,
+    env_var: "TESTENV_SKAFFOLD",
+    go_mod: include_str!("../go/skaffold.go.mod"),
+    go_file: ("tools.go", include_str!("../go/skaffold.tools.go")),
+    package: "github.com/GoogleContainerTools/skaffold/v2/cmd/skaffold",
+    // skaffold's Makefile tags for a static Linux build (cgo is off here).
+    tags: "timetzdata osusergo netgo",
+    ldflags: "-s -w \
+              -X github.com/GoogleContainerTools/skaffold/v2/pkg/skaffold/version.version=v2.16.1",
 };
 
 /// Returns both binaries, building whichever is missing from the cache. Blocking; safe to call from
@@ -63,6 +108,31 @@ pub fn ensure() -> Result<Binaries> {
         etcd: ensure_one(&ETCD)?,
         kube_apiserver: ensure_one(&KUBE_APISERVER)?,
     })
+}
+
+/// Paths of the chart tools.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    pub helm: PathBuf,
+    pub skaffold: PathBuf,
+}
+
+/// Returns helm and skaffold, building whichever is missing from the cache (like [`ensure`]).
+pub fn ensure_tools() -> Result<Tools> {
+    Ok(Tools {
+        helm: ensure_helm()?,
+        skaffold: ensure_skaffold()?,
+    })
+}
+
+/// Returns helm, building it when it is not cached.
+pub fn ensure_helm() -> Result<PathBuf> {
+    ensure_one(&HELM)
+}
+
+/// Returns skaffold, building it when it is not cached.
+pub fn ensure_skaffold() -> Result<PathBuf> {
+    ensure_one(&SKAFFOLD)
 }
 
 /// Where built binaries and their build modules are cached.
@@ -111,7 +181,7 @@ fn build(c: &Component, dir: &Path, binary: &Path) -> Result<()> {
     let src = dir.join("src");
     fs::create_dir_all(&src).map_err(Error::io(format!("creating {}", src.display())))?;
     write_if_changed(&src.join("go.mod"), c.go_mod)?;
-    write_if_changed(&src.join("main.go"), c.main_go)?;
+    write_if_changed(&src.join(c.go_file.0), c.go_file.1)?;
     eprintln!(
         "testenv: building {} {} through the Go module proxy into {} \
          (the first time takes minutes; cached afterwards)",
@@ -130,11 +200,13 @@ fn build(c: &Component, dir: &Path, binary: &Path) -> Result<()> {
         &[
             "build",
             "-trimpath",
+            "-tags",
+            c.tags,
             "-ldflags",
             c.ldflags,
             "-o",
             &tmp_arg,
-            ".",
+            c.package,
         ],
     )?;
     // Rename last, so a half-written binary is never mistaken for a cached one.

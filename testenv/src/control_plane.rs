@@ -371,23 +371,23 @@ impl Connection {
         self.impersonating_client(&user, &groups).await
     }
 
-    /// Writes a kubeconfig to `path` that acts as ServiceAccount `namespace/name` (impersonation,
-    /// as [`Connection::service_account_client`]), for a controller run as a binary: only the
-    /// ServiceAccount's RBAC applies to it.
+    /// Writes a kubeconfig to `path` that acts as ServiceAccount `namespace/name` (impersonation
+    /// from the admin identity, with the groups the apiserver gives a ServiceAccount), for running a
+    /// controller binary with `--kubeconfig` under exactly that ServiceAccount's RBAC.
     pub fn write_service_account_kubeconfig(
         &self,
+        path: &Path,
         namespace: &str,
         name: &str,
-        path: &Path,
     ) -> Result<()> {
         let mut kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;
-        for user in &mut kubeconfig.auth_infos {
-            if let Some(auth) = user.auth_info.as_mut() {
+        for named in &mut kubeconfig.auth_infos {
+            if let Some(auth) = named.auth_info.as_mut() {
                 auth.impersonate = Some(format!("system:serviceaccount:{namespace}:{name}"));
                 auth.impersonate_groups = Some(vec![
-                    "system:serviceaccounts".into(),
+                    "system:serviceaccounts".to_owned(),
                     format!("system:serviceaccounts:{namespace}"),
-                    "system:authenticated".into(),
+                    "system:authenticated".to_owned(),
                 ]);
             }
         }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "the Go toolchain (>= {min}) is needed to build {component} for the test control plane, \
+        "the Go toolchain (>= {min}) is needed to build {component} for the tests, \
          but {found}. Install Go {min} or newer (Debian: a golang-{min} package, or the official \
          tarball) and make sure `go` is on PATH, or point {env_var} at a prebuilt binary"
     )]

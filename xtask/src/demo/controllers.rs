@@ -116,7 +116,7 @@ pub async fn start(
     let kubeconfig = dir.join(format!("{}.kubeconfig", spec.name));
     plane
         .connection()
-        .write_service_account_kubeconfig(NAMESPACE, spec.name, &kubeconfig)?;
+        .write_service_account_kubeconfig(&kubeconfig, NAMESPACE, spec.name)?;
     let log = dir.join(format!("{}.log", spec.name));
     let out = std::fs::File::create(&log)?;
     let admin_addr = free_port()?;

@@ -1,0 +1,95 @@
+# syntax=docker/dockerfile:1.7
+#
+# One Dockerfile for the four controller images and cloud-sim. The workspace is built once (stage
+# `build`); each final stage copies one binary onto distroless/cc (glibc, nonroot). Pick the image
+# with --target:
+#
+#   docker buildx build --target node-controller -t node-controller:dev .
+#   docker buildx build --target cloud-sim --build-arg CARGO_PROFILE=release \
+#     --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" -t cloud-sim:0.1.0 .
+#
+# CARGO_PROFILE: dev-image (default; release without LTO, quick to rebuild) or release (thin LTO,
+# one codegen unit, stripped: the published images). Dependencies are cached by BuildKit cache
+# mounts (cargo registry, git and target dir), so a source change recompiles only the crates that
+# changed; skaffold's targets share the one build stage.
+
+ARG RUST_VERSION=1.95
+ARG DEBIAN_RELEASE=bookworm
+
+FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
+ARG CARGO_PROFILE=dev-image
+WORKDIR /src
+# The whole workspace: cargo loads every member's manifest. .dockerignore keeps tests, docs,
+# charts and target/ out.
+COPY Cargo.toml Cargo.lock ./
+COPY .cargo/ .cargo/
+COPY cloud-client/ cloud-client/
+COPY cloud-sim/ cloud-sim/
+COPY controller-kit/ controller-kit/
+COPY node-controller/ node-controller/
+COPY lifecycle-controller/ lifecycle-controller/
+COPY service-controller/ service-controller/
+COPY route-controller/ route-controller/
+COPY testenv/ testenv/
+COPY xtask/ xtask/
+COPY chart-tests/ chart-tests/
+# One cargo invocation for all five binaries; they are copied out of the cache-mounted target dir in
+# the same step (the mount is not part of the image).
+RUN --mount=type=cache,id=cloud-controllers-cargo-registry,target=/usr/local/cargo/registry,sharing=locked \
+    --mount=type=cache,id=cloud-controllers-cargo-git,target=/usr/local/cargo/git,sharing=locked \
+    --mount=type=cache,id=cloud-controllers-target-${CARGO_PROFILE},target=/src/target,sharing=locked \
+    cargo build --locked --profile "${CARGO_PROFILE}" \
+      -p node-controller -p lifecycle-controller -p service-controller -p route-controller -p cloud-sim --bins \
+ && dir="${CARGO_PROFILE}" && if [ "${dir}" = dev ]; then dir=debug; fi \
+ && mkdir -p /out \
+ && for bin in node-controller lifecycle-controller service-controller route-controller cloud-sim; do \
+      cp "target/${dir}/${bin}" /out/; \
+    done
+
+# Shared by the final stages: glibc + libgcc + CA certificates, user 65532, no shell.
+FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG SOURCE=https://github.com/cloud-controllers/cloud-controllers
+LABEL org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.vendor="cloud-controllers"
+USER 65532:65532
+
+FROM runtime AS node-controller
+LABEL org.opencontainers.image.title="node-controller" \
+      org.opencontainers.image.description="Initializes Nodes from Hetzner Cloud (upstream cloud-node-controller)"
+COPY --from=build /out/node-controller /usr/local/bin/node-controller
+EXPOSE 10271
+ENTRYPOINT ["/usr/local/bin/node-controller"]
+
+FROM runtime AS lifecycle-controller
+LABEL org.opencontainers.image.title="lifecycle-controller" \
+      org.opencontainers.image.description="Deletes Nodes whose server is gone (upstream cloud-node-lifecycle-controller)"
+COPY --from=build /out/lifecycle-controller /usr/local/bin/lifecycle-controller
+EXPOSE 10272
+ENTRYPOINT ["/usr/local/bin/lifecycle-controller"]
+
+FROM runtime AS service-controller
+LABEL org.opencontainers.image.title="service-controller" \
+      org.opencontainers.image.description="LoadBalancer Services on Hetzner Cloud load balancers (upstream service-lb-controller)"
+COPY --from=build /out/service-controller /usr/local/bin/service-controller
+EXPOSE 10273
+ENTRYPOINT ["/usr/local/bin/service-controller"]
+
+FROM runtime AS route-controller
+LABEL org.opencontainers.image.title="route-controller" \
+      org.opencontainers.image.description="Pod-CIDR routes in a Hetzner Cloud network (upstream node-route-controller)"
+COPY --from=build /out/route-controller /usr/local/bin/route-controller
+EXPOSE 10274
+ENTRYPOINT ["/usr/local/bin/route-controller"]
+
+FROM runtime AS cloud-sim
+LABEL org.opencontainers.image.title="cloud-sim" \
+      org.opencontainers.image.description="Simulator of the Hetzner Cloud API subset the controllers use (development only)"
+COPY --from=build /out/cloud-sim /usr/local/bin/cloud-sim
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/cloud-sim"]
+CMD ["--listen", "0.0.0.0:8080"]

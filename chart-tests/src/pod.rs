@@ -1,0 +1,351 @@
+//! Running what a rendered Deployment describes, without a kubelet: its container's binary as a
+//! local process with exactly the container's `args` and `env` (secretKeyRef read from the
+//! apiserver, fieldRef from the pod we pretend to be), `--kubeconfig` added so the process acts as
+//! the pod's ServiceAccount (impersonation: only the applied RBAC applies), emptyDir volumes as temp
+//! directories, and its readiness probe polled over HTTP.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use serde_json::Value;
+
+/// A Deployment's pod template, as rendered.
+#[derive(Debug, Clone)]
+pub struct PodTemplate {
+    pub deployment: String,
+    pub namespace: String,
+    pub service_account: Option<String>,
+    /// The (only) container.
+    pub container: Value,
+    pub volumes: Vec<Value>,
+}
+
+impl PodTemplate {
+    /// The pod template of rendered Deployment `deploy`; it must have exactly one container.
+    pub fn of(deploy: &Value) -> PodTemplate {
+        assert_eq!(
+            crate::kind(deploy),
+            "Deployment",
+            "{}",
+            crate::describe(deploy)
+        );
+        let spec = &deploy["spec"]["template"]["spec"];
+        let containers = spec["containers"].as_array().expect("containers");
+        assert_eq!(containers.len(), 1, "one container per pod");
+        assert!(
+            spec["initContainers"].is_null(),
+            "init containers are not emulated"
+        );
+        PodTemplate {
+            deployment: crate::name(deploy).to_owned(),
+            namespace: crate::namespace(deploy)
+                .expect("a namespaced Deployment")
+                .to_owned(),
+            service_account: spec["serviceAccountName"].as_str().map(str::to_owned),
+            container: containers[0].clone(),
+            volumes: spec["volumes"].as_array().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// The container's `args` (strings only).
+    pub fn args(&self) -> Vec<String> {
+        self.container["args"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().expect("args are strings").to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The value of `--flag=value` in the args.
+    pub fn flag(&self, flag: &str) -> Option<String> {
+        let prefix = format!("--{flag}=");
+        self.args()
+            .into_iter()
+            .find_map(|a| a.strip_prefix(&prefix).map(str::to_owned))
+    }
+
+    /// A container port by name.
+    pub fn port(&self, name: &str) -> u16 {
+        self.container["ports"]
+            .as_array()
+            .and_then(|ports| ports.iter().find(|p| p["name"] == name))
+            .and_then(|p| p["containerPort"].as_u64())
+            .unwrap_or_else(|| panic!("{}: no container port {name}", self.deployment))
+            as u16
+    }
+
+    /// The env entry `name`, as rendered.
+    pub fn env_entry(&self, name: &str) -> Option<&Value> {
+        self.container["env"]
+            .as_array()?
+            .iter()
+            .find(|e| e["name"] == name)
+    }
+
+    /// (path, port) of an httpGet probe (`readinessProbe`, `livenessProbe`).
+    pub fn http_probe(&self, probe: &str) -> (String, u16) {
+        let get = &self.container[probe]["httpGet"];
+        let path = get["path"].as_str().expect("probe path").to_owned();
+        let port = match &get["port"] {
+            Value::String(name) => self.port(name),
+            Value::Number(n) => n.as_u64().expect("port number") as u16,
+            other => panic!("{}: probe port {other}", self.deployment),
+        };
+        (path, port)
+    }
+
+    /// The container environment as the kubelet would build it for pod `pod_name`: plain values,
+    /// `secretKeyRef` read from the apiserver (a missing optional key is left out, a missing required
+    /// one is an error, like CreateContainerConfigError), `fieldRef` metadata.name/namespace.
+    pub async fn resolve_env(
+        &self,
+        client: &kube::Client,
+        pod_name: &str,
+    ) -> Result<Vec<(String, String)>, String> {
+        if !self.container["envFrom"].is_null() {
+            return Err("envFrom is not emulated".into());
+        }
+        let mut out = Vec::new();
+        for entry in self.container["env"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            let name = entry["name"]
+                .as_str()
+                .ok_or("env entry without name")?
+                .to_owned();
+            if let Some(v) = entry.get("value") {
+                out.push((name, v.as_str().unwrap_or_default().to_owned()));
+                continue;
+            }
+            let from = &entry["valueFrom"];
+            if let Some(r) = from.get("secretKeyRef") {
+                let secret = r["name"].as_str().ok_or("secretKeyRef without name")?;
+                let key = r["key"].as_str().ok_or("secretKeyRef without key")?;
+                let optional = r["optional"].as_bool().unwrap_or(false);
+                let found = Api::<Secret>::namespaced(client.clone(), &self.namespace)
+                    .get_opt(secret)
+                    .await
+                    .map_err(|e| format!("reading Secret {secret}: {e}"))?;
+                let value = found
+                    .as_ref()
+                    .and_then(|s| s.data.as_ref())
+                    .and_then(|d| d.get(key))
+                    .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+                match (value, optional) {
+                    (Some(v), _) => out.push((name, v)),
+                    (None, true) => {}
+                    (None, false) => {
+                        return Err(format!(
+                            "env {name}: Secret {}/{secret} has no key {key:?} (exists: {})",
+                            self.namespace,
+                            found.is_some()
+                        ));
+                    }
+                }
+            } else if let Some(r) = from.get("fieldRef") {
+                let value = match r["fieldPath"].as_str() {
+                    Some("metadata.name") => pod_name.to_owned(),
+                    Some("metadata.namespace") => self.namespace.clone(),
+                    other => return Err(format!("env {name}: fieldRef {other:?} is not emulated")),
+                };
+                out.push((name, value));
+            } else {
+                return Err(format!("env {name}: {from} is not emulated"));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A pod template started as a local process.
+#[derive(Debug)]
+pub struct Process {
+    pub name: String,
+    pub child: tokio::process::Child,
+    pub log: PathBuf,
+    pub ready: (String, u16),
+}
+
+/// How to start a [`PodTemplate`].
+#[derive(Debug)]
+pub struct Launch<'a> {
+    pub template: &'a PodTemplate,
+    pub program: PathBuf,
+    pub pod_name: String,
+    /// Added as `--kubeconfig=…` (the only flag added to the rendered args).
+    pub kubeconfig: Option<PathBuf>,
+    /// Replaces (name, value) after resolving: only for what Kubernetes itself would change, e.g. a
+    /// Service's DNS name that only cluster DNS resolves.
+    pub env_rewrites: Vec<(String, String, String)>,
+    /// Where logs and emptyDir volumes go.
+    pub dir: &'a Path,
+}
+
+impl Launch<'_> {
+    /// Starts the process: rendered args (emptyDir mount paths mapped into `dir`), `--kubeconfig`
+    /// when given, nothing but the container's environment.
+    pub async fn start(self, client: &kube::Client) -> Result<Process, String> {
+        let t = self.template;
+        let mut env = t.resolve_env(client, &self.pod_name).await?;
+        for (var, from, to) in &self.env_rewrites {
+            for (name, value) in env.iter_mut() {
+                if name == var {
+                    *value = value.replace(from, to);
+                }
+            }
+        }
+        let mut args = t.args();
+        for (mount, local) in self.empty_dirs()? {
+            for a in args.iter_mut() {
+                *a = a.replace(&mount, &local.display().to_string());
+            }
+            for (_, v) in env.iter_mut() {
+                *v = v.replace(&mount, &local.display().to_string());
+            }
+        }
+        if let Some(k) = &self.kubeconfig {
+            args.push(format!("--kubeconfig={}", k.display()));
+        }
+        let log = self.dir.join(format!("{}.log", self.pod_name));
+        let file = std::fs::File::create(&log).map_err(|e| format!("creating log: {e}"))?;
+        let err = file.try_clone().map_err(|e| e.to_string())?;
+        let child = tokio::process::Command::new(&self.program)
+            .args(&args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::null())
+            .stdout(file)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", self.program.display()))?;
+        Ok(Process {
+            name: self.pod_name,
+            child,
+            log,
+            ready: t.http_probe("readinessProbe"),
+        })
+    }
+
+    fn empty_dirs(&self) -> Result<Vec<(String, PathBuf)>, String> {
+        let mut out = Vec::new();
+        for m in self.template.container["volumeMounts"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            let vol = self
+                .template
+                .volumes
+                .iter()
+                .find(|v| v["name"] == m["name"])
+                .ok_or_else(|| format!("volumeMount {} without volume", m["name"]))?;
+            if vol.get("emptyDir").is_none() {
+                return Err(format!("volume {vol} is not emulated (only emptyDir)"));
+            }
+            let local = self.dir.join(format!(
+                "{}-{}",
+                self.pod_name,
+                m["name"].as_str().unwrap_or("vol")
+            ));
+            std::fs::create_dir_all(&local).map_err(|e| e.to_string())?;
+            out.push((
+                m["mountPath"].as_str().unwrap_or_default().to_owned(),
+                local,
+            ));
+        }
+        Ok(out)
+    }
+}
+
+impl Process {
+    /// The last lines of the process's output.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Polls the readiness probe until it answers 200; fails early when the process exits.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return Err(format!(
+                    "{} exited before it was ready ({status}):\n{}",
+                    self.name,
+                    self.log_tail(40)
+                ));
+            }
+            if http_status(self.ready.1, &self.ready.0).await == Some(200) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!(
+                    "{}: GET :{}{} did not answer 200 within {timeout:?}:\n{}",
+                    self.name,
+                    self.ready.1,
+                    self.ready.0,
+                    self.log_tail(40)
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Still running?
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM, then waits (at most 30 s) for the exit status.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("the process runs").to_string();
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(killed.success(), "kill -TERM {pid}");
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{} did not exit within 30 s of SIGTERM", self.name))
+            .expect("wait for the process")
+    }
+}
+
+/// The HTTP status of `GET path` on 127.0.0.1:`port`, `None` when nothing answers.
+pub async fn http_status(port: u16, path: &str) -> Option<u16> {
+    let text = http_get(port, path, &[]).await?;
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A minimal HTTP/1.0 GET on loopback: the whole response, `None` when nothing answers.
+pub async fn http_get(port: u16, path: &str, headers: &[(&str, &str)]) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::net::TcpStream::connect(("127.0.0.1", port)),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let mut req = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
+        .await
+        .ok()?
+        .ok()?;
+    Some(out)
+}

@@ -1,0 +1,209 @@
+{{/*
+The four controllers, in the order objects are rendered. Each has a values block named after it in
+camelCase (node-controller -> nodeController) and its RBAC in files/rbac/<name>.yaml.
+*/}}
+{{- define "cc.controllers" -}}
+node-controller lifecycle-controller service-controller route-controller
+{{- end }}
+
+{{/* The values block of controller `.name`: dict "root" $ "name" "node-controller". */}}
+{{- define "cc.valuesKey" -}}
+{{- . | camelcase | untitle -}}
+{{- end }}
+
+{{- define "cc.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "cc.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Name of a component's objects: <fullname>-<component>. */}}
+{{- define "cc.componentName" -}}
+{{- printf "%s-%s" (include "cc.fullname" .root) .component | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "cc.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels (immutable: never add version-like labels here). dict "root" $ "component" name */}}
+{{- define "cc.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "cc.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Labels of every object. dict "root" $ "component" name */}}
+{{- define "cc.labels" -}}
+helm.sh/chart: {{ include "cc.chart" .root }}
+{{ include "cc.selectorLabels" . }}
+app.kubernetes.io/part-of: cloud-controllers
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* repository[:tag][@digest]; the tag defaults to the chart's appVersion. dict "root" $ "image" .image */}}
+{{- define "cc.image" -}}
+{{- $tag := .image.tag | default .root.Chart.AppVersion | toString -}}
+{{- .image.repository }}{{ if $tag }}:{{ $tag }}{{ end }}{{ with .image.digest }}@{{ . }}{{ end }}
+{{- end }}
+
+{{/* ServiceAccount of a controller. dict "root" $ "component" name "values" block */}}
+{{- define "cc.serviceAccountName" -}}
+{{- .values.serviceAccount.name | default (include "cc.componentName" .) }}
+{{- end }}
+
+{{/* The Secret the controllers read HCLOUD_TOKEN (and HCLOUD_NETWORK) from. */}}
+{{- define "cc.credentialsSecret" -}}
+{{- if .Values.simulator.enabled }}
+{{- include "cc.componentName" (dict "root" . "component" "simulator") }}
+{{- else }}
+{{- .Values.credentials.secretName }}
+{{- end }}
+{{- end }}
+
+{{- define "cc.tokenKey" -}}
+{{- if .Values.simulator.enabled }}token{{ else }}{{ .Values.credentials.tokenKey }}{{ end }}
+{{- end }}
+
+{{- define "cc.networkKey" -}}
+{{- if .Values.simulator.enabled }}network{{ else }}{{ .Values.credentials.networkKey }}{{ end }}
+{{- end }}
+
+{{/* The simulator's token: the value, or 64 hex characters derived from the release. */}}
+{{- define "cc.simulatorToken" -}}
+{{- .Values.simulator.token | default (printf "cloud-sim/%s/%s" .Release.Namespace .Release.Name | sha256sum) }}
+{{- end }}
+
+{{- define "cc.simulatorEndpoint" -}}
+{{- printf "http://%s.%s.svc:%d/v1" (include "cc.componentName" (dict "root" . "component" "simulator")) .Release.Namespace (int .Values.simulator.port) }}
+{{- end }}
+
+{{/*
+Renders a flag map as container args, sorted by flag: `--flag=value`, or `--flag` for "".
+*/}}
+{{- define "cc.renderArgs" -}}
+{{- range $flag, $value := . }}
+{{- if eq (toString $value) "" }}
+- {{ printf "--%s" $flag | quote }}
+{{- else }}
+- {{ printf "--%s=%s" $flag (toString $value) | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Container args of a controller: the flags the chart manages, then the block's `args` (null drops a
+flag). dict "root" $ "component" name "values" block
+*/}}
+{{- define "cc.controllerArgs" -}}
+{{- $root := .root }}
+{{- $v := .values }}
+{{- $args := dict }}
+{{- $_ := set $args "admin-address" (printf "0.0.0.0:%d" (int $v.adminPort)) }}
+{{- $_ := set $args "log-format" $root.Values.logFormat }}
+{{- $le := $root.Values.leaderElection }}
+{{- $_ := set $args "leader-elect" (ternary "true" "false" $le.enabled) }}
+{{- /* The Role of the Lease lives in the release namespace, so the Lease must too. */}}
+{{- $_ := set $args "leader-elect-resource-namespace" $root.Release.Namespace }}
+{{- with $le.leaseDuration }}{{ $_ := set $args "leader-elect-lease-duration" . }}{{ end }}
+{{- with $le.renewDeadline }}{{ $_ := set $args "leader-elect-renew-deadline" . }}{{ end }}
+{{- with $le.retryPeriod }}{{ $_ := set $args "leader-elect-retry-period" . }}{{ end }}
+{{- if eq .component "route-controller" }}
+{{- $_ := set $args "cluster-cidr" $v.clusterCIDR }}
+{{- end }}
+{{- range $flag, $value := $v.args }}
+{{- if has $flag (list "admin-address" "leader-elect" "leader-elect-resource-namespace" "leader-elect-resource-name" "cluster-cidr" "kubeconfig") }}
+{{- fail (printf "%s.args.%s: this flag is managed by the chart (admin-address: adminPort; leader-elect*: leaderElection, and the Lease name and namespace are fixed by the RBAC in files/rbac; cluster-cidr: routeController.clusterCIDR)" (include "cc.valuesKey" $.component) $flag) }}
+{{- end }}
+{{- if kindIs "invalid" $value }}
+{{- $_ := unset $args $flag }}
+{{- else }}
+{{- $_ := set $args $flag $value }}
+{{- end }}
+{{- end }}
+{{- include "cc.renderArgs" $args }}
+{{- end }}
+
+{{/*
+Environment of a controller: POD_NAME (Lease identity), the credentials, HCLOUD_* settings that
+controller reads, then the block's `env` (null removes) and `extraEnv`.
+dict "root" $ "component" name "values" block
+*/}}
+{{- define "cc.controllerEnv" -}}
+{{- $root := .root }}
+{{- $v := .values }}
+{{- $h := $root.Values.hcloud }}
+{{- $secret := include "cc.credentialsSecret" $root }}
+{{- $env := dict }}
+{{- $_ := set $env "POD_NAME" (dict "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) }}
+{{- $_ := set $env "HCLOUD_TOKEN" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.tokenKey" $root)))) }}
+{{- if or $h.network.enabled (eq .component "route-controller") }}
+{{- $_ := set $env "HCLOUD_NETWORK" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.networkKey" $root) "optional" true))) }}
+{{- end }}
+{{- $plain := dict }}
+{{- if $root.Values.simulator.enabled }}
+{{- $_ := set $plain "HCLOUD_ENDPOINT" (include "cc.simulatorEndpoint" $root) }}
+{{- else }}
+{{- $_ := set $plain "HCLOUD_ENDPOINT" $h.endpoint }}
+{{- end }}
+{{- $_ := set $plain "HCLOUD_SERVER_CACHE_MAX_AGE" $h.serverCacheMaxAge }}
+{{- $_ := set $plain "HCLOUD_REQUEST_TIMEOUT" $h.requestTimeout }}
+{{- $_ := set $plain "HCLOUD_DEBUG" $h.debug }}
+{{- if eq .component "node-controller" }}
+{{- $_ := set $plain "HCLOUD_INSTANCES_ADDRESS_FAMILY" $h.instances.addressFamily }}
+{{- $_ := set $plain "HCLOUD_INSTANCES_ZONE_LABEL_ENABLED" $h.instances.zoneLabelEnabled }}
+{{- end }}
+{{- if eq .component "route-controller" }}
+{{- $_ := set $plain "HCLOUD_NETWORK_ROUTES_ENABLED" $h.networkRoutesEnabled }}
+{{- end }}
+{{- if eq .component "service-controller" }}
+{{- $lb := $h.loadBalancers }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_ENABLED" $lb.enabled }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_LOCATION" $lb.location }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_NETWORK_ZONE" $lb.networkZone }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_TYPE" $lb.type }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE" $lb.algorithmType }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP" $lb.usePrivateIP }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS" $lb.disablePrivateIngress }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_DISABLE_PUBLIC_NETWORK" $lb.disablePublicNetwork }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_DISABLE_IPV6" $lb.disableIPv6 }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL" $lb.usesProxyProtocol }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE" $lb.privateSubnetIPRange }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL" $lb.healthCheck.interval }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT" $lb.healthCheck.timeout }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES" $lb.healthCheck.retries }}
+{{- end }}
+{{- range $name, $value := $plain }}
+{{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) }}
+{{- $_ := set $env $name (dict "value" (toString $value)) }}
+{{- end }}
+{{- end }}
+{{- range $name, $value := $v.env }}
+{{- if kindIs "invalid" $value }}
+{{- $_ := unset $env $name }}
+{{- else }}
+{{- $_ := set $env $name (dict "value" (toString $value)) }}
+{{- end }}
+{{- end }}
+{{- range $name, $body := $env }}
+- {{ merge (dict "name" $name) $body | toYaml | nindent 2 | trim }}
+{{- end }}
+{{- with $v.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
