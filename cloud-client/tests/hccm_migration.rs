@@ -5,10 +5,13 @@
 //! changes. Bad input must be refused before any write.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_client::hcloud::{HcloudConfig, HcloudProvider, RetryPolicy, Token};
-use cloud_client::{CloudError, IpMode, LbNode, PortProtocol, ServicePort, ServiceRef, Warning};
+use cloud_client::{
+    CloudError, IpMode, LbNode, LoadBalancers, PortProtocol, ServicePort, ServiceRef, Warning,
+};
 use cloud_sim::{Sim, SimConfig, World};
 use serde_json::{Value, json};
 
@@ -83,6 +86,18 @@ fn writes(sim: &Sim) -> Vec<String> {
         .filter(|e| e.method != "GET")
         .map(|e| format!("{} {}", e.method, e.endpoint))
         .collect()
+}
+
+/// Runs `ensure` with a fresh request log and returns the writes it made.
+async fn ensure_writes(
+    sim: &Sim,
+    lbs: &Arc<dyn LoadBalancers>,
+    svc: &ServiceRef,
+    nodes: &[LbNode],
+) -> Vec<String> {
+    sim.reset_counters();
+    lbs.ensure(svc, nodes).await.unwrap();
+    writes(sim)
 }
 
 fn action(name: &str) -> String {
@@ -250,9 +265,10 @@ async fn port_without_node_port_keeps_its_lb_service() {
         ports,
         &[ann[0], ann[1], ("uses-proxyprotocol", "true")],
     );
-    sim.reset_counters();
-    lbs.ensure(&proxied, &[]).await.unwrap();
-    assert_eq!(writes(&sim), [action("update_service")]);
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &proxied, &[]).await,
+        [action("update_service")]
+    );
     let lb = w.get_load_balancer(id).await.unwrap();
     assert_eq!(service_on(&lb, 80)["proxyprotocol"], true);
     assert_eq!(service_on(&lb, 443)["proxyprotocol"], false);
@@ -276,15 +292,17 @@ async fn lb_is_renamed_only_by_the_name_annotation() {
     let lbs = p.load_balancers().unwrap();
     let ann = [("type", "lb11"), ("location", "fsn1")];
 
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, web_ports(), &ann), &[]).await.unwrap();
-    assert_eq!(writes(&sim), Vec::<String>::new());
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, web_ports(), &ann), &[]).await,
+        Vec::<String>::new()
+    );
     assert_eq!(w.get_load_balancer(id).await.unwrap()["name"], "web-lb");
 
     let named = svc(UID, web_ports(), &[ann[0], ann[1], ("name", "web-lb-2")]);
-    sim.reset_counters();
-    lbs.ensure(&named, &[]).await.unwrap();
-    assert_eq!(writes(&sim), ["PUT /load_balancers/{id}"]);
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &named, &[]).await,
+        ["PUT /load_balancers/{id}"]
+    );
     assert_eq!(w.get_load_balancer(id).await.unwrap()["name"], "web-lb-2");
 }
 
@@ -329,9 +347,10 @@ async fn unlabelled_lb_found_by_name_gets_only_the_label() {
     assert_eq!(lb["name"], hccm_name(UID));
     assert_eq!(lb["labels"], json!({"team": "web", UID_LABEL: UID}));
 
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, web_ports(), &ann), &[]).await.unwrap();
-    assert_eq!(writes(&sim), Vec::<String>::new());
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, web_ports(), &ann), &[]).await,
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -381,11 +400,10 @@ async fn unset_proxyprotocol_and_health_check_path_leave_what_hccm_set() {
 
     let mut with_path = ann.to_vec();
     with_path.push(("health-check-http-path", "/ready"));
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, vec![tcp(80, 30080)], &with_path), &[])
-        .await
-        .unwrap();
-    assert_eq!(writes(&sim), [action("update_service")]);
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, vec![tcp(80, 30080)], &with_path), &[]).await,
+        [action("update_service")]
+    );
     let lb = w.get_load_balancer(id).await.unwrap();
     assert_eq!(
         service_on(&lb, 80)["health_check"]["http"]["path"],
@@ -424,20 +442,18 @@ async fn health_check_details_alone_keep_tcp_on_the_node_port() {
         ("http-status-codes", "2??"),
     ];
 
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, vec![tcp(80, 30080)], &ann), &[])
-        .await
-        .unwrap();
-    assert_eq!(writes(&sim), Vec::<String>::new());
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, vec![tcp(80, 30080)], &ann), &[]).await,
+        Vec::<String>::new()
+    );
 
     // A trigger (here the port) switches the whole block on, with the details.
     let mut trig = ann.to_vec();
     trig.push(("health-check-port", "30080"));
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, vec![tcp(80, 30080)], &trig), &[])
-        .await
-        .unwrap();
-    assert_eq!(writes(&sim), [action("update_service")]);
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, vec![tcp(80, 30080)], &trig), &[]).await,
+        [action("update_service")]
+    );
     let hc = service_on(&w.get_load_balancer(id).await.unwrap(), 80)["health_check"].clone();
     assert_eq!(hc["protocol"], "http");
     assert_eq!(hc["http"]["path"], "/healthz");
@@ -475,21 +491,19 @@ async fn env_health_check_default_matches_hccms_block() {
     let lbs = p.load_balancers().unwrap();
 
     let http = ("protocol", "http");
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, web_ports(), &[http]), &[])
-        .await
-        .unwrap();
-    assert_eq!(writes(&sim), Vec::<String>::new());
-
-    sim.reset_counters();
-    lbs.ensure(
-        &svc(UID, web_ports(), &[http, ("health-check-retries", "5")]),
-        &[],
-    )
-    .await
-    .unwrap();
     assert_eq!(
-        writes(&sim),
+        ensure_writes(&sim, &lbs, &svc(UID, web_ports(), &[http]), &[]).await,
+        Vec::<String>::new()
+    );
+
+    assert_eq!(
+        ensure_writes(
+            &sim,
+            &lbs,
+            &svc(UID, web_ports(), &[http, ("health-check-retries", "5")]),
+            &[],
+        )
+        .await,
         [action("update_service"), action("update_service")]
     );
     let hc = service_on(&w.get_load_balancer(id).await.unwrap(), 443)["health_check"].clone();
@@ -548,11 +562,10 @@ async fn protected_lb_of_a_deleted_service_is_taken_over_by_its_successor() {
 
     let mut changed = ann.to_vec();
     changed.push(("algorithm-type", "least_connections"));
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, web_ports(), &changed), &[])
-        .await
-        .unwrap();
-    assert_eq!(writes(&sim), [action("change_algorithm")]);
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, web_ports(), &changed), &[]).await,
+        [action("change_algorithm")]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -607,19 +620,17 @@ async fn annotation_case_is_accepted_as_hccm_does() {
         ("health-check-interval", "10s"),
     ];
 
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, vec![tcp(80, 30080)], &ann), &[])
-        .await
-        .unwrap();
-    assert_eq!(writes(&sim), Vec::<String>::new());
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, vec![tcp(80, 30080)], &ann), &[]).await,
+        Vec::<String>::new()
+    );
 
     let mut changed = ann.to_vec();
     changed[3] = ("algorithm-type", "ROUND_ROBIN");
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, vec![tcp(80, 30080)], &changed), &[])
-        .await
-        .unwrap();
-    assert_eq!(writes(&sim), [action("change_algorithm")]);
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, vec![tcp(80, 30080)], &changed), &[]).await,
+        [action("change_algorithm")]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -749,20 +760,23 @@ async fn managed_certificate_is_found_by_its_label() {
     ];
     let ports = || vec![tcp(443, 30443)];
 
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, ports(), &ann), &[]).await.unwrap();
-    assert_eq!(writes(&sim), Vec::<String>::new());
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, ports(), &ann), &[]).await,
+        Vec::<String>::new()
+    );
 
     let mut renamed = ann.to_vec();
     renamed.push(("http-managed-certificate-name", "web-cert"));
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, ports(), &renamed), &[]).await.unwrap();
-    assert_eq!(writes(&sim), Vec::<String>::new());
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, ports(), &renamed), &[]).await,
+        Vec::<String>::new()
+    );
 
     renamed.push(("http-redirect-http", "true"));
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, ports(), &renamed), &[]).await.unwrap();
-    assert_eq!(writes(&sim), [action("update_service")]);
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, ports(), &renamed), &[]).await,
+        [action("update_service")]
+    );
     let lb = w.get_load_balancer(id).await.unwrap();
     assert_eq!(
         service_on(&lb, 443)["http"]["certificates"],
@@ -788,15 +802,21 @@ async fn empty_type_annotation_means_unset() {
     let lbs = p.load_balancers().unwrap();
     let ann = [("type", ""), ("location", "fsn1"), ("certificate-type", "")];
 
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, web_ports(), &ann), &[]).await.unwrap();
-    assert_eq!(writes(&sim), Vec::<String>::new());
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, web_ports(), &ann), &[]).await,
+        Vec::<String>::new()
+    );
 
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, web_ports(), &[("type", "lb31"), ann[1]]), &[])
-        .await
-        .unwrap();
-    assert_eq!(writes(&sim), [action("change_type")]);
+    assert_eq!(
+        ensure_writes(
+            &sim,
+            &lbs,
+            &svc(UID, web_ports(), &[("type", "lb31"), ann[1]]),
+            &[]
+        )
+        .await,
+        [action("change_type")]
+    );
     let lb = w.get_load_balancer(id).await.unwrap();
     assert_eq!(lb["load_balancer_type"]["name"], "lb31");
 
@@ -919,9 +939,10 @@ async fn more_ports_than_the_type_allows_is_refused_before_any_write() {
         &[],
     )
     .await;
-    sim.reset_counters();
-    lbs.ensure(&svc(UID, six, &[ann[1]]), &[]).await.unwrap();
-    assert_eq!(writes(&sim), Vec::<String>::new());
+    assert_eq!(
+        ensure_writes(&sim, &lbs, &svc(UID, six, &[ann[1]]), &[]).await,
+        Vec::<String>::new()
+    );
     let sixteen: Vec<ServicePort> = (0..16).map(|i| tcp(8000 + i, 30000 + i)).collect();
     sim.reset_counters();
     let e = lbs

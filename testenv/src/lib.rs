@@ -16,6 +16,7 @@
 mod binaries;
 mod control_plane;
 mod error;
+mod kubelet;
 mod pki;
 mod process;
 mod rbac;
@@ -27,6 +28,7 @@ pub use binaries::{
 };
 pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};
 pub use error::{Error, Result};
+pub use kubelet::set_node_ready;
 pub use process::{Lifetime, pid_alive};
 pub use rbac::bind_chart_rbac;
 pub use shared::{TestKube, kube};

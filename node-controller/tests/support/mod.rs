@@ -8,9 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 
 pub mod run;
@@ -82,30 +82,9 @@ pub async fn create_node(client: &Client, run: &str, name: &str, spec: NodeSpecT
 
 /// Patches the node's Ready condition, as kubelet would.
 pub async fn set_ready(client: &Client, name: &str, ready: bool) {
-    let api: Api<Node> = Api::all(client.clone());
-    let status = NodeStatus {
-        conditions: Some(vec![NodeCondition {
-            type_: "Ready".into(),
-            status: if ready { "True" } else { "False" }.into(),
-            reason: Some(
-                if ready {
-                    "KubeletReady"
-                } else {
-                    "KubeletNotReady"
-                }
-                .into(),
-            ),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"status": status})),
-    )
-    .await
-    .expect("patch node status");
+    testenv::set_node_ready(client, name, ready)
+        .await
+        .expect("patch node status");
 }
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.

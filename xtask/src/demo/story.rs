@@ -215,6 +215,22 @@ impl Story<'_> {
         .await
     }
 
+    /// Whether a load balancer targets the server, and the gateway of its podCIDR's route.
+    async fn serves(&self, server: &Server) -> anyhow::Result<(bool, Option<String>)> {
+        let targeted = self
+            .load_balancers()
+            .await?
+            .iter()
+            .any(|lb| targets(lb).contains(&server.id));
+        let gateway = self
+            .routes()
+            .await?
+            .into_iter()
+            .find(|(dest, _)| dest == &server.pod_cidr)
+            .map(|(_, gw)| gw);
+        Ok((targeted, gateway))
+    }
+
     async fn powered_off(&self, server: &Server) -> anyhow::Result<()> {
         self.sim
             .world()
@@ -241,17 +257,8 @@ impl Story<'_> {
             if self.node(&server.name).await?.is_some() {
                 return Ok(None);
             }
-            let targeted = self
-                .load_balancers()
-                .await?
-                .iter()
-                .any(|lb| targets(lb).contains(&server.id));
-            let routed = self
-                .routes()
-                .await?
-                .iter()
-                .any(|(dest, _)| dest == &server.pod_cidr);
-            Ok((!targeted && !routed).then_some(()))
+            let (targeted, routed) = self.serves(server).await?;
+            Ok((!targeted && routed.is_none()).then_some(()))
         })
         .await
     }
@@ -262,16 +269,8 @@ impl Story<'_> {
         self.servers.push(server.clone());
         self.initialized(std::slice::from_ref(&server.name)).await?;
         until(async || {
-            let targeted = self
-                .load_balancers()
-                .await?
-                .iter()
-                .any(|lb| targets(lb).contains(&server.id));
-            let routed = self
-                .routes()
-                .await?
-                .contains(&(server.pod_cidr.clone(), server.private_ip.clone()));
-            Ok((targeted && routed).then_some(()))
+            let (targeted, routed) = self.serves(&server).await?;
+            Ok((targeted && routed.as_ref() == Some(&server.private_ip)).then_some(()))
         })
         .await
     }

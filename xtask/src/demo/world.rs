@@ -2,7 +2,7 @@
 //! with `--cloud-provider=external` register them.
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -124,29 +124,7 @@ async fn clear_not_ready_taint(client: &Client, name: &str) -> anyhow::Result<()
 
 /// Writes the node's Ready condition, as kubelet's heartbeat (or its absence) would.
 pub async fn set_ready(client: &Client, name: &str, ready: bool) -> anyhow::Result<()> {
-    let status = NodeStatus {
-        conditions: Some(vec![NodeCondition {
-            type_: "Ready".into(),
-            status: if ready { "True" } else { "False" }.into(),
-            reason: Some(
-                if ready {
-                    "KubeletReady"
-                } else {
-                    "NodeStatusUnknown"
-                }
-                .into(),
-            ),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    Api::<Node>::all(client.clone())
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Strategic(json!({"status": status})),
-        )
+    testenv::set_node_ready(client, name, ready)
         .await
-        .with_context(|| format!("setting Ready={ready} on {name}"))?;
-    Ok(())
+        .with_context(|| format!("setting Ready={ready} on {name}"))
 }
