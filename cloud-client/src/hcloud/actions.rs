@@ -60,22 +60,25 @@ struct FirstPollTry {
 }
 
 /// When to poll an action of one kind first. Starts at the policy's initial delay; a first poll
-/// that finds the action still running lengthens it by a quarter, and every 16th hit (every 4th
-/// while learning) probes 15 % shorter, keeping the shorter delay if the probe hits too. So it
-/// settles just above the usual action time at the price of about one extra poll in sixteen.
+/// that finds the action still running lengthens it by a quarter. Every 32nd first poll (every
+/// 4th while learning) probes shorter: halfway down to the longest probe that missed (15 % less
+/// before any did), keeping the shorter delay when it hits. So the delay closes in on the usual
+/// action time from above, at the price of about one extra poll in sixty-four.
 #[derive(Debug, Clone, Copy)]
 struct FirstPoll {
     delay: Duration,
+    /// The longest probe delay that found an action still running (`ZERO`: none yet).
+    floor: Duration,
     hits: u32,
     /// First polls learned from, probes included (schedules the next probe).
     tries: u32,
 }
 
-/// Every this many first-poll hits, one probe tries a shorter delay (more often while learning).
-const PROBE_EVERY: u32 = 16;
+/// Every this many first polls, one probe tries a shorter delay (more often while learning).
+const PROBE_EVERY: u32 = 32;
 const PROBE_EVERY_WHILE_LEARNING: u32 = 4;
 /// Hits after which a kind counts as learned.
-const LEARNED_AFTER: u32 = 64;
+const LEARNED_AFTER: u32 = 32;
 /// Shortest first-poll delay (an action takes at least a round trip).
 const MIN_FIRST_POLL: Duration = Duration::from_millis(10);
 
@@ -83,6 +86,7 @@ impl FirstPoll {
     fn new(policy: &ActionPollPolicy) -> Self {
         Self {
             delay: policy.initial,
+            floor: Duration::ZERO,
             hits: 0,
             tries: 0,
         }
@@ -96,8 +100,13 @@ impl FirstPoll {
             PROBE_EVERY
         };
         if self.hits > 0 && self.tries % every == every - 1 {
+            let shorter = if self.floor.is_zero() {
+                self.delay.mul_f64(0.85)
+            } else {
+                (self.floor + self.delay) / 2
+            };
             FirstPollTry {
-                delay: self.delay.mul_f64(0.85).max(MIN_FIRST_POLL),
+                delay: shorter.max(MIN_FIRST_POLL),
                 probe: true,
             }
         } else {
@@ -117,11 +126,15 @@ impl FirstPoll {
             self.hits = self.hits.saturating_add(1);
             if tried.probe {
                 self.delay = tried.delay;
+                // Let the floor sink too, so actions that got faster can be followed down.
+                self.floor = self.floor.mul_f64(0.9);
             }
             return None;
         }
         let known = self.hits > 0;
-        if !tried.probe {
+        if tried.probe {
+            self.floor = self.floor.max(tried.delay);
+        } else {
             self.delay = self.delay.mul_f64(1.25).min(max);
         }
         known.then(|| (tried.delay / 4).max(MIN_FIRST_POLL))
@@ -376,7 +389,11 @@ mod tests {
 
     /// Simulates actions that always take `took`: returns the learned delay and the extra polls.
     fn run(took: Duration, actions: u32) -> (Duration, u32) {
-        let mut fp = FirstPoll::new(&policy());
+        let (fp, extra) = run_from(FirstPoll::new(&policy()), took, actions);
+        (fp.delay, extra)
+    }
+
+    fn run_from(mut fp: FirstPoll, took: Duration, actions: u32) -> (FirstPoll, u32) {
         let mut extra = 0;
         for _ in 0..actions {
             let tried = fp.next();
@@ -386,15 +403,23 @@ mod tests {
             }
             fp.learn(tried, hit, policy().max);
         }
-        (fp.delay, extra)
+        (fp, extra)
+    }
+
+    #[test]
+    fn follows_actions_that_got_faster() {
+        let (slow, _) = run_from(FirstPoll::new(&policy()), Duration::from_millis(400), 300);
+        assert!(slow.delay >= Duration::from_millis(400), "{:?}", slow.delay);
+        let (fast, _) = run_from(slow, Duration::from_millis(50), 2000);
+        assert!(fast.delay <= Duration::from_millis(60), "{:?}", fast.delay);
     }
 
     #[test]
     fn settles_just_above_a_short_action() {
         let (delay, extra) = run(Duration::from_millis(50), 1000);
         assert!(delay >= Duration::from_millis(50), "{delay:?}");
-        assert!(delay <= Duration::from_millis(65), "{delay:?}");
-        // About one probe in 16 misses once learned, one in 4 while learning.
+        assert!(delay <= Duration::from_millis(53), "{delay:?}");
+        // At most one probe in 32 misses once learned, one in 4 while learning.
         let bound =
             (1000 - LEARNED_AFTER) / PROBE_EVERY + LEARNED_AFTER / PROBE_EVERY_WHILE_LEARNING;
         assert!(extra <= bound + 5, "{extra} extra polls (bound {bound})");

@@ -77,6 +77,79 @@ pub struct BenchArgs {
     pub plot: Option<PathBuf>,
 }
 
+/// One scenario's line in the table printed after all scenarios ran.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub scenario: &'static str,
+    pub size: String,
+    /// Seconds until everything converged (`None`: not within the timeout).
+    pub converged_s: Option<f64>,
+    pub calls: u64,
+    /// 423 (locked) and 429 (rate limited) answers.
+    pub refused: u64,
+    pub peak_rss_kib: u64,
+    /// The busiest endpoints, e.g. `POST /x: 20, GET /actions: 6`.
+    pub busiest: String,
+}
+
+impl Row {
+    /// The row of a burst phase measured by `calls`.
+    pub fn new(
+        scenario: &'static str,
+        size: String,
+        converged_s: Option<f64>,
+        calls: &Calls,
+        peak_rss_kib: u64,
+    ) -> Self {
+        let mut endpoints: Vec<(&String, &u64)> = calls.by_endpoint.iter().collect();
+        endpoints.sort_by(|a, b| b.1.cmp(a.1));
+        let busiest = endpoints
+            .iter()
+            .take(3)
+            .map(|(e, n)| format!("{e}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let refused = [423, 429]
+            .iter()
+            .filter_map(|s| calls.by_status.get(s))
+            .sum();
+        Self {
+            scenario,
+            size,
+            converged_s,
+            calls: calls.total,
+            refused,
+            peak_rss_kib,
+            busiest,
+        }
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "\nall scenarios (each controller a separate release process; calls of the burst phase)"
+    );
+    println!(
+        "  {:<9} {:<22} {:>10} {:>7} {:>8} {:>9}  busiest endpoints",
+        "scenario", "size", "converged", "calls", "423/429", "peak RSS"
+    );
+    for r in rows {
+        let converged = r
+            .converged_s
+            .map_or("never".to_string(), |s| format!("{s:.2} s"));
+        println!(
+            "  {:<9} {:<22} {:>10} {:>7} {:>8} {:>5.1} MiB  {}",
+            r.scenario,
+            r.size,
+            converged,
+            r.calls,
+            r.refused,
+            mib(r.peak_rss_kib),
+            r.busiest
+        );
+    }
+}
+
 /// Runs the benchmark(s).
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     testenv::install_crypto_provider();
@@ -85,24 +158,29 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         .build()?;
     let mut figures = BTreeMap::new();
     let mut curves = Vec::new();
+    let mut rows = Vec::new();
     if matches!(args.scenario, Scenario::Nodes | Scenario::All) {
         let binary = build_controller("node-controller", &args.profile)?;
         let f = rt.block_on(nodes::run(&args, &binary))?;
         curves.push(f.convergence.clone());
+        rows.push(f.row());
         figures.insert("nodes", serde_json::to_value(f)?);
     }
     if matches!(args.scenario, Scenario::Services | Scenario::All) {
         let binary = build_controller("service-controller", &args.profile)?;
         let f = rt.block_on(services::run(&args, &binary))?;
         curves.push(f.convergence.clone());
+        rows.push(f.row());
         figures.insert("services", serde_json::to_value(f)?);
     }
     if matches!(args.scenario, Scenario::Routes | Scenario::All) {
         let binary = build_controller("route-controller", &args.profile)?;
         let f = rt.block_on(routes::run(&args, &binary))?;
         curves.push(f.convergence.clone());
+        rows.push(f.row());
         figures.insert("routes", serde_json::to_value(f)?);
     }
+    print_table(&rows);
     if let Some(path) = &args.plot {
         plot::write_png(&curves, path)?;
         eprintln!("bench: plot written to {}", path.display());

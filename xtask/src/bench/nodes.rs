@@ -87,6 +87,19 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     Ok(figures)
 }
 
+impl Figures {
+    /// This scenario's line in the summary table.
+    pub fn row(&self) -> super::Row {
+        super::Row::new(
+            "nodes",
+            format!("{} Nodes", self.nodes),
+            self.all_initialized_s,
+            &self.calls,
+            self.memory_after.peak_rss_kib,
+        )
+    }
+}
+
 fn tainted(node: &Node) -> bool {
     node.spec
         .as_ref()

@@ -118,6 +118,19 @@ struct Server {
     ip: String,
 }
 
+impl Figures {
+    /// This scenario's line in the summary table (the burst of new Nodes).
+    pub fn row(&self) -> super::Row {
+        super::Row::new(
+            "routes",
+            format!("{} Nodes with podCIDRs", self.routes),
+            self.burst.all_nodes_route_created_s,
+            &self.burst.calls,
+            self.memory.peak_rss_kib,
+        )
+    }
+}
+
 pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     let n = args.routes.unwrap_or(if args.quick { 100 } else { 1000 });
     anyhow::ensure!(

@@ -97,6 +97,19 @@ pub struct LbCount {
     pub complete: usize,
 }
 
+impl Figures {
+    /// This scenario's line in the summary table (the creation burst).
+    pub fn row(&self) -> super::Row {
+        super::Row::new(
+            "services",
+            format!("{} Services, {} nodes", self.services, self.nodes),
+            self.create.all_ingress_s,
+            &self.create.calls,
+            self.memory.peak_rss_kib,
+        )
+    }
+}
+
 pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     let n = args.services.unwrap_or(if args.quick { 5 } else { 20 });
     let env = Env::start(Some(ACTION)).await?;
