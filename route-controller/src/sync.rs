@@ -221,7 +221,7 @@ pub async fn pass(ctx: &Ctx) -> Result<Option<Instant>, CloudError> {
     ctx.report(&plan.problems).await;
 
     let mut written = ctx.set_conditions(&plan.nodes).await;
-    delete_stale(ctx, &plan, &mut routes).await;
+    let deletes_failed = delete_stale(ctx, &plan, &mut routes).await;
     let failed = create_missing(ctx, &plan, &routes, &mut written).await;
 
     ctx.metrics.routes.set(
@@ -232,7 +232,11 @@ pub async fn pass(ctx: &Ctx) -> Result<Option<Instant>, CloudError> {
     );
     ctx.metrics.pending.set(failed as i64);
     timer.set_result("ok");
-    Ok(ctx.earliest_retry())
+    let retry_deletes = deletes_failed.then(|| Instant::now() + backoff(1));
+    Ok(match (ctx.earliest_retry(), retry_deletes) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    })
 }
 
 async fn network_not_found(ctx: &Ctx, e: &CloudError) {
@@ -253,8 +257,10 @@ async fn network_not_found(ctx: &Ctx, e: &CloudError) {
     ctx.report(&problems).await;
 }
 
-/// Deletes stale routes first: it frees room under the network's route limit.
-async fn delete_stale(ctx: &Ctx, plan: &Plan, routes: &mut Vec<Route>) {
+/// Deletes stale routes first: it frees room under the network's route limit. Returns whether a
+/// delete failed (the pass is then retried soon).
+async fn delete_stale(ctx: &Ctx, plan: &Plan, routes: &mut Vec<Route>) -> bool {
+    let mut failed = false;
     for r in &plan.deletes {
         match ctx.routes.delete_route(r).await {
             Ok(()) => {
@@ -263,11 +269,13 @@ async fn delete_stale(ctx: &Ctx, plan: &Plan, routes: &mut Vec<Route>) {
                 routes.retain(|x| x.destination_cidr != r.destination_cidr);
             }
             Err(e) => {
+                failed = true;
                 ctx.metrics.count_write("delete", false);
-                warn!(destination = %r.destination_cidr, error = %e, "deleting a stale route failed; next pass retries");
+                warn!(destination = %r.destination_cidr, error = %e, "deleting a stale route failed; retrying soon");
             }
         }
     }
+    failed
 }
 
 /// Creates the missing routes node by node, writing each node's condition as soon as its routes
