@@ -165,26 +165,15 @@ impl Ctx {
             .await
     }
 
-    /// Writes the node's condition unless the cache (or this pass) says it already holds.
-    async fn set_condition(&self, node: &str, want: Routed, written: &mut HashMap<String, Routed>) {
-        if written.get(node) == Some(&want) {
-            return;
-        }
-        let needed = match written.get(node) {
-            Some(_) => true,
+    /// Whether the node's condition must be written to say `want`: not when this pass already
+    /// wrote it, or the cache shows it.
+    fn condition_due(&self, node: &str, want: Routed, written: &HashMap<String, Routed>) -> bool {
+        match written.get(node) {
+            Some(w) => *w != want,
             None => self
                 .store
                 .get(&ObjectRef::new(node))
                 .is_some_and(|n| condition::needs_write(&n, want)),
-        };
-        if !needed {
-            return;
-        }
-        match condition::write(&self.nodes, node, want).await {
-            Ok(()) => {
-                written.insert(node.to_string(), want);
-            }
-            Err(e) => warn!(node, error = %e, "writing the NetworkUnavailable condition failed"),
         }
     }
 }
@@ -291,6 +280,7 @@ async fn create_missing(
         by_node.entry(c.node.as_str()).or_default().push(c);
     }
     let mut failed = 0;
+    let mut confirmations = tokio::task::JoinSet::new();
     for (node, present) in &plan.nodes {
         if *present {
             continue;
@@ -332,12 +322,30 @@ async fn create_missing(
         }
         if ok {
             ctx.retries().remove(node.as_str());
-            ctx.set_condition(node, Routed::Yes, written).await;
+            // The node learns its route exists without holding up the next route write.
+            if ctx.condition_due(node, Routed::Yes, written) {
+                let (nodes, name) = (ctx.nodes.clone(), node.clone());
+                confirmations.spawn(async move {
+                    let r = condition::write(&nodes, &name, Routed::Yes).await;
+                    (name, r)
+                });
+            }
         } else {
             failed += 1;
             if !blocked {
                 ctx.failed(node);
             }
+        }
+    }
+    while let Some(done) = confirmations.join_next().await {
+        match done {
+            Ok((name, Ok(()))) => {
+                written.insert(name, Routed::Yes);
+            }
+            Ok((name, Err(e))) => {
+                warn!(node = %name, error = %e, "writing the NetworkUnavailable condition failed")
+            }
+            Err(e) => warn!(error = %e, "a condition write did not finish"),
         }
     }
     failed
