@@ -3,43 +3,25 @@
 //!
 //! Figures are printed with `--nocapture` (lines starting with `FIGURE`).
 
+mod common;
+
+use common::{config, provider};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cloud_client::hcloud::{HcloudConfig, HcloudProvider, RetryPolicy, Token};
+use cloud_client::hcloud::{HcloudProvider, Token};
 use cloud_client::{
     AddressKind, CloudError, IpMode, LbNode, NodeAddress, NodeRef, PortProtocol, Route,
     RouteRequest, ServicePort, ServiceRef,
 };
-use cloud_sim::{Sim, SimConfig};
+use cloud_sim::Sim;
 use serde_json::json;
 
 const LB_PREFIX: &str = "load-balancer.hetzner.cloud/";
 
-fn config(sim: &Sim) -> HcloudConfig {
-    let mut c = HcloudConfig::new(Token::new(sim.token()));
-    c.endpoint = sim.endpoint();
-    c.retry = RetryPolicy {
-        max_attempts: 5,
-        base: Duration::from_millis(5),
-        cap: Duration::from_millis(50),
-    };
-    c
-}
-
-async fn provider(sim: &Sim, f: impl FnOnce(&mut HcloudConfig)) -> HcloudProvider {
-    let mut c = config(sim);
-    f(&mut c);
-    HcloudProvider::new(c).await.expect("provider")
-}
-
 async fn sim_fast() -> Sim {
-    Sim::start_with(SimConfig {
-        action_duration: Duration::from_millis(50),
-        ..SimConfig::default()
-    })
-    .await
+    common::sim_with_actions(Duration::from_millis(50)).await
 }
 
 fn svc(uid: &str, ann: &[(&str, &str)]) -> ServiceRef {

@@ -4,46 +4,25 @@
 //! request log: taking over must write nothing, and one changed annotation must write only what it
 //! changes. Bad input must be refused before any write.
 
+mod common;
+
+use common::provider;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cloud_client::hcloud::{HcloudConfig, HcloudProvider, RetryPolicy, Token};
 use cloud_client::{
     CloudError, IpMode, LbNode, LoadBalancers, PortProtocol, ServicePort, ServiceRef, Warning,
 };
-use cloud_sim::{Sim, SimConfig, World};
+use cloud_sim::{Sim, World};
 use serde_json::{Value, json};
 
 const LB_PREFIX: &str = "load-balancer.hetzner.cloud/";
 const UID_LABEL: &str = "hcloud-ccm/service-uid";
 const UID: &str = "6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b";
 
-// --- helpers (the small ones from contract.rs) ----------------------------------------------------
-
-fn config(sim: &Sim) -> HcloudConfig {
-    let mut c = HcloudConfig::new(Token::new(sim.token()));
-    c.endpoint = sim.endpoint();
-    c.retry = RetryPolicy {
-        max_attempts: 5,
-        base: Duration::from_millis(5),
-        cap: Duration::from_millis(50),
-    };
-    c
-}
-
-async fn provider(sim: &Sim, f: impl FnOnce(&mut HcloudConfig)) -> HcloudProvider {
-    let mut c = config(sim);
-    f(&mut c);
-    HcloudProvider::new(c).await.expect("provider")
-}
-
 async fn sim_fast() -> Sim {
-    Sim::start_with(SimConfig {
-        action_duration: Duration::from_millis(20),
-        ..SimConfig::default()
-    })
-    .await
+    common::sim_with_actions(Duration::from_millis(20)).await
 }
 
 fn tcp(port: u16, node_port: u16) -> ServicePort {

@@ -1,0 +1,35 @@
+//! What the cloud-client test binaries share: a provider for a cloud-sim with quick retries.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use cloud_client::hcloud::{HcloudConfig, HcloudProvider, RetryPolicy, Token};
+use cloud_sim::{Sim, SimConfig};
+
+/// The client configuration for `sim`: its endpoint and token, retries a few milliseconds apart.
+pub fn config(sim: &Sim) -> HcloudConfig {
+    let mut c = HcloudConfig::new(Token::new(sim.token()));
+    c.endpoint = sim.endpoint();
+    c.retry = RetryPolicy {
+        max_attempts: 5,
+        base: Duration::from_millis(5),
+        cap: Duration::from_millis(50),
+    };
+    c
+}
+
+/// A provider for `sim`, with [`config`] adjusted by `f`.
+pub async fn provider(sim: &Sim, f: impl FnOnce(&mut HcloudConfig)) -> HcloudProvider {
+    let mut c = config(sim);
+    f(&mut c);
+    HcloudProvider::new(c).await.expect("provider")
+}
+
+/// A cloud-sim whose actions take `action_duration`.
+pub async fn sim_with_actions(action_duration: Duration) -> Sim {
+    Sim::start_with(SimConfig {
+        action_duration,
+        ..SimConfig::default()
+    })
+    .await
+}
