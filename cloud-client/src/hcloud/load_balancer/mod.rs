@@ -3,6 +3,7 @@
 //! and an existing one only receives the actions that change something.
 
 pub mod annotations;
+pub mod catalog;
 pub mod reconcile;
 pub mod spec;
 pub mod status;
@@ -32,7 +33,7 @@ use crate::provider::{
 };
 use reconcile::{
     DEFAULT_LB_TYPE, DesiredServices, DesiredTargets, Op, PlanInput, check_services,
-    desired_services, desired_targets, known_max_targets, max_targets_after, plan,
+    desired_services, desired_targets, known_max_targets, max_targets_after, plan, type_change,
     with_certificates,
 };
 use spec::{CertificateType, LbProtocol, LbSpec, Placement};
@@ -54,6 +55,8 @@ pub struct HcloudLoadBalancers {
     actions: ActionWaiter,
     network: Option<i64>,
     defaults: LbDefaults,
+    /// Known locations, network zones and types, to refuse a typo before the first write.
+    catalog: catalog::Catalog,
     /// Service UID → LB id (so steady-state reconciles skip the label-selector search) and the LB as
     /// last read or written by us (so a node-set change costs only the target writes).
     known: Mutex<HashMap<String, Known>>,
@@ -81,6 +84,7 @@ impl HcloudLoadBalancers {
             actions,
             network,
             defaults,
+            catalog: catalog::Catalog::default(),
             known: Mutex::new(HashMap::new()),
         }
     }
@@ -113,7 +117,111 @@ impl HcloudLoadBalancers {
                 "false unless the controller runs with HCLOUD_NETWORK set",
             ));
         }
+        // Without a network there is nothing to attach to: HCCM ignores these silently, which
+        // leaves users wondering why the load balancer has no private IP.
+        for key in [
+            annotations::PRIVATE_IPV4,
+            annotations::PRIVATE_SUBNET_IP_RANGE,
+        ] {
+            if self.network.is_none()
+                && let Some(v) = svc.annotations.get(key).filter(|v| !v.trim().is_empty())
+            {
+                return Err(CloudError::invalid_input(
+                    format!("annotation {key}"),
+                    v.clone(),
+                    "no value unless the controller runs with HCLOUD_NETWORK set (the load \
+                     balancer has no private network to take it from)",
+                ));
+            }
+        }
         Ok(spec)
+    }
+
+    /// The type (of a new load balancer, or the one a `change_type` switches to) and, for a new
+    /// one, its location and network zone must exist, and a location must lie in the zone when
+    /// both are set. Reads only, and usually not even that (see [`catalog`]).
+    async fn check_catalog(
+        &self,
+        svc: &ServiceRef,
+        spec: &LbSpec,
+        lb: Option<&LoadBalancer>,
+    ) -> Result<(), CloudError> {
+        let lb_type = match lb {
+            None => Some(spec.lb_type.as_deref().unwrap_or(DEFAULT_LB_TYPE)),
+            Some(lb) => type_change(lb, spec, spec.lb_type.is_some()),
+        };
+        let new = lb.is_none();
+        if lb_type.is_none() && !new {
+            return Ok(());
+        }
+        // Name where the value came from: the annotation if set, else the env default.
+        let source = |key: &str, env: &str| {
+            if svc
+                .annotations
+                .get(key)
+                .is_some_and(|v| !v.trim().is_empty())
+            {
+                format!("annotation {key}")
+            } else {
+                env.to_string()
+            }
+        };
+        let type_field = source(annotations::TYPE, "HCLOUD_LOAD_BALANCERS_TYPE");
+        let loc_field = source(annotations::LOCATION, "HCLOUD_LOAD_BALANCERS_LOCATION");
+        let zone_field = source(
+            annotations::NETWORK_ZONE,
+            "HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
+        );
+        let (location, zone) = if new {
+            (spec.location.as_deref(), spec.network_zone.as_deref())
+        } else {
+            (None, None)
+        };
+        let check = |e: &catalog::Entries| -> Result<(), CloudError> {
+            if let Some(t) = lb_type
+                && !e.has_lb_type(t)
+            {
+                return Err(CloudError::invalid_input(
+                    type_field.clone(),
+                    t,
+                    format!("a load balancer type: {}", e.lb_type_names()),
+                ));
+            }
+            if let Some(z) = zone
+                && !e.has_zone(z)
+            {
+                return Err(CloudError::invalid_input(
+                    zone_field.clone(),
+                    z,
+                    format!("a network zone: {}", e.zone_names()),
+                ));
+            }
+            if let Some(l) = location {
+                match (e.zone_of(l), zone) {
+                    (None, _) => {
+                        return Err(CloudError::invalid_input(
+                            loc_field.clone(),
+                            l,
+                            format!("a location: {}", e.location_names()),
+                        ));
+                    }
+                    (Some(lz), Some(z)) if lz != z => {
+                        return Err(CloudError::invalid_input(
+                            loc_field.clone(),
+                            l,
+                            format!(
+                                "a location in network zone {z} ({zone_field}): {}; or only \
+                                 one of the two ({l} is in {lz})",
+                                e.locations_in(z)
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        };
+        self.catalog.check(&self.transport, &check).await
     }
 
     /// Remembered object (only if `trust_known`), remembered id (verified by GET), then UID label, then
@@ -228,6 +336,7 @@ impl HcloudLoadBalancers {
         &self,
         svc: &ServiceRef,
         spec: &LbSpec,
+        lb: Option<&LoadBalancer>,
     ) -> Result<Vec<i64>, CloudError> {
         if spec.protocol != LbProtocol::Https {
             return Ok(Vec::new());
@@ -235,7 +344,7 @@ impl HcloudLoadBalancers {
         if spec.http.certificate_type == CertificateType::Managed {
             return Ok(vec![self.managed_certificate(svc, spec).await?]);
         }
-        self.uploaded_certificates(spec).await
+        self.uploaded_certificates(spec, lb).await
     }
 
     /// The Service's managed certificate, found by its `hcloud-ccm/service-uid` label as HCCM's
@@ -291,11 +400,43 @@ impl HcloudLoadBalancers {
         Ok(r.certificate.id)
     }
 
-    async fn uploaded_certificates(&self, spec: &LbSpec) -> Result<Vec<i64>, CloudError> {
+    /// Names are looked up; an id the load balancer does not use yet is checked to exist, since
+    /// the API would refuse it only after the load balancer was created.
+    async fn uploaded_certificates(
+        &self,
+        spec: &LbSpec,
+        lb: Option<&LoadBalancer>,
+    ) -> Result<Vec<i64>, CloudError> {
+        let in_use: Vec<i64> = lb
+            .map(|lb| {
+                lb.services
+                    .iter()
+                    .filter_map(|s| s.http.as_ref())
+                    .flat_map(|h| h.certificates.iter().copied())
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut ids = Vec::new();
         for c in &spec.http.certificates {
             match c.parse::<i64>() {
-                Ok(id) => ids.push(id),
+                Ok(id) if in_use.contains(&id) => ids.push(id),
+                Ok(id) => {
+                    let req = Req::get("/certificates/{id}", format!("/certificates/{id}"));
+                    match self.transport.call::<CertificateResponse>(&req).await {
+                        Ok(_) => ids.push(id),
+                        Err(e) if e.is_not_found() => {
+                            return Err(CloudError::invalid_input(
+                                format!("annotation {}", annotations::HTTP_CERTIFICATES),
+                                c.clone(),
+                                format!(
+                                    "ids or names of existing certificates (there is no \
+                                     certificate {id})"
+                                ),
+                            ));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
                 Err(_) => match self.certificate_by_name(c).await? {
                     Some(id) => ids.push(id),
                     None => {
@@ -494,7 +635,8 @@ impl HcloudLoadBalancers {
     ) -> Result<Desired, CloudError> {
         let mut services = desired_services(spec, &svc.ports);
         check_services(&services, lb, spec, spec.lb_type.is_some())?;
-        let certs = self.certificate_ids(svc, spec).await?;
+        self.check_catalog(svc, spec, lb).await?;
+        let certs = self.certificate_ids(svc, spec, lb).await?;
         services.services = with_certificates(std::mem::take(&mut services.services), &certs);
         let mut targets = desired_targets(spec, nodes);
         warnings.append(&mut services.warnings);

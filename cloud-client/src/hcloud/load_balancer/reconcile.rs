@@ -429,7 +429,8 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> DesiredTargets {
                 &n.name,
                 "RobotServerNotSupported",
                 format!(
-                    "node {} is a Robot server ({pid}); it is not added as a load balancer target",
+                    "node {} is a Robot server ({pid}); it is not added as a load balancer target \
+                     (targets need providerID hcloud://<server id>)",
                     n.name
                 ),
             )),
@@ -437,7 +438,8 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> DesiredTargets {
                 &n.name,
                 "UnknownProviderIDPrefix",
                 format!(
-                    "node {} has providerID {pid:?} which is not a Hetzner Cloud server; skipped",
+                    "node {} has providerID {pid:?} which is not a Hetzner Cloud server; skipped \
+                     (expected hcloud://<server id>)",
                     n.name
                 ),
             )),

@@ -206,6 +206,18 @@ impl<'a> Reader<'a> {
         p
     }
 
+    /// A host name (reverse DNS, health-check domain): the API refuses anything else, and only
+    /// after the load balancer exists.
+    fn host_name(&mut self, key: &str) -> Option<String> {
+        let v = self.string(key)?;
+        if is_dns_name(&v) {
+            Some(v)
+        } else {
+            self.fail(key, &v, HOST_NAME_EXPECTED);
+            None
+        }
+    }
+
     fn csv(&self, key: &str) -> Vec<String> {
         self.raw(key)
             .map(|v| {
@@ -323,9 +335,22 @@ fn parse_forwarding(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDefaults) {
     s.disable_private_ingress = r
         .bool(a::DISABLE_PRIVATE_INGRESS)
         .unwrap_or(defaults.disable_private_ingress);
+    // The apiserver only takes a lowercase DNS-1123 subdomain as `ingress[].hostname`; anything
+    // else would be found out by the status write, after the load balancer was created.
     s.hostname = r.string(a::HOSTNAME);
-    s.ipv4_rdns = r.string(a::IPV4_RDNS);
-    s.ipv6_rdns = r.string(a::IPV6_RDNS);
+    if let Some(h) = s.hostname.clone()
+        && !is_dns1123_subdomain(&h)
+    {
+        r.fail(
+            a::HOSTNAME,
+            &h,
+            "a lowercase DNS name such as lb.example.com (letters, digits, '-' and '.'; not an IP \
+             address)",
+        );
+        s.hostname = None;
+    }
+    s.ipv4_rdns = r.host_name(a::IPV4_RDNS);
+    s.ipv6_rdns = r.host_name(a::IPV6_RDNS);
 }
 
 /// Private network, target selection.
@@ -382,6 +407,17 @@ fn parse_http(r: &mut Reader<'_>, uid: &str) -> HttpSpec {
     h.certificates = r.csv(a::HTTP_CERTIFICATES);
     h.managed_certificate_name = r.string(a::HTTP_MANAGED_CERTIFICATE_NAME);
     h.managed_certificate_domains = r.csv(a::HTTP_MANAGED_CERTIFICATE_DOMAINS);
+    // Ordering the certificate is a cloud write: a domain it could never be issued for is refused
+    // before it.
+    for d in h.managed_certificate_domains.clone() {
+        if !is_dns_name(d.strip_prefix("*.").unwrap_or(&d)) || d.ends_with('.') {
+            r.fail(
+                a::HTTP_MANAGED_CERTIFICATE_DOMAINS,
+                &d,
+                "comma-separated domain names such as example.com,*.example.com",
+            );
+        }
+    }
     h.managed_certificate_acme_staging = r
         .bool(a::HTTP_MANAGED_CERTIFICATE_ACME_STAGING)
         .unwrap_or(false);
@@ -425,8 +461,18 @@ fn parse_health_check(r: &mut Reader<'_>, defaults: &LbDefaults) -> HealthCheckS
         || hc.interval.is_some()
         || hc.timeout.is_some()
         || hc.retries.is_some();
-    hc.http_domain = r.string(a::HEALTH_CHECK_HTTP_DOMAIN);
+    hc.http_domain = r.host_name(a::HEALTH_CHECK_HTTP_DOMAIN);
     hc.http_path = r.string(a::HEALTH_CHECK_HTTP_PATH);
+    if let Some(p) = hc.http_path.clone()
+        && (!p.starts_with('/') || p.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        r.fail(
+            a::HEALTH_CHECK_HTTP_PATH,
+            &p,
+            "an absolute HTTP path without spaces, such as /healthz",
+        );
+        hc.http_path = None;
+    }
     hc.http_validate_certificate = r.bool(a::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE);
     hc.http_status_codes = r.csv(a::HTTP_STATUS_CODES);
     for code in hc.http_status_codes.clone() {
@@ -482,6 +528,34 @@ fn into_result(s: LbSpec, errors: Vec<CloudError>) -> Result<LbSpec, CloudError>
         }
         Some(e) => Err(e),
     }
+}
+
+/// What [`is_dns_name`] accepts.
+const HOST_NAME_EXPECTED: &str =
+    "a host name such as lb.example.com (letters, digits, '-' and '.', labels of at most 63)";
+
+/// RFC 1123 host name: dot-separated labels of ASCII letters, digits and `-` (not first or last),
+/// 1-63 characters each, at most 253 in all; one trailing dot is allowed.
+fn is_dns_name(s: &str) -> bool {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// Kubernetes' DNS-1123 subdomain (lowercase, no trailing dot), and not an IP address: what the
+/// apiserver accepts as a load balancer ingress hostname.
+fn is_dns1123_subdomain(s: &str) -> bool {
+    is_dns_name(s)
+        && !s.ends_with('.')
+        && !s.bytes().any(|b| b.is_ascii_uppercase())
+        && s.parse::<std::net::IpAddr>().is_err()
 }
 
 fn is_ipv4_cidr(s: &str) -> bool {
@@ -672,6 +746,37 @@ mod tests {
         bad(a::HTTP_TIMEOUT_IDLE, "301");
         bad(a::HTTP_STATUS_CODES, "2xx");
         bad(a::NAME, &"x".repeat(64));
+        bad(a::HOSTNAME, "Not_A_Host");
+        bad(a::HOSTNAME, "10.0.0.1");
+        bad(a::IPV4_RDNS, "bad rdns!");
+        bad(a::IPV6_RDNS, "-lead.example.com");
+        bad(a::HEALTH_CHECK_HTTP_DOMAIN, "exa mple.com");
+        bad(a::HEALTH_CHECK_HTTP_PATH, "healthz");
+        bad(a::HTTP_MANAGED_CERTIFICATE_DOMAINS, "bad_domain");
+    }
+
+    #[test]
+    fn host_names() {
+        for ok in ["example.com", "a-b.c", "x", "Example.COM.", "*.example.com"] {
+            assert!(is_dns_name(ok.strip_prefix("*.").unwrap_or(ok)), "{ok}");
+        }
+        for bad in ["", "a..b", "-a.b", "a-.b", "a_b", "a b", &"x".repeat(64)] {
+            assert!(!is_dns_name(bad), "{bad}");
+        }
+        assert!(is_dns1123_subdomain("lb.example.com"));
+        assert!(!is_dns1123_subdomain("LB.example.com"));
+        assert!(!is_dns1123_subdomain("1.2.3.4"));
+        // Wildcards are fine for managed certificates.
+        assert!(
+            parse(&[
+                (a::CERTIFICATE_TYPE, "managed"),
+                (
+                    a::HTTP_MANAGED_CERTIFICATE_DOMAINS,
+                    "*.example.com,example.com"
+                ),
+            ])
+            .is_ok()
+        );
     }
 
     #[test]

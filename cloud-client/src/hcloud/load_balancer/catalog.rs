@@ -1,0 +1,213 @@
+//! Which load balancer types, locations and network zones exist, so a typo in `type`, `location`
+//! or `network-zone` is refused with the accepted values before the create (or `change_type`)
+//! that the API would refuse after we already wrote.
+//!
+//! The values Hetzner has today are built in and cost no call; anything else is looked up in the
+//! project's catalog (`GET /locations`, `GET /load_balancer_types`) so a location or type added
+//! later works without a release. The fetched catalog is cached; a miss refreshes it at most every
+//! [`MISS_REFRESH`].
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use crate::error::CloudError;
+use crate::hcloud::pagination::{Page, list_all};
+use crate::hcloud::transport::{Req, Transport};
+use crate::hcloud::wire::Meta;
+
+/// Hetzner's locations and their network zones as of 2026-08 (hetzner.md §1.3).
+const KNOWN_LOCATIONS: &[(&str, &str)] = &[
+    ("fsn1", "eu-central"),
+    ("nbg1", "eu-central"),
+    ("hel1", "eu-central"),
+    ("ash", "us-east"),
+    ("hil", "us-west"),
+    ("sin", "ap-southeast"),
+];
+/// Hetzner's load balancer types as of 2026-08.
+const KNOWN_LB_TYPES: &[&str] = &["lb11", "lb21", "lb31"];
+
+/// A value missing from the cached catalog refetches it only when the cache is older than this,
+/// so a Service with a typo costs no call per reconcile.
+const MISS_REFRESH: Duration = Duration::from_secs(300);
+
+/// Locations (with their zone) and load balancer type names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Entries {
+    pub locations: Vec<(String, String)>,
+    pub lb_types: Vec<String>,
+}
+
+impl Entries {
+    fn builtin() -> Self {
+        Self {
+            locations: KNOWN_LOCATIONS
+                .iter()
+                .map(|(l, z)| (l.to_string(), z.to_string()))
+                .collect(),
+            lb_types: KNOWN_LB_TYPES.iter().map(|t| t.to_string()).collect(),
+        }
+    }
+
+    /// The network zone of `location`, if it exists.
+    pub fn zone_of(&self, location: &str) -> Option<&str> {
+        self.locations
+            .iter()
+            .find(|(l, _)| l == location)
+            .map(|(_, z)| z.as_str())
+    }
+
+    pub fn has_zone(&self, zone: &str) -> bool {
+        self.locations.iter().any(|(_, z)| z == zone)
+    }
+
+    pub fn has_lb_type(&self, t: &str) -> bool {
+        self.lb_types.iter().any(|x| x == t)
+    }
+
+    pub fn location_names(&self) -> String {
+        self.locations
+            .iter()
+            .map(|(l, _)| l.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Locations of `zone`, for "expected a location in eu-central: fsn1, nbg1, hel1".
+    pub fn locations_in(&self, zone: &str) -> String {
+        self.locations
+            .iter()
+            .filter(|(_, z)| z == zone)
+            .map(|(l, _)| l.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    pub fn zone_names(&self) -> String {
+        let mut zones: Vec<&str> = Vec::new();
+        for (_, z) in &self.locations {
+            if !zones.contains(&z.as_str()) {
+                zones.push(z);
+            }
+        }
+        zones.join(", ")
+    }
+
+    pub fn lb_type_names(&self) -> String {
+        self.lb_types.join(", ")
+    }
+}
+
+/// What a check needs to know: is every value present.
+pub type Check<'a> = dyn Fn(&Entries) -> Result<(), CloudError> + Send + Sync + 'a;
+
+/// The built-in catalog plus, once something was not in it, the project's own.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    fetched: Mutex<Option<(Instant, Entries)>>,
+}
+
+impl Catalog {
+    /// Runs `check` against the built-in entries, then (only if it failed) against the fetched
+    /// catalog, fetching it when there is none or it is older than [`MISS_REFRESH`]. Returns the
+    /// check's error when the value is in neither.
+    pub async fn check(&self, t: &Transport, check: &Check<'_>) -> Result<(), CloudError> {
+        let builtin = check(&Entries::builtin());
+        if builtin.is_ok() {
+            return builtin;
+        }
+        let cached = self.cached();
+        if let Some((at, entries)) = &cached {
+            let r = check(entries);
+            if r.is_ok() || at.elapsed() < MISS_REFRESH {
+                return r;
+            }
+        }
+        let entries = fetch(t).await?;
+        let r = check(&entries);
+        *self.fetched.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), entries));
+        r
+    }
+
+    fn cached(&self) -> Option<(Instant, Entries)> {
+        self.fetched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+async fn fetch(t: &Transport) -> Result<Entries, CloudError> {
+    let locations = list_all::<LocationsPage>(t, Req::get("/locations", "/locations")).await?;
+    let lb_types =
+        list_all::<LbTypesPage>(t, Req::get("/load_balancer_types", "/load_balancer_types"))
+            .await?;
+    Ok(Entries {
+        locations: locations
+            .into_iter()
+            .map(|l| (l.name, l.network_zone))
+            .collect(),
+        lb_types: lb_types.into_iter().map(|t| t.name).collect(),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct Location {
+    name: String,
+    #[serde(default)]
+    network_zone: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct LocationsPage {
+    #[serde(default)]
+    locations: Vec<Location>,
+    #[serde(default)]
+    meta: Option<Meta>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LbType {
+    name: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct LbTypesPage {
+    #[serde(default)]
+    load_balancer_types: Vec<LbType>,
+    #[serde(default)]
+    meta: Option<Meta>,
+}
+
+impl Page for LocationsPage {
+    type Item = Location;
+    fn into_parts(self) -> (Vec<Location>, Option<Meta>) {
+        (self.locations, self.meta)
+    }
+}
+
+impl Page for LbTypesPage {
+    type Item = LbType;
+    fn into_parts(self) -> (Vec<LbType>, Option<Meta>) {
+        (self.load_balancer_types, self.meta)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_entries_know_todays_values() {
+        let e = Entries::builtin();
+        assert_eq!(e.zone_of("ash"), Some("us-east"));
+        assert_eq!(e.zone_of("mars1"), None);
+        assert!(e.has_zone("eu-central") && !e.has_zone("eu-west"));
+        assert!(e.has_lb_type("lb21") && !e.has_lb_type("lb99"));
+        assert_eq!(e.locations_in("eu-central"), "fsn1, nbg1, hel1");
+        assert_eq!(e.zone_names(), "eu-central, us-east, us-west, ap-southeast");
+    }
+}
