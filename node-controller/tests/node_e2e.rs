@@ -703,3 +703,47 @@ async fn binary_initializes_and_releases_the_lease_on_sigterm() {
         "Lease released on shutdown"
     );
 }
+
+/// The chart's role lets the node-controller patch Nodes, but it never deletes one (that is the
+/// lifecycle-controller's job) and never reads Secrets: the apiserver refuses both with 403.
+#[tokio::test]
+async fn chart_rbac_refuses_deleting_nodes_and_reading_secrets() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{DeleteParams, ListParams};
+    fn forbidden<T>(r: &Result<T, kube::Error>) -> bool {
+        matches!(r, Err(kube::Error::Api(e)) if e.code == 403)
+    }
+    let k = testenv::kube().await;
+    let admin = k.client().await;
+    let run = unique("rbac-deny");
+    let ns = unique("nc-deny");
+    support::apply_chart_rbac(
+        &admin,
+        &support::rbac_file("node-controller"),
+        &ns,
+        "node-controller",
+    )
+    .await;
+    let sa = k.service_account_client(&ns, "node-controller").await;
+    let name = unique("node");
+    create_node(&admin, &run, &name, NodeSpecT::default()).await;
+    let nodes: Api<Node> = Api::all(sa.clone());
+
+    // What it needs is allowed, so the refusals below are the role's, not a broken identity.
+    nodes
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .expect("the chart role may patch Nodes");
+
+    let refused = nodes.delete(&name, &DeleteParams::default()).await;
+    assert!(forbidden(&refused), "deleting a Node: {refused:?}");
+    assert!(get_node(&admin, &name).await.is_some(), "still there");
+    let refused = Api::<Secret>::namespaced(sa, &ns)
+        .list(&ListParams::default())
+        .await;
+    assert!(forbidden(&refused), "listing Secrets: {refused:?}");
+}
