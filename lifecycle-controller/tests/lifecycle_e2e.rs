@@ -395,3 +395,68 @@ async fn unusable_provider_ids_warn_and_are_never_deleted() {
     .await;
     ctl.stop().await.unwrap();
 }
+
+/// The chart's role lets the lifecycle-controller patch and delete Nodes, and nothing else it does
+/// not need: writing a Service, a Node's status (the node and route controllers own it) and reading
+/// Secrets are refused with 403.
+#[tokio::test]
+async fn chart_rbac_refuses_services_node_status_and_secrets() {
+    use k8s_openapi::api::core::v1::{Node, Secret, Service, ServicePort, ServiceSpec};
+    use kube::Api;
+    use kube::api::{ListParams, Patch, PatchParams, PostParams};
+    fn forbidden<T>(r: &Result<T, kube::Error>) -> bool {
+        matches!(r, Err(kube::Error::Api(e)) if e.code == 403)
+    }
+    let k = testenv::kube().await;
+    let admin = k.client().await;
+    let run = unique("rbac-deny");
+    let ns = unique("lc-deny");
+    support::apply_chart_rbac(
+        &admin,
+        &support::rbac_file("lifecycle-controller"),
+        &ns,
+        "lifecycle-controller",
+    )
+    .await;
+    let sa = k.service_account_client(&ns, "lifecycle-controller").await;
+    let name = unique("node");
+    create_node(&admin, &run, &name, NodeSpecT::default()).await;
+    let mut svc = Service::default();
+    svc.metadata.name = Some("web".into());
+    svc.spec = Some(ServiceSpec {
+        ports: Some(vec![ServicePort {
+            port: 80,
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    Api::<Service>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create service");
+    let nodes: Api<Node> = Api::all(sa.clone());
+    let labels = Patch::Merge(serde_json::json!({"metadata": {"labels": {"x": "y"}}}));
+
+    // What it needs is allowed, so the refusals below are the role's, not a broken identity.
+    nodes
+        .patch(&name, &PatchParams::default(), &labels)
+        .await
+        .expect("the chart role may patch Nodes");
+
+    let refused = Api::<Service>::namespaced(sa.clone(), &ns)
+        .patch("web", &PatchParams::default(), &labels)
+        .await;
+    assert!(forbidden(&refused), "patching a Service: {refused:?}");
+    let refused = nodes
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.9.9.9"}]}})),
+        )
+        .await;
+    assert!(forbidden(&refused), "patching nodes/status: {refused:?}");
+    let refused = Api::<Secret>::namespaced(sa, &ns)
+        .list(&ListParams::default())
+        .await;
+    assert!(forbidden(&refused), "listing Secrets: {refused:?}");
+}
