@@ -521,3 +521,44 @@ async fn migration_from_hccm_adopts_its_load_balancer_with_zero_writes() {
     assert_eq!(ingress_ips(&svc), [ip, ipv6]);
     assert_eq!(fx.lbs_of(&svc).await.len(), 1);
 }
+
+/// The chart's role is enough to provision a load balancer, and refuses what the service-controller
+/// does not need: writing a Service other than through its status, deleting a Node, patching a
+/// Node's status, reading Secrets (403 each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
+    use k8s_openapi::api::core::v1::{Node, Secret, Service};
+    use kube::Api;
+    use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+    fn forbidden<T>(r: &Result<T, kube::Error>) -> bool {
+        matches!(r, Err(kube::Error::Api(e)) if e.code == 403)
+    }
+    let fx = Fixture::start().await;
+    let node = fx.nodes(1).await.remove(0);
+    fx.service("web", &[80], &[]).await;
+    fx.wait_ingress("web").await;
+
+    let sa = fx.service_account().await;
+    let labels = Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}));
+    let refused = Api::<Service>::namespaced(sa.clone(), &fx.ns)
+        .patch("web", &PatchParams::default(), &labels)
+        .await;
+    assert!(forbidden(&refused), "patching a Service: {refused:?}");
+    let nodes: Api<Node> = Api::all(sa.clone());
+    let refused = nodes.delete(&node.name, &DeleteParams::default()).await;
+    assert!(forbidden(&refused), "deleting a Node: {refused:?}");
+    let refused = nodes
+        .patch_status(
+            &node.name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.9.9.9"}]}}),
+            ),
+        )
+        .await;
+    assert!(forbidden(&refused), "patching nodes/status: {refused:?}");
+    let refused = Api::<Secret>::namespaced(sa, &fx.ns)
+        .list(&ListParams::default())
+        .await;
+    assert!(forbidden(&refused), "listing Secrets: {refused:?}");
+}
