@@ -60,6 +60,9 @@ tokio::task_local! {
     /// Set by the fault middleware for one request when an `action_error` fault fires, so the
     /// actions that request starts end in `error` without every handler threading it through.
     pub static FORCED_ACTION_ERROR: Option<ActionFailure>;
+    /// Set by the fault middleware for one request when an `action_duration` fault fires: how
+    /// long (ms) the actions that request starts take.
+    pub static FORCED_ACTION_MS: Option<u64>;
 }
 
 impl State {
@@ -73,6 +76,11 @@ impl State {
         let id = State::next_id(&mut self.next.action);
         let now = now_ms();
         let forced = FORCED_ACTION_ERROR.try_with(|f| f.clone()).ok().flatten();
+        let duration_ms = FORCED_ACTION_MS
+            .try_with(|ms| *ms)
+            .ok()
+            .flatten()
+            .unwrap_or(self.action_ms);
         self.actions.insert(
             id,
             Action {
@@ -81,14 +89,14 @@ impl State {
                 status: "running".to_owned(),
                 started_ms: now,
                 finished_ms: None,
-                finish_at_ms: now + self.action_ms,
+                finish_at_ms: now + duration_ms,
                 resources,
                 error: forced,
                 effect,
             },
         );
         self.running.insert(id);
-        if self.action_ms == 0 {
+        if duration_ms == 0 {
             self.advance(now);
         }
         id

@@ -90,6 +90,11 @@ async fn add_fault(
             "must be between 0 and 1",
         ));
     }
+    if let crate::faults::FaultKind::OmitItems { share } = rule.kind
+        && !(0.0..=1.0).contains(&share)
+    {
+        return Err(ApiError::invalid_input("share", "must be between 0 and 1"));
+    }
     let id = app.faults.add(rule);
     Ok((StatusCode::CREATED, Json(json!({"id": id}))).into_response())
 }

@@ -68,6 +68,13 @@ pub enum FaultKind {
         #[serde(default)]
         message: Option<String>,
     },
+    /// Actions started by the matching request take `ms` instead of the configured duration
+    /// (slow actions on some endpoints without slowing the whole world down).
+    ActionDuration { ms: u64 },
+    /// Leave out each item of a list response (`servers`, `load_balancers`, ...) with this
+    /// chance, as an eventually consistent list does for a while: the items still exist and
+    /// answer by id, only the list misses them.
+    OmitItems { share: f64 },
 }
 
 /// What the rules decided for one request.
@@ -78,6 +85,9 @@ pub struct Decision {
     pub error: Option<ApiError>,
     pub omit: Vec<(String, bool)>,
     pub action_error: Option<ActionFailure>,
+    pub action_duration: Option<Duration>,
+    /// Share of list items to leave out, and the seed that picks them.
+    pub omit_items: Option<(f64, u64)>,
 }
 
 /// Handle on the fault rules of one simulator; cheap to clone.
@@ -259,11 +269,8 @@ impl Faults {
                 }
             }
             if rule.probability < 1.0 {
-                // xorshift64: enough randomness for error rates, reproducible with the seed.
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                if (rng >> 11) as f64 / (1u64 << 53) as f64 >= rule.probability {
+                rng = xorshift(rng);
+                if unit(rng) >= rule.probability {
                     continue;
                 }
             }
@@ -303,6 +310,15 @@ impl Faults {
                     });
                     true
                 }
+                FaultKind::ActionDuration { ms } if decision.action_duration.is_none() => {
+                    decision.action_duration = Some(Duration::from_millis(*ms));
+                    true
+                }
+                FaultKind::OmitItems { share } if decision.omit_items.is_none() => {
+                    rng = xorshift(rng);
+                    decision.omit_items = Some((*share, rng));
+                    true
+                }
                 _ => false,
             };
             if fired && let Some(c) = rule.count.as_mut() {
@@ -313,6 +329,19 @@ impl Faults {
         inner.rules.retain(|(_, r)| r.count != Some(0));
         decision
     }
+}
+
+/// xorshift64: enough randomness for error rates, reproducible with the seed.
+fn xorshift(mut x: u64) -> u64 {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
+
+/// `x` as a number in `0.0..1.0`.
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn matches(pattern: Option<&str>, endpoint: &str) -> bool {
@@ -341,6 +370,22 @@ pub(crate) fn omit_fields(body: &mut Value, rules: &[(String, bool)]) {
             for item in many {
                 omit_in(item, &rest, *null);
             }
+        }
+    }
+}
+
+/// Applies an `OmitItems` rule: drops items of every top-level array in a response body
+/// (`servers`, `load_balancers`, ...), each with chance `share`. Pagination meta is left as
+/// it was, as a list that lags behind its own count would show it.
+pub(crate) fn omit_items(body: &mut Value, share: f64, seed: u64) {
+    let Value::Object(map) = body else { return };
+    let mut rng = seed | 1;
+    for value in map.values_mut() {
+        if let Value::Array(items) = value {
+            items.retain(|_| {
+                rng = xorshift(rng);
+                unit(rng) >= share
+            });
         }
     }
 }
@@ -423,6 +468,41 @@ mod tests {
             .filter(|_| f.decide("GET /servers").error.is_some())
             .count();
         assert!((800..1200).contains(&hits), "{hits}");
+    }
+
+    #[test]
+    fn omit_items_drops_about_the_share_and_keeps_meta() {
+        let f = Faults::new(3);
+        f.add(
+            serde_json::from_value(
+                json!({"endpoint": "GET /servers", "kind": "omit_items", "share": 0.25}),
+            )
+            .unwrap(),
+        );
+        assert!(f.decide("GET /load_balancers").omit_items.is_none());
+        let (share, seed) = f.decide("GET /servers").omit_items.unwrap();
+        let servers: Vec<Value> = (0..400).map(|i| json!({"id": i})).collect();
+        let mut body = json!({"servers": servers, "meta": {"pagination": {"total_entries": 400}}});
+        omit_items(&mut body, share, seed);
+        let kept = body["servers"].as_array().unwrap().len();
+        assert!((260..340).contains(&kept), "{kept}");
+        assert_eq!(body["meta"]["pagination"]["total_entries"], 400);
+    }
+
+    #[test]
+    fn action_duration_applies_to_matching_requests_only() {
+        let f = Faults::new(3);
+        f.add(serde_json::from_value(json!({"endpoint": "POST /load_balancers*", "kind": "action_duration", "ms": 10000})).unwrap());
+        assert_eq!(
+            f.decide("POST /load_balancers/{id}/actions/add_target")
+                .action_duration,
+            Some(Duration::from_secs(10))
+        );
+        assert!(
+            f.decide("POST /networks/{id}/actions/add_route")
+                .action_duration
+                .is_none()
+        );
     }
 
     #[test]

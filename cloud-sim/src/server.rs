@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::actions::FORCED_ACTION_ERROR;
+use crate::actions::{FORCED_ACTION_ERROR, FORCED_ACTION_MS};
 use crate::app::{App, AppInner};
 use crate::clock::{now_ms, rfc3339};
 use crate::config::{DEFAULT_TOKEN, SimConfig};
@@ -125,12 +125,18 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
             e.into_response()
         } else {
             let resp = FORCED_ACTION_ERROR
-                .scope(decision.action_error, next.run(req))
+                .scope(
+                    decision.action_error,
+                    FORCED_ACTION_MS.scope(
+                        decision.action_duration.map(|d| d.as_millis() as u64),
+                        next.run(req),
+                    ),
+                )
                 .await;
-            if decision.omit.is_empty() {
+            if decision.omit.is_empty() && decision.omit_items.is_none() {
                 resp
             } else {
-                omit(resp, &decision.omit).await
+                omit(resp, &decision.omit, decision.omit_items).await
             }
         }
     };
@@ -162,7 +168,7 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
     resp
 }
 
-async fn omit(resp: Response, rules: &[(String, bool)]) -> Response {
+async fn omit(resp: Response, rules: &[(String, bool)], items: Option<(f64, u64)>) -> Response {
     let (mut parts, body) = resp.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return ApiError::new(500, "server_error", "cannot buffer response").into_response();
@@ -171,6 +177,9 @@ async fn omit(resp: Response, rules: &[(String, bool)]) -> Response {
         return Response::from_parts(parts, HttpBody::from(bytes));
     };
     faults::omit_fields(&mut value, rules);
+    if let Some((share, seed)) = items {
+        faults::omit_items(&mut value, share, seed);
+    }
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(
         parts,
@@ -339,6 +348,12 @@ impl Sim {
     /// A client that builds worlds through this simulator's public API.
     pub fn world(&self) -> WorldClient {
         WorldClient::new(&self.base_url(), &self.token())
+    }
+
+    /// Servers, load balancers and routes as they are now, read without a request: not
+    /// counted, untouched by fault rules and the rate limit.
+    pub fn inventory(&self) -> crate::Inventory {
+        crate::Inventory::of(&self.app.read())
     }
 
     /// Writes the state file now (no-op without one).
