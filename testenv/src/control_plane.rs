@@ -51,7 +51,19 @@ pub struct ControlPlane {
     state: State,
     etcd: Process,
     apiserver: Process,
+    /// How the apiserver was started, so it can be restarted on the same etcd; `None` when
+    /// re-attached.
+    apiserver_launch: Option<Launch>,
     detached: bool,
+}
+
+/// A process's program, arguments and lifetime.
+#[derive(Debug, Clone)]
+struct Launch {
+    program: PathBuf,
+    args: Vec<String>,
+    lifetime: Lifetime,
+    restarts: u32,
 }
 
 #[derive(Debug)]
@@ -176,6 +188,12 @@ impl ControlPlane {
             options.lifetime,
         )?;
 
+        let apiserver_launch = Launch {
+            program: binaries.kube_apiserver.clone(),
+            args: apiserver_args.to_vec(),
+            lifetime: options.lifetime,
+            restarts: 0,
+        };
         let kubeconfig = root.join("kubeconfig");
         write_kubeconfig(&kubeconfig, apiserver_port, &pki)?;
         let connection = Connection {
@@ -194,6 +212,7 @@ impl ControlPlane {
             },
             etcd,
             apiserver,
+            apiserver_launch: Some(apiserver_launch),
             detached: false,
         };
         plane.wait_ready().await?;
@@ -264,6 +283,7 @@ impl ControlPlane {
             state,
             etcd,
             apiserver,
+            apiserver_launch: None,
             detached: true,
         })
     }
@@ -289,6 +309,40 @@ impl ControlPlane {
     fn stop_processes(&mut self) {
         self.apiserver.stop(STOP_GRACE);
         self.etcd.stop(STOP_GRACE);
+    }
+
+    /// Stops kube-apiserver (SIGTERM, as a rolling restart does) and leaves etcd running; clients
+    /// see connection errors until [`ControlPlane::start_apiserver`].
+    pub fn stop_apiserver(&mut self) {
+        self.apiserver.stop(STOP_GRACE);
+    }
+
+    /// Starts kube-apiserver again with its first arguments, on the same port and etcd, and waits
+    /// for `/readyz`. Each restart logs to `kube-apiserver.<n>.log`. Call it from a thread that
+    /// outlives the control plane (a runtime worker, not a blocking-pool thread): with
+    /// [`Lifetime::TiedToParent`] the kernel kills the process when that thread ends.
+    pub async fn start_apiserver(&mut self) -> Result<()> {
+        let launch = self.apiserver_launch.as_mut().ok_or_else(|| {
+            Error::Restart("a re-attached control plane cannot restart its apiserver".into())
+        })?;
+        if self.apiserver.exit_status().is_none() {
+            return Err(Error::Restart("kube-apiserver is still running".into()));
+        }
+        launch.restarts += 1;
+        let log = self
+            .dir
+            .path()
+            .join(format!("kube-apiserver.{}.log", launch.restarts));
+        self.apiserver = Process::spawn(
+            "kube-apiserver",
+            &launch.program,
+            &launch.args,
+            log.clone(),
+            launch.lifetime,
+        )?;
+        self.state.apiserver_pid = self.apiserver.pid;
+        self.connection.logs[0] = log;
+        self.wait_ready().await
     }
 
     /// How to reach this control plane; cheap to clone and usable after the handle moved.

@@ -51,6 +51,9 @@ pub enum Error {
         tail: String,
     },
 
+    #[error("cannot restart kube-apiserver: {0}")]
+    Restart(String),
+
     #[error("{component} was not ready within {seconds} s. Log tail ({log:?}):\n{tail}")]
     NotReady {
         component: &'static str,

@@ -268,3 +268,32 @@ fn a_killed_test_binary_leaves_no_control_plane_behind() {
     child.wait().unwrap();
     assert_gone(&[report.apiserver_pid, report.etcd_pid]);
 }
+
+/// The chaos suite stops and starts kube-apiserver under running controllers: a restart must come
+/// back on the same port and etcd, with every object still there, and a client made before it
+/// must work after it.
+#[tokio::test]
+async fn apiserver_restarts_on_the_same_etcd_keeping_its_objects() {
+    let mut plane = testenv::ControlPlane::start().await.unwrap();
+    let client = plane.client().await.unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .create(&PostParams::default(), &tainted_node("survives-restart"))
+        .await
+        .unwrap();
+    let (pid, _) = plane.pids();
+    plane.stop_apiserver();
+    assert!(
+        nodes.get("survives-restart").await.is_err(),
+        "the apiserver answered while stopped"
+    );
+    plane.start_apiserver().await.unwrap();
+    assert_ne!(plane.pids().0, pid, "a new apiserver process");
+    let node = nodes.get("survives-restart").await.unwrap();
+    assert_eq!(node.metadata.name.as_deref(), Some("survives-restart"));
+    assert!(
+        plane.start_apiserver().await.is_err(),
+        "starting a running apiserver is refused"
+    );
+    plane.stop();
+}
