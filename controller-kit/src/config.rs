@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, ValueEnum};
 
+use cloud_client::CloudError;
+
 use crate::ControllerInfo;
 
 /// A secret string (the API token). Its `Debug`/`Display` never show the value.
@@ -542,6 +544,19 @@ impl CloudArgs {
         {
             problems.push("HCLOUD_TOKEN is empty");
         }
+        // A space, newline or control character inside cannot go into the Authorization header
+        // (typically a Secret holding two lines). Never quote the value: it is a credential.
+        if let Some(t) = &token
+            && t.expose()
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control())
+        {
+            problems.push(format!(
+                "HCLOUD_TOKEN contains whitespace or control characters ({} characters, value not \
+                 shown): expected the 64-character API token alone",
+                t.expose().chars().count()
+            ));
+        }
         if let Some(ep) = &self.hcloud_endpoint
             && !(ep.starts_with("http://") || ep.starts_with("https://"))
         {
@@ -577,16 +592,40 @@ impl CloudArgs {
         {
             problems.push("HCLOUD_NETWORK is set but empty");
         }
-        Some(CloudSettings {
+        let settings = CloudSettings {
             token: token?,
             endpoint: self.hcloud_endpoint.clone(),
             network: self.hcloud_network.clone().filter(|s| !s.is_empty()),
             address_family,
             zone_label_enabled,
             server_cache_max_age,
-        })
+        };
+        // The HCCM variables this crate does not model (HCLOUD_LOAD_BALANCERS_*,
+        // HCLOUD_NETWORK_ROUTES_ENABLED, ...) are parsed by cloud-client when the cloud is built,
+        // after the Kubernetes client: checked here too, a typo in one is reported with the other
+        // problems and exits 2 instead of failing later with exit 1.
+        if let Err(CloudError::InvalidConfig { problems: more }) =
+            crate::cloud::hcloud_config(&settings, |k| std::env::var(k).ok())
+        {
+            for m in more {
+                if !CHECKED_HERE.iter().any(|k| m.starts_with(k)) {
+                    problems.push(m);
+                }
+            }
+        }
+        Some(settings)
     }
 }
+
+/// Prefixes of the problems [`CloudArgs::validate`] reports itself (not twice).
+const CHECKED_HERE: &[&str] = &[
+    "HCLOUD_TOKEN",
+    "HCLOUD_ENDPOINT",
+    "HCLOUD_NETWORK=",
+    "HCLOUD_NETWORK ",
+    "HCLOUD_INSTANCES_",
+    "HCLOUD_SERVER_CACHE_MAX_AGE",
+];
 
 impl CommonArgs {
     /// Validates everything; `need_cloud` false skips the cloud settings (tests inject a cloud).

@@ -75,7 +75,9 @@ impl RouteArgs {
                 ),
                 Some(v) => match ClusterCidrs::parse(v) {
                     Ok(c) => cluster = Some(c),
-                    Err(e) => p.push(format!("--cluster-cidr={v:?}: {e}")),
+                    Err(e) => p.push(format!(
+                        "--cluster-cidr={v:?}: {e}; expected comma-separated CIDRs, e.g. 10.244.0.0/16"
+                    )),
                 },
             }
             let network = common

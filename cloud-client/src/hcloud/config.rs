@@ -378,6 +378,16 @@ impl HcloudConfig {
                 "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP=true requires HCLOUD_NETWORK".to_string(),
             );
         }
+        // Checked per Service otherwise, where the Warning would blame an annotation nobody set.
+        if let Some(r) = &self.lb_defaults.private_subnet_ip_range
+            && !r.split_once('/').is_some_and(|(ip, len)| {
+                ip.parse::<std::net::Ipv4Addr>().is_ok() && len.parse::<u8>().is_ok_and(|l| l <= 32)
+            })
+        {
+            problems.push(format!(
+                "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE={r:?}: expected an IPv4 CIDR such as 10.0.1.0/24"
+            ));
+        }
         if self.retry.max_attempts == 0 {
             problems.push("retry attempts must be >= 1".to_string());
         }

@@ -1,0 +1,67 @@
+//! Bad configuration of the route-controller binary (issue 11): the shared cases of every
+//! controller plus what routes need, each exiting 2 with the flag or variable, its value and what
+//! is accepted.
+
+#[path = "../../node-controller/tests/support/bad_config.rs"]
+mod bad_config;
+
+use bad_config::{ConfigCase, assert_all};
+
+const BIN: &str = env!("CARGO_BIN_EXE_route-controller");
+
+/// Routes need both; the shared cases run with them set so only the case's own problem shows.
+const CASES: &[ConfigCase] = &[
+    ConfigCase {
+        name: "no cluster cidr",
+        args: &[],
+        env: &[("HCLOUD_NETWORK", "net")],
+        expect: &["--cluster-cidr is required", "e.g. 10.244.0.0/16"],
+    },
+    ConfigCase {
+        name: "no network",
+        args: &["--cluster-cidr=10.244.0.0/16"],
+        env: &[],
+        expect: &["HCLOUD_NETWORK is required", "name or ID of the network"],
+    },
+    ConfigCase {
+        name: "cluster cidr without mask",
+        args: &["--cluster-cidr=10.244.0.0"],
+        env: &[("HCLOUD_NETWORK", "net")],
+        expect: &[
+            "--cluster-cidr=\"10.244.0.0\"",
+            "expected comma-separated CIDRs, e.g. 10.244.0.0/16",
+        ],
+    },
+    ConfigCase {
+        name: "cluster cidr not an address",
+        args: &["--cluster-cidr=pods/16"],
+        env: &[("HCLOUD_NETWORK", "net")],
+        expect: &[
+            "--cluster-cidr=\"pods/16\"",
+            "expected comma-separated CIDRs, e.g. 10.244.0.0/16",
+        ],
+    },
+    ConfigCase {
+        name: "reconciliation period",
+        args: &[
+            "--cluster-cidr=10.244.0.0/16",
+            "--route-reconciliation-period=0s",
+        ],
+        env: &[("HCLOUD_NETWORK", "net")],
+        expect: &[
+            "--route-reconciliation-period=\"0s\"",
+            "must be greater than zero",
+        ],
+    },
+    ConfigCase {
+        name: "configure cloud routes",
+        args: &["--configure-cloud-routes=maybe"],
+        env: &[("HCLOUD_NETWORK", "net")],
+        expect: &["--configure-cloud-routes", "'maybe'"],
+    },
+];
+
+#[test]
+fn every_bad_configuration_exits_2_naming_flag_value_and_accepted_forms() {
+    assert_all(BIN, CASES);
+}

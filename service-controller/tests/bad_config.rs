@@ -1,0 +1,156 @@
+//! Bad configuration of the service-controller binary (issue 11): the shared cases of every
+//! controller plus the load-balancer flags and `HCLOUD_LOAD_BALANCERS_*` defaults, each exiting 2
+//! with the flag or variable, its value and what is accepted. A network that does not exist can
+//! only be found out by asking the cloud: that is a startup failure (exit 1) naming it.
+
+#[path = "../../node-controller/tests/support/mod.rs"]
+mod support;
+
+mod lb;
+
+#[path = "../../node-controller/tests/support/bad_config.rs"]
+mod bad_config;
+
+use std::time::Duration;
+
+use bad_config::{ConfigCase, assert_all};
+
+const BIN: &str = env!("CARGO_BIN_EXE_service-controller");
+
+const CASES: &[ConfigCase] = &[
+    ConfigCase {
+        name: "drift check period zero",
+        args: &["--load-balancer-drift-check-period=0s"],
+        env: &[],
+        expect: &[
+            "--load-balancer-drift-check-period=\"0s\"",
+            "must be greater than zero",
+        ],
+    },
+    ConfigCase {
+        name: "node sync window",
+        args: &["--node-sync-window=soon"],
+        env: &[],
+        expect: &["--node-sync-window=\"soon\"", "e.g. 15s, 5m, 500ms"],
+    },
+    ConfigCase {
+        name: "load balancer class without prefix",
+        args: &["--load-balancer-class=nope"],
+        env: &[],
+        expect: &[
+            "--load-balancer-class=\"nope\"",
+            "e.g. cloud-controllers.io/hcloud",
+        ],
+    },
+    ConfigCase {
+        name: "service concurrency",
+        args: &["--concurrent-service-syncs=many"],
+        env: &[],
+        expect: &[
+            "--concurrent-service-syncs=\"many\"",
+            "not a non-negative integer",
+        ],
+    },
+    ConfigCase {
+        name: "load balancers enabled bool",
+        args: &[],
+        env: &[("HCLOUD_LOAD_BALANCERS_ENABLED", "sometimes")],
+        expect: &[
+            "HCLOUD_LOAD_BALANCERS_ENABLED=\"sometimes\"",
+            "a boolean (1, t, T",
+        ],
+    },
+    ConfigCase {
+        name: "algorithm default",
+        args: &[],
+        env: &[("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE", "random")],
+        expect: &[
+            "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE=\"random\"",
+            "round_robin or least_connections",
+        ],
+    },
+    ConfigCase {
+        name: "location and network zone defaults",
+        args: &[],
+        env: &[
+            ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
+            ("HCLOUD_LOAD_BALANCERS_NETWORK_ZONE", "eu-central"),
+        ],
+        expect: &[
+            "HCLOUD_LOAD_BALANCERS_LOCATION and HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
+            "mutually exclusive",
+        ],
+    },
+    ConfigCase {
+        name: "health check interval default",
+        args: &[],
+        env: &[("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL", "soon")],
+        expect: &[
+            "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL=\"soon\"",
+            "a duration: whole seconds",
+        ],
+    },
+    ConfigCase {
+        name: "health check retries default",
+        args: &[],
+        env: &[("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES", "-1")],
+        expect: &[
+            "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES=\"-1\"",
+            "a non-negative integer",
+        ],
+    },
+    ConfigCase {
+        name: "private subnet default",
+        args: &[],
+        env: &[("HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE", "10.0.0.0")],
+        expect: &[
+            "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE=\"10.0.0.0\"",
+            "an IPv4 CIDR",
+        ],
+    },
+    ConfigCase {
+        name: "private IP targets without a network",
+        args: &[],
+        env: &[("HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP", "true")],
+        expect: &["HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP=true requires HCLOUD_NETWORK"],
+    },
+];
+
+#[test]
+fn every_bad_configuration_exits_2_naming_flag_value_and_accepted_forms() {
+    assert_all(BIN, CASES);
+}
+
+/// Whether the network exists is the cloud's to say: the binary fails at startup (exit 1, after
+/// the Kubernetes client), naming `HCLOUD_NETWORK` and the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_network_fails_startup_naming_it() {
+    let fx = lb::Fixture::without_controller(None).await;
+    let k = testenv::kube().await;
+    let child = tokio::process::Command::new(BIN)
+        .args([
+            "--kubeconfig",
+            &k.kubeconfig().display().to_string(),
+            "--admin-address=127.0.0.1:0",
+            "--leader-elect=false",
+        ])
+        .env("HCLOUD_TOKEN", fx.sim.token())
+        .env("HCLOUD_ENDPOINT", fx.sim.endpoint())
+        .env("HCLOUD_NETWORK", "no-such-network")
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), child)
+        .await
+        .expect("exits within 30 s")
+        .expect("run the binary");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stderr}{stdout}");
+    let all = format!("{stderr}{stdout}");
+    assert!(
+        all.contains("HCLOUD_NETWORK") && all.contains("no-such-network"),
+        "{all}"
+    );
+    assert!(!all.contains(&fx.sim.token()), "the token was printed");
+}
