@@ -18,7 +18,7 @@ pub enum NodeIpError {
         reason: String,
     },
     /// No cloud address equals the node IP.
-    #[error("failed to get node address from cloud provider that matches ip: {ip} (cloud addresses: {})", if cloud.is_empty() { "none".to_string() } else { cloud.join(", ") })]
+    #[error("failed to get node address from cloud provider that matches ip: {ip} (annotation alpha.kubernetes.io/provided-node-ip; expected one of the cloud addresses: {})", if cloud.is_empty() { "none".to_string() } else { cloud.join(", ") })]
     NotFound {
         /// The node IP.
         ip: IpAddr,

@@ -1,0 +1,213 @@
+//! Bad-input catalogue of the node controller (issue 11): Nodes whose providerID or
+//! `alpha.kubernetes.io/provided-node-ip` cannot be used. Each must get a Warning naming the field,
+//! the offending value and what is accepted; the node keeps its uninitialized taint and its
+//! providerID, the controller makes no cloud write and keeps running, and a good node next to the
+//! bad ones initializes. The README's "Messages for bad input" table lists the same.
+
+mod support;
+
+use std::time::Duration;
+
+use support::run::{cloud_for, spawn, test_config};
+use support::{NodeSpecT, create_node, eventually, get_node, has_taint, node_events, unique};
+
+/// One bad Node and what its Warning must contain.
+#[derive(Debug)]
+struct Case {
+    /// `spec.providerID`, if set.
+    provider_id: Option<&'static str>,
+    /// `alpha.kubernetes.io/provided-node-ip`, if set (the node then has a server of its name).
+    node_ip: Option<&'static str>,
+    reason: &'static str,
+    /// Field, value and accepted forms, as the note must say them.
+    expect: &'static [&'static str],
+}
+
+/// Poll deadline.
+const T: Duration = Duration::from_secs(30);
+
+const PID: &str = "spec.providerID";
+const CLOUD_FORM: &str = "hcloud://<server id>";
+const NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
+const IP_FORMS: &str = "expected one IP, or an IPv4,IPv6 dual-stack pair";
+
+const fn pid(v: &'static str, expect: &'static [&'static str]) -> Case {
+    Case {
+        provider_id: Some(v),
+        node_ip: None,
+        reason: "UnknownProviderIDPrefix",
+        expect,
+    }
+}
+
+const fn ip(v: &'static str, reason: &'static str, expect: &'static [&'static str]) -> Case {
+    Case {
+        provider_id: None,
+        node_ip: Some(v),
+        reason,
+        expect,
+    }
+}
+
+const CASES: &[Case] = &[
+    pid(
+        "hcloud://not-a-number",
+        &[PID, "hcloud://not-a-number", CLOUD_FORM],
+    ),
+    pid("hcloud://", &[PID, "\"hcloud://\"", CLOUD_FORM]),
+    pid("hcloud://-5", &[PID, "hcloud://-5", CLOUD_FORM]),
+    pid("hcloud://0", &[PID, "hcloud://0", CLOUD_FORM]),
+    pid("hcloud://12abc", &[PID, "hcloud://12abc", CLOUD_FORM]),
+    pid(
+        "aws:///eu-central-1a/i-0abc",
+        &[PID, "aws:///eu-central-1a/i-0abc", CLOUD_FORM],
+    ),
+    pid(
+        "gce://project/zone/vm",
+        &[PID, "gce://project/zone/vm", CLOUD_FORM],
+    ),
+    pid(
+        "hcloud://bm-x",
+        &[PID, "hcloud://bm-x", "hcloud://bm-<server number>"],
+    ),
+    pid("hrobot://", &[PID, "hrobot://", "hrobot://<server number>"]),
+    // Well-formed, but a dedicated server this provider does not serve.
+    pid(
+        "hrobot://5",
+        &[
+            "providerID",
+            "hrobot://5",
+            "Robot servers are not supported",
+        ],
+    ),
+    ip(
+        "not-an-ip",
+        "InvalidNodeIP",
+        &[NODE_IP, "not-an-ip", IP_FORMS],
+    ),
+    ip(
+        "10.0.0.1,10.0.0.2",
+        "InvalidNodeIP",
+        &[NODE_IP, "10.0.0.1,10.0.0.2", "one IPv4 and one IPv6"],
+    ),
+    ip(
+        "10.0.0.1,::1,10.0.0.2",
+        "InvalidNodeIP",
+        &[NODE_IP, "10.0.0.1,::1,10.0.0.2", IP_FORMS],
+    ),
+    ip(
+        " 10.0.0.1",
+        "InvalidNodeIP",
+        &[NODE_IP, "\" 10.0.0.1\"", IP_FORMS],
+    ),
+    // Well-formed, but not an address of the node's server.
+    ip(
+        "10.99.99.99",
+        "NodeIPNotFound",
+        &[
+            NODE_IP,
+            "10.99.99.99",
+            "expected one of the cloud addresses",
+        ],
+    ),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("badnode");
+    let cloud = cloud_for(&sim).await;
+    let stats = cloud.stats.clone();
+    let ctl = spawn(
+        &node_controller::INFO,
+        test_config(&node_controller::INFO, &run),
+        client.clone(),
+        move |rt| node_controller::start(rt, cloud),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let mut names = Vec::new();
+    for c in CASES {
+        let name = unique("bad");
+        if c.node_ip.is_some() {
+            support::sim::create_server(&sim, &name).await;
+        }
+        let spec = NodeSpecT {
+            tainted: true,
+            provider_id: c.provider_id.map(str::to_string),
+            node_ip: c.node_ip.map(str::to_string),
+            ..Default::default()
+        };
+        create_node(&client, &run, &name, spec).await;
+        names.push(name);
+    }
+    // A good node next to the bad ones initializes.
+    let good = unique("good");
+    support::sim::create_server(&sim, &good).await;
+    let spec = NodeSpecT {
+        tainted: true,
+        ..Default::default()
+    };
+    create_node(&client, &run, &good, spec).await;
+    eventually("the good node initialized", T, || async {
+        get_node(&client, &good)
+            .await
+            .filter(|n| !has_taint(n, support::UNINITIALIZED))
+    })
+    .await;
+
+    let mut failures = Vec::new();
+    for (c, name) in CASES.iter().zip(&names) {
+        let what = c.provider_id.or(c.node_ip).unwrap_or_default();
+        let ev = eventually(&format!("{} on {what}", c.reason), T, || async {
+            node_events(&client, name)
+                .await
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some(c.reason))
+        })
+        .await;
+        let note = ev.note.unwrap_or_default();
+        if ev.type_.as_deref() != Some("Warning") {
+            failures.push(format!("{what}: not a Warning: {note}"));
+        }
+        for part in c.expect {
+            if !note.contains(part) {
+                failures.push(format!("{what}: {part:?} missing from {note:?}"));
+            }
+        }
+        let node = get_node(&client, name).await.expect("the node exists");
+        if !has_taint(&node, support::UNINITIALIZED) {
+            failures.push(format!("{what}: the taint was removed"));
+        }
+        let pid = node.spec.and_then(|s| s.provider_id);
+        if pid.as_deref() != c.provider_id {
+            failures.push(format!("{what}: providerID is now {pid:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    let writes: Vec<_> = stats
+        .snapshot()
+        .calls
+        .keys()
+        .filter(|k| k.method != "GET")
+        .cloned()
+        .collect();
+    assert!(writes.is_empty(), "no cloud write: {writes:?}");
+    assert!(!ctl.task.is_finished(), "the controller is still running");
+    let metrics = ctl.metrics().await;
+    let warned: u64 = metrics
+        .lines()
+        .filter(|l| l.contains("bad_input_warnings_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(warned >= CASES.len() as u64, "{warned}: {metrics}");
+    println!(
+        "{} bad Nodes warned and kept their taint, 0 cloud writes, good node initialized ({:.1?})",
+        CASES.len(),
+        started.elapsed()
+    );
+    ctl.stop().await.unwrap();
+}
