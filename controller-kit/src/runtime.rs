@@ -386,25 +386,85 @@ pub async fn kube_client(config: &Config) -> anyhow::Result<kube::Client> {
 
 /// Drives a kube-runtime controller's result stream to its end. Reconcile errors are the
 /// controller's `error_policy`'s to log; anything else (watch or queue trouble) is logged here.
-pub async fn drain<T, E, Q>(
+///
+/// A shutdown that arrives before `store` first listed ends it at once: kube-runtime's runner holds
+/// queued work until the store is ready, and once graceful shutdown has cut the watch, that never
+/// happens, so the stream would stay pending until the runtime's drain deadline (20 s of a leader
+/// holding its Lease while stopping; found by `cargo xtask chaos failover`, which SIGTERMs a leader
+/// right after it took over). Nothing can be in flight before the store is ready.
+pub async fn drain<T, E, Q, K>(
     results: impl futures::Stream<Item = Result<T, kube::runtime::controller::Error<E, Q>>>,
     controller: &str,
+    store: &kube::runtime::reflector::Store<K>,
+    shutdown: &CancellationToken,
 ) where
     E: std::error::Error + 'static,
     Q: std::error::Error + 'static,
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    use futures::StreamExt;
-    results
-        .for_each(|r| async move {
-            match r {
-                Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
-                Err(e) => tracing::warn!(error = %e, controller, "controller stream error"),
-            }
-        })
-        .await;
+    use futures::{FutureExt, StreamExt};
+    let all = results.for_each(|r| async move {
+        match r {
+            Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+            Err(e) => tracing::warn!(error = %e, controller, "controller stream error"),
+        }
+    });
+    let stopped_before_ready = async {
+        shutdown.cancelled().await;
+        if store.wait_until_ready().now_or_never().is_some() {
+            std::future::pending::<()>().await;
+        }
+        tracing::info!(
+            controller,
+            "shutdown before the first list completed: nothing to drain"
+        );
+    };
+    tokio::select! {
+        () = all => {}
+        () = stopped_before_ready => {}
+    }
 }
 
 /// Turns a validated-but-failed config into the standard message (for controllers validating later).
 pub fn config_error(problems: Vec<String>) -> ConfigError {
     ConfigError { problems }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::controller::{Action, Controller};
+    use kube::runtime::reflector;
+    use tokio_util::sync::CancellationToken;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("never")]
+    struct Never;
+
+    /// kube-runtime's runner never ends while its store is not ready; `drain` must not wait
+    /// for it when the shutdown comes first.
+    #[tokio::test]
+    async fn shutdown_before_the_store_is_ready_ends_the_drain() {
+        let (store, _writer) = reflector::store::<ConfigMap>();
+        let shutdown = CancellationToken::new();
+        let watch = futures::stream::pending::<Result<ConfigMap, kube::runtime::watcher::Error>>();
+        let results = Controller::for_stream(watch, store.clone())
+            .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+            .run(
+                |_: Arc<ConfigMap>, _: Arc<()>| async { Ok::<_, Never>(Action::await_change()) },
+                |_, _: &Never, _| Action::await_change(),
+                Arc::new(()),
+            );
+        shutdown.cancel();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            super::drain(results, "test", &store, &shutdown),
+        )
+        .await
+        .expect("drain returned although the store never became ready");
+    }
 }

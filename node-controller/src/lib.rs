@@ -140,11 +140,11 @@ pub async fn run(
         ctx.shutdown.clone(),
     ));
 
-    let results = Controller::for_stream(stream, store)
+    let results = Controller::for_stream(stream, store.clone())
         .with_config(kctrl::Config::default().concurrency(cfg.concurrent_node_syncs))
         .graceful_shutdown_on(ctx.shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, rctx);
-    controller_kit::runtime::drain(results, INFO.name).await;
+    controller_kit::runtime::drain(results, INFO.name, &store, &ctx.shutdown).await;
     sync.abort();
     backlog.abort();
     Ok(())

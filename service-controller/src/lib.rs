@@ -219,12 +219,12 @@ pub async fn run(
         ctx.metrics.clone(),
         metrics,
     ));
-    let results = Controller::for_stream(svc_stream, svc_store)
+    let results = Controller::for_stream(svc_stream, svc_store.clone())
         .reconcile_all_on(trigger_rx)
         .with_config(kctrl::Config::default().concurrency(cfg.concurrent_service_syncs))
         .graceful_shutdown_on(ctx.shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, rctx);
-    controller_kit::runtime::drain(results, INFO.name).await;
+    controller_kit::runtime::drain(results, INFO.name, &svc_store, &ctx.shutdown).await;
     node_sync.abort();
     node_events.abort();
     Ok(())
