@@ -2,6 +2,7 @@
 
 mod bench;
 mod build;
+mod chaos;
 mod control_plane;
 mod demo;
 
@@ -46,6 +47,11 @@ enum Command {
     /// Services next to HCCM's figures; `routes`: pod-CIDR routes for 1000 nodes, then idle):
     /// time, cloud API calls, RSS. Figures only.
     Bench(bench::BenchArgs),
+    /// The reliability suite: cloud faults, controller crashes, an apiserver restart, leader
+    /// failover and a soak against a real control plane and cloud-sim; audits for duplicates,
+    /// leaks and wrong deletions, and scans everything captured for the API token. Fails when
+    /// an audit does; prints a results table.
+    Chaos(chaos::ChaosArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +63,7 @@ fn main() -> ExitCode {
         Command::Test { args } => test(&args),
         Command::Chart { args } => chart(&args),
         Command::Bench(args) => bench::run(args).map(|_| ExitCode::SUCCESS),
+        Command::Chaos(args) => chaos::run(&args).map(|_| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|e| {
         eprintln!("error: {e:#}");

@@ -67,10 +67,7 @@ impl Running {
     /// Cloud API calls the controller made, from its `/metrics`.
     pub async fn cloud_calls(&self) -> u64 {
         let text = http_get(self.admin, "/metrics").await.unwrap_or_default();
-        text.lines()
-            .filter(|l| l.starts_with("cloud_controllers_cloud_api_requests_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>() as u64
+        cloud_calls(&text)
     }
 
     /// The last lines of its log, for a failure report.
@@ -81,8 +78,17 @@ impl Running {
     }
 }
 
+/// The sum of `cloud_api_requests_total` in a `/metrics` text.
+pub fn cloud_calls(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("cloud_controllers_cloud_api_requests_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
 /// Minimal HTTP/1.0 GET on loopback.
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await?;
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
@@ -92,21 +98,19 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<Str
     Ok(out)
 }
 
-fn free_port() -> anyhow::Result<std::net::SocketAddr> {
+pub fn free_port() -> anyhow::Result<std::net::SocketAddr> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?)
 }
 
-/// Binds `spec`'s chart RBAC to its ServiceAccount and starts it with a kubeconfig acting as that
-/// ServiceAccount. Logs go to `<dir>/<name>.log`.
-pub async fn start(
+/// Binds `spec`'s chart RBAC to its ServiceAccount and writes a kubeconfig acting as that
+/// ServiceAccount into `dir`; returns its path.
+pub async fn authorize(
     spec: Spec,
-    binary: &Path,
     plane: &testenv::ControlPlane,
     admin: &kube::Client,
-    sim: &cloud_sim::Sim,
     dir: &Path,
-) -> anyhow::Result<Running> {
+) -> anyhow::Result<PathBuf> {
     let rbac = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../charts/cloud-controllers/files/rbac")
         .join(format!("{}.yaml", spec.name));
@@ -117,28 +121,81 @@ pub async fn start(
     plane
         .connection()
         .write_service_account_kubeconfig(&kubeconfig, NAMESPACE, spec.name)?;
-    let log = dir.join(format!("{}.log", spec.name));
-    let out = std::fs::File::create(&log)?;
-    let admin_addr = free_port()?;
-    let child = tokio::process::Command::new(binary)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
+    Ok(kubeconfig)
+}
+
+/// How one controller process is started.
+#[derive(Debug, Clone)]
+pub struct Launch<'a> {
+    pub binary: &'a Path,
+    pub kubeconfig: &'a Path,
+    pub admin: std::net::SocketAddr,
+    /// Stdout and stderr are appended here, so a restarted process adds to its predecessor's log.
+    pub log: &'a Path,
+    /// `--leader-elect-identity` (the pod name in a cluster); `None`: the binary's default.
+    pub identity: Option<&'a str>,
+    pub rust_log: &'a str,
+}
+
+/// Starts `spec` as the chart does: `HCLOUD_*` environment, Lease in [`NAMESPACE`], its own
+/// admin port. The process is killed when the handle is dropped.
+pub fn spawn(
+    spec: Spec,
+    sim: &cloud_sim::Sim,
+    launch: &Launch<'_>,
+) -> anyhow::Result<tokio::process::Child> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(launch.log)?;
+    let mut cmd = tokio::process::Command::new(launch.binary);
+    cmd.arg("--kubeconfig")
+        .arg(launch.kubeconfig)
         .args([
-            &format!("--admin-address={admin_addr}"),
+            &format!("--admin-address={}", launch.admin),
             &format!("--leader-elect-resource-namespace={NAMESPACE}"),
         ])
-        .args(spec.args)
-        .env("HCLOUD_TOKEN", sim.token())
+        .args(spec.args);
+    if let Some(identity) = launch.identity {
+        cmd.arg(format!("--leader-elect-identity={identity}"));
+    }
+    cmd.env("HCLOUD_TOKEN", sim.token())
         .env("HCLOUD_ENDPOINT", sim.endpoint())
         .env("HCLOUD_NETWORK", NETWORK)
         .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
         .env("HCLOUD_LOAD_BALANCERS_TYPE", "lb11")
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", launch.rust_log)
         .stdout(Stdio::from(out.try_clone()?))
         .stderr(Stdio::from(out))
         .kill_on_drop(true)
         .spawn()
-        .with_context(|| format!("starting {}", binary.display()))?;
+        .with_context(|| format!("starting {}", launch.binary.display()))
+}
+
+/// [`authorize`]s and [`spawn`]s `spec`; logs go to `<dir>/<name>.log`.
+pub async fn start(
+    spec: Spec,
+    binary: &Path,
+    plane: &testenv::ControlPlane,
+    admin: &kube::Client,
+    sim: &cloud_sim::Sim,
+    dir: &Path,
+) -> anyhow::Result<Running> {
+    let kubeconfig = authorize(spec, plane, admin, dir).await?;
+    let log = dir.join(format!("{}.log", spec.name));
+    let admin_addr = free_port()?;
+    let child = spawn(
+        spec,
+        sim,
+        &Launch {
+            binary,
+            kubeconfig: &kubeconfig,
+            admin: admin_addr,
+            log: &log,
+            identity: None,
+            rust_log: "info",
+        },
+    )?;
     let pid = child.id().context("child pid")?;
     Ok(Running {
         name: spec.name,

@@ -4,10 +4,10 @@
 //! that shows each of them at work. Every step waits for what it shows, with a deadline, so the
 //! demo is also an end-to-end check (`cargo xtask test` runs it).
 
-mod controllers;
+pub(crate) mod controllers;
 mod progress;
-mod story;
-mod world;
+pub(crate) mod story;
+pub(crate) mod world;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -17,6 +17,8 @@ pub struct Server {
     pub name: String,
     pub private_ip: String,
     pub pod_cidr: String,
+    /// Labels its kubelet registers the Node with (`--node-labels`).
+    pub labels: Vec<(String, String)>,
 }
 
 /// Creates the network (10.0.0.0/8, subnet 10.0.0.0/16 in eu-central).
@@ -57,6 +59,7 @@ pub async fn server(sim: &cloud_sim::Sim, network: u64, i: usize) -> anyhow::Res
         name,
         private_ip,
         pod_cidr: format!("10.244.{i}.0/24"),
+        labels: Vec::new(),
     })
 }
 
@@ -67,6 +70,7 @@ pub async fn register_node(client: &Client, server: &Server) -> anyhow::Result<(
     let nodes: Api<Node> = Api::all(client.clone());
     let mut node = Node::default();
     node.metadata.name = Some(server.name.clone());
+    node.metadata.labels = Some(server.labels.iter().cloned().collect());
     node.metadata.annotations = Some(
         [(
             "alpha.kubernetes.io/provided-node-ip".to_string(),

@@ -1,0 +1,208 @@
+//! Cloud faults: one world per fault, the fault active from before the controllers start until
+//! the end, through convergence and through deleting every Service.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cloud_sim::{FaultKind, FaultRule};
+
+use super::fleet::Fleet;
+use super::secrets::Scanner;
+use super::world::World;
+use super::{ChaosArgs, Row, calls, log_dir, tear_down};
+
+/// One fault scenario.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub name: &'static str,
+    pub description: String,
+    pub rules: Vec<FaultRule>,
+    /// `(limit per hour, remaining at the start)`.
+    pub rate_limit: Option<(u32, u32)>,
+    /// Share of Nodes whose kubelet stops (NotReady, server running): the lifecycle controller
+    /// must keep them although lists miss their servers.
+    pub not_ready: f64,
+}
+
+fn rule(endpoint: Option<&str>, probability: f64, kind: FaultKind) -> FaultRule {
+    FaultRule {
+        endpoint: endpoint.map(str::to_owned),
+        count: None,
+        probability,
+        every: None,
+        kind,
+    }
+}
+
+fn error(status: u16, code: &str) -> FaultKind {
+    FaultKind::Error {
+        status: Some(status),
+        code: code.into(),
+        message: None,
+    }
+}
+
+/// The sim every chaos world starts with: actions take 200 ms, a rate limit nobody reaches,
+/// routes for every node in one network, every request logged.
+pub fn sim_config() -> cloud_sim::SimConfig {
+    cloud_sim::SimConfig {
+        action_duration: Duration::from_millis(200),
+        rate_limit_per_hour: 1_000_000,
+        request_log_capacity: 1_000_000,
+        max_routes_per_network: 1_000,
+        ..Default::default()
+    }
+}
+
+/// The faults of the issue, each a scenario.
+pub fn faults(args: &ChaosArgs) -> Vec<Fault> {
+    let none = Fault {
+        name: "",
+        description: String::new(),
+        rules: Vec::new(),
+        rate_limit: None,
+        not_ready: 0.0,
+    };
+    // About a minute's worth of the calls a world needs, then 429s.
+    let per_hour = if args.quick { 7_200 } else { 36_000 };
+    vec![
+        Fault {
+            name: "5xx",
+            description: "20 % of calls: 500 server_error / 503 unavailable".into(),
+            rules: vec![
+                rule(None, 0.1, error(500, "server_error")),
+                rule(None, 0.1, error(503, "unavailable")),
+            ],
+            ..none.clone()
+        },
+        Fault {
+            name: "429",
+            description: format!("rate limit {per_hour}/h, 20 left at the start"),
+            rate_limit: Some((per_hour, 20)),
+            ..none.clone()
+        },
+        Fault {
+            name: "latency",
+            description: "2 s latency on 1 call in 4".into(),
+            rules: vec![rule(None, 0.25, FaultKind::Latency { ms: 2_000 })],
+            ..none.clone()
+        },
+        Fault {
+            name: "slow actions",
+            description: "LB actions and the first 5 route actions take 10 s".into(),
+            rules: vec![
+                rule(
+                    Some("POST /load_balancers*"),
+                    1.0,
+                    FaultKind::ActionDuration { ms: 10_000 },
+                ),
+                FaultRule {
+                    count: Some(5),
+                    ..rule(
+                        Some("POST /networks/{id}/actions/add_route"),
+                        1.0,
+                        FaultKind::ActionDuration { ms: 10_000 },
+                    )
+                },
+            ],
+            ..none.clone()
+        },
+        Fault {
+            name: "locked/conflict",
+            description: "writes: 10 % 423 locked, 5 % 409 conflict".into(),
+            rules: vec![
+                rule(Some("POST /*"), 0.1, error(423, "locked")),
+                rule(Some("POST /*"), 0.05, error(409, "conflict")),
+                rule(Some("PUT /*"), 0.1, error(423, "locked")),
+                rule(Some("DELETE /*"), 0.1, error(423, "locked")),
+            ],
+            ..none.clone()
+        },
+        Fault {
+            name: "lists omit servers",
+            description: "GET /servers misses 30 %; 20 % of Nodes NotReady".into(),
+            rules: vec![rule(
+                Some("GET /servers"),
+                1.0,
+                FaultKind::OmitItems { share: 0.3 },
+            )],
+            not_ready: 0.2,
+            ..none
+        },
+    ]
+}
+
+/// Builds a world, injects `fault`, starts the controllers, waits for convergence, deletes
+/// every Service and waits for their load balancers to go — all under the fault.
+pub async fn run(
+    args: &ChaosArgs,
+    binaries: &[PathBuf],
+    fault: &Fault,
+    logs: &Path,
+    scan: &mut Scanner,
+) -> anyhow::Result<Row> {
+    let size = args.size();
+    let world = World::build(size, sim_config()).await?;
+    let names: Vec<String> = world.servers.keys().cloned().collect();
+    let stopped = (names.len() as f64 * fault.not_ready).round() as usize;
+    world.set_ready(&names[..stopped], false).await?;
+    for r in &fault.rules {
+        world.sim.faults().add(r.clone());
+    }
+    if let Some((limit, remaining)) = fault.rate_limit {
+        world.sim.set_rate_limit(limit, remaining);
+    }
+    let dir = log_dir(logs, fault.name);
+    let mut fleet = Fleet::start(&world, binaries, 1, "debug", &dir).await?;
+
+    let converged = world
+        .wait_for(args.converge_timeout(), |a| a.converged())
+        .await?;
+    let (converged_s, at_convergence) = match converged {
+        Ok(t) => (Some(t.as_secs_f64()), world.audit().await?),
+        Err(last) => {
+            eprintln!(
+                "chaos {}: not converged: {}\n{}",
+                fault.name,
+                last.summary(),
+                fleet.log_tails(10)
+            );
+            (None, last)
+        }
+    };
+    world.delete_services().await?;
+    let cleaned = world
+        .wait_for(args.converge_timeout(), |a| a.services == 0 && a.leaks == 0)
+        .await?;
+    let after = world.audit().await?;
+    if let Err(last) = &cleaned {
+        eprintln!("chaos {}: not cleaned up: {}", fault.name, last.summary());
+    }
+    let (calls, rate_limited) = calls(&world.sim);
+    let exited = fleet.reap();
+    let crashes = tear_down(world, fleet, scan).await?;
+    Ok(Row {
+        scenario: format!("cloud: {}", fault.name),
+        faults: fault.description.clone(),
+        size: size.to_string(),
+        converged_s,
+        calls,
+        rate_limited,
+        duplicates: at_convergence.duplicates,
+        leaks: after.leaks,
+        wrong_deletions: after.wrong_deletions,
+        crashes,
+        notes: if exited.is_empty() {
+            format!(
+                "Services deleted: {}",
+                if cleaned.is_ok() {
+                    "every load balancer gone"
+                } else {
+                    "load balancers left"
+                }
+            )
+        } else {
+            format!("exited: {}", exited.join(", "))
+        },
+    })
+}

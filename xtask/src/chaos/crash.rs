@@ -1,0 +1,108 @@
+//! Crashes: `kill -9` a random controller at random moments while the world converges (15
+//! times) and while its Services are deleted (5 times), restarting it at once each time, as a
+//! kubelet restarts a crashed container in the same pod.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::fleet::Fleet;
+use super::secrets::Scanner;
+use super::world::World;
+use super::{ChaosArgs, Row, calls, cloud, log_dir, tear_down};
+
+const KILLS_CONVERGING: usize = 15;
+const KILLS_DELETING: usize = 5;
+
+pub async fn run(
+    args: &ChaosArgs,
+    binaries: &[PathBuf],
+    logs: &Path,
+    scan: &mut Scanner,
+) -> anyhow::Result<Row> {
+    let size = args.size();
+    let world = World::build(size, cloud::sim_config()).await?;
+    let mut fleet = Fleet::start(&world, binaries, 1, "debug", &log_dir(logs, "crash")).await?;
+    // Seeded, so a failing run can be repeated; printed so it can be.
+    let seed = std::process::id() as u64;
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let pause = |rng: &mut fastrand::Rng| {
+        Duration::from_millis(if args.quick {
+            rng.u64(200..1_500)
+        } else {
+            rng.u64(500..4_000)
+        })
+    };
+    let started = Instant::now();
+    let mut killed = Vec::new();
+    for _ in 0..KILLS_CONVERGING {
+        tokio::time::sleep(pause(&mut rng)).await;
+        let i = rng.usize(..fleet.replicas.len());
+        killed.push(fleet.replicas[i].spec.name);
+        fleet.crash_and_restart(&world, i).await?;
+    }
+    let last_kill = started.elapsed();
+    let converged = world
+        .wait_for(args.converge_timeout(), |a| a.converged())
+        .await?;
+    let audit = world.audit().await?;
+    if let Err(last) = &converged {
+        eprintln!(
+            "chaos crash: not converged: {}\n{}",
+            last.summary(),
+            fleet.log_tails(10)
+        );
+    }
+    let converged_s = converged.ok().map(|_| started.elapsed().as_secs_f64());
+
+    world.delete_services().await?;
+    for _ in 0..KILLS_DELETING {
+        tokio::time::sleep(pause(&mut rng)).await;
+        let i = rng.usize(..fleet.replicas.len());
+        killed.push(fleet.replicas[i].spec.name);
+        fleet.crash_and_restart(&world, i).await?;
+    }
+    let cleaned = world
+        .wait_for(args.converge_timeout(), |a| a.services == 0 && a.leaks == 0)
+        .await?;
+    let after = world.audit().await?;
+    let (calls, rate_limited) = calls(&world.sim);
+    let exited = fleet.reap();
+    let crashes = tear_down(world, fleet, scan).await?;
+    let per_controller: Vec<String> = crate::demo::controllers::ALL
+        .iter()
+        .map(|c| {
+            format!(
+                "{} ×{}",
+                c.name,
+                killed.iter().filter(|k| **k == c.name).count()
+            )
+        })
+        .collect();
+    Ok(Row {
+        scenario: "crash".into(),
+        faults: format!("kill -9 ×{} (seed {seed})", killed.len()),
+        size: size.to_string(),
+        converged_s,
+        calls,
+        rate_limited,
+        duplicates: audit.duplicates,
+        leaks: after.leaks,
+        wrong_deletions: after.wrong_deletions,
+        crashes,
+        notes: format!(
+            "last kill while converging at {:.1} s; killed {}; {}{}",
+            last_kill.as_secs_f64(),
+            per_controller.join(", "),
+            if cleaned.is_ok() {
+                "every load balancer deleted"
+            } else {
+                "load balancers left"
+            },
+            if exited.is_empty() {
+                String::new()
+            } else {
+                format!("; exited: {}", exited.join(", "))
+            }
+        ),
+    })
+}

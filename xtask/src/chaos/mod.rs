@@ -1,0 +1,296 @@
+//! `cargo xtask chaos [cloud|crash|apiserver|failover|soak|all] [--quick]`: the reliability suite.
+//!
+//! Every scenario builds a [`world::World`] (a real kube-apiserver + etcd, cloud-sim, servers in a
+//! private network with their Nodes, LoadBalancer Services), runs the four controllers as
+//! processes under their chart RBAC ([`fleet::Fleet`]), does something bad to them, and audits the
+//! end state: converged, no duplicate load balancer or route, nothing leaked, no Node deleted
+//! whose server exists. An audit that fails, a controller that exits on its own, a panic or the
+//! API token in any log, Event or metric fails the suite (exit 1). Timings, 429s, failover gaps
+//! and memory are reported in a table and never judged.
+//!
+//! `--quick` (what `cargo xtask test` runs) uses small worlds and short phases; the full run is
+//! what the README's figures come from.
+
+mod apiserver;
+mod cloud;
+mod crash;
+mod failover;
+mod fleet;
+mod secrets;
+mod soak;
+mod world;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::build::build_controllers;
+use crate::demo::controllers;
+use fleet::Fleet;
+use world::{Size, World};
+
+/// Which part of the suite to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// Cloud faults through cloud-sim's rules: 5xx, 429 under a low rate limit, latency, slow
+    /// actions, locked/conflict, server lists that omit servers.
+    Cloud,
+    /// `kill -9` a random controller at random points, 20 times, restarting it each time.
+    Crash,
+    /// Stop and start kube-apiserver on the same etcd during reconciliation.
+    Apiserver,
+    /// Two replicas per controller: kill -9, then SIGTERM, the leader; the takeover gaps.
+    Failover,
+    /// The demo world running with a node churning, RSS/tasks/fds at start and end.
+    Soak,
+    /// Every scenario above, in that order.
+    All,
+}
+
+/// Options of `cargo xtask chaos`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChaosArgs {
+    #[arg(value_enum, default_value_t = Scenario::All)]
+    pub scenario: Scenario,
+    /// Small worlds and short phases (CI): 20 nodes and 10 Services, a 60 s soak.
+    #[arg(long)]
+    pub quick: bool,
+    /// Nodes in the cloud, crash and apiserver worlds [default: 200, 20 with --quick].
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// LoadBalancer Services in those worlds [default: 100, 10 with --quick].
+    #[arg(long)]
+    pub services: Option<usize>,
+    /// Length of the soak [default: 30, 1 with --quick].
+    #[arg(long)]
+    pub soak_minutes: Option<u64>,
+    /// Cargo profile of the controller binaries.
+    #[arg(long, default_value = "dev")]
+    pub profile: String,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+impl ChaosArgs {
+    fn size(&self) -> Size {
+        Size {
+            nodes: self.nodes.unwrap_or(if self.quick { 20 } else { 200 }),
+            services: self.services.unwrap_or(if self.quick { 10 } else { 100 }),
+        }
+    }
+
+    /// How long a world may take to converge before the scenario fails.
+    fn converge_timeout(&self) -> Duration {
+        Duration::from_secs(if self.quick { 180 } else { 900 })
+    }
+}
+
+/// One line of the results table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub scenario: String,
+    pub faults: String,
+    pub size: String,
+    /// Seconds until the audit said converged (`None`: never, within the timeout).
+    pub converged_s: Option<f64>,
+    /// Cloud API calls the controllers made, and how many were answered 429.
+    pub calls: u64,
+    pub rate_limited: u64,
+    pub duplicates: usize,
+    pub leaks: usize,
+    pub wrong_deletions: usize,
+    /// Controller exits the suite did not cause.
+    pub crashes: usize,
+    pub notes: String,
+}
+
+impl Row {
+    fn failed(&self) -> bool {
+        self.converged_s.is_none()
+            || self.duplicates + self.leaks + self.wrong_deletions + self.crashes > 0
+    }
+}
+
+/// Everything the suite reports.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub rows: Vec<Row>,
+    pub failover: Vec<failover::Gap>,
+    pub soak: Option<soak::Figures>,
+    pub secrets: secrets::Scan,
+}
+
+/// Runs the suite; fails when any scenario did.
+pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
+    let names: Vec<&str> = controllers::ALL.iter().map(|c| c.name).collect();
+    let binaries = build_controllers(&names, &args.profile, true)?;
+    testenv::install_crypto_provider();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let report = rt.block_on(suite(args, &binaries))?;
+    print_report(&report);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("chaos: results written to {}", path.display());
+    }
+    let failed: Vec<&str> = report
+        .rows
+        .iter()
+        .filter(|r| r.failed())
+        .map(|r| r.scenario.as_str())
+        .collect();
+    anyhow::ensure!(failed.is_empty(), "chaos scenarios failed: {failed:?}");
+    anyhow::ensure!(
+        report.secrets.clean(),
+        "the API token or a panic showed up: {:?}",
+        report.secrets
+    );
+    Ok(())
+}
+
+async fn suite(args: &ChaosArgs, binaries: &[PathBuf]) -> anyhow::Result<Report> {
+    let all = args.scenario == Scenario::All;
+    let mut report = Report::default();
+    let logs = std::env::temp_dir().join(format!("cloud-controllers-chaos-{}", std::process::id()));
+    println!("chaos: controller logs in {}", logs.display());
+    let mut scan = secrets::Scanner::new(cloud_sim::DEFAULT_TOKEN);
+    if all || args.scenario == Scenario::Cloud {
+        for fault in cloud::faults(args) {
+            let row = cloud::run(args, binaries, &fault, &logs, &mut scan).await?;
+            print_row(&row);
+            report.rows.push(row);
+        }
+    }
+    if all || args.scenario == Scenario::Crash {
+        let row = crash::run(args, binaries, &logs, &mut scan).await?;
+        print_row(&row);
+        report.rows.push(row);
+    }
+    if all || args.scenario == Scenario::Apiserver {
+        let row = apiserver::run(args, binaries, &logs, &mut scan).await?;
+        print_row(&row);
+        report.rows.push(row);
+    }
+    if all || args.scenario == Scenario::Failover {
+        let (row, gaps) = failover::run(args, binaries, &logs, &mut scan).await?;
+        print_row(&row);
+        report.rows.push(row);
+        report.failover = gaps;
+    }
+    if all || args.scenario == Scenario::Soak {
+        let (row, figures) = soak::run(args, binaries, &logs, &mut scan).await?;
+        print_row(&row);
+        report.rows.push(row);
+        report.soak = Some(figures);
+    }
+    report.secrets = scan.finish();
+    if report.rows.iter().all(|r| !r.failed()) {
+        let _ = std::fs::remove_dir_all(&logs);
+    }
+    Ok(report)
+}
+
+/// What every scenario does at its end: scan what the world and the fleet produced for the
+/// token, stop the processes, stop the control plane.
+async fn tear_down(
+    world: World,
+    fleet: Fleet,
+    scan: &mut secrets::Scanner,
+) -> anyhow::Result<usize> {
+    for r in &fleet.replicas {
+        scan.text(&format!("{} /metrics", r.identity), &r.metrics().await);
+    }
+    scan.events(&world.admin).await?;
+    for log in fleet.logs() {
+        scan.file(&log);
+    }
+    let crashes = fleet
+        .replicas
+        .iter()
+        .map(|r| r.unexpected_exits.len())
+        .sum();
+    drop(fleet);
+    world.plane.stop();
+    Ok(crashes)
+}
+
+/// The sim's request log since its last reset: (calls, 429 answers).
+fn calls(sim: &cloud_sim::Sim) -> (u64, u64) {
+    let log = sim.request_log();
+    let limited = log.iter().filter(|r| r.status == 429).count() as u64;
+    (log.len() as u64, limited)
+}
+
+/// Where a scenario's controllers log.
+fn log_dir(logs: &Path, scenario: &str) -> PathBuf {
+    logs.join(scenario.replace([' ', '/', '%'], "-"))
+}
+
+fn print_row(r: &Row) {
+    println!(
+        "chaos: {:<22} {} — {} ({})",
+        r.scenario,
+        if r.failed() { "FAILED" } else { "ok" },
+        r.converged_s.map_or("never converged".into(), |s| format!(
+            "converged in {s:.1} s"
+        )),
+        r.notes
+    );
+}
+
+fn print_report(report: &Report) {
+    println!("\nchaos results (controllers as separate processes under their chart RBAC)");
+    println!(
+        "  {:<20} {:<44} {:>10} {:>7} {:>5} {:>5} {:>5} {:>6} {:>7}",
+        "scenario",
+        "faults injected",
+        "converged",
+        "calls",
+        "429s",
+        "dups",
+        "leaks",
+        "wrong",
+        "crashes"
+    );
+    for r in &report.rows {
+        println!(
+            "  {:<20} {:<44} {:>10} {:>7} {:>5} {:>5} {:>5} {:>6} {:>7}",
+            r.scenario,
+            r.faults,
+            r.converged_s
+                .map_or("never".into(), |s| format!("{s:.1} s")),
+            r.calls,
+            r.rate_limited,
+            r.duplicates,
+            r.leaks,
+            r.wrong_deletions,
+            r.crashes
+        );
+    }
+    if !report.failover.is_empty() {
+        println!("\nfailover (2 replicas each; gap = old leader gone → standby holds the Lease)");
+        println!("  {:<22} {:>12} {:>12}", "controller", "kill -9", "SIGTERM");
+        for g in &report.failover {
+            println!(
+                "  {:<22} {:>10.2} s {:>10.2} s",
+                g.controller, g.kill_s, g.sigterm_s
+            );
+        }
+    }
+    if let Some(s) = &report.soak {
+        soak::print(s);
+    }
+    println!(
+        "\nsecrets: {} files, {} Events and {} /metrics scanned: the token {} times, {} panics",
+        report.secrets.files,
+        report.secrets.events,
+        report.secrets.metrics,
+        report.secrets.token_hits.len(),
+        report.secrets.panics.len()
+    );
+}

@@ -1,0 +1,186 @@
+//! Soak: the demo-sized world left running with a node churning — every period one server is
+//! deleted (its kubelet goes silent first) or one joins, alternately. Each controller's resident
+//! memory, live tokio tasks and open file descriptors are read from its `/metrics` once the world
+//! first converged and again at the end; its cloud calls over the soak are scaled to an hour.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::fleet::{Fleet, metric};
+use super::secrets::Scanner;
+use super::world::{Size, World};
+use super::{ChaosArgs, Row, calls, cloud, log_dir, tear_down};
+use crate::demo::controllers::cloud_calls;
+
+/// The soak's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub minutes: f64,
+    pub churn_period_s: u64,
+    pub joins: usize,
+    pub removals: usize,
+    pub controllers: Vec<Sample>,
+}
+
+/// One controller at the start and the end of the soak.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    pub controller: String,
+    pub rss_start_mib: f64,
+    pub rss_end_mib: f64,
+    pub tasks_start: f64,
+    pub tasks_end: f64,
+    pub fds_start: f64,
+    pub fds_end: f64,
+    pub calls_per_hour: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    rss_mib: f64,
+    tasks: f64,
+    fds: f64,
+    calls: u64,
+}
+
+async fn read(fleet: &Fleet) -> Vec<Reading> {
+    let mut out = Vec::new();
+    for r in &fleet.replicas {
+        let m = r.metrics().await;
+        out.push(Reading {
+            rss_mib: metric(&m, "cloud_controllers_process_resident_memory_bytes") / 1048576.0,
+            tasks: metric(&m, "cloud_controllers_runtime_alive_tasks"),
+            fds: metric(&m, "cloud_controllers_process_open_fds"),
+            calls: cloud_calls(&m),
+        });
+    }
+    out
+}
+
+pub async fn run(
+    args: &ChaosArgs,
+    binaries: &[PathBuf],
+    logs: &Path,
+    scan: &mut Scanner,
+) -> anyhow::Result<(Row, Figures)> {
+    let minutes = args.soak_minutes.unwrap_or(if args.quick { 1 } else { 30 });
+    let period = Duration::from_secs(if args.quick { 10 } else { 30 });
+    let size = Size {
+        nodes: 6,
+        services: 2,
+    };
+    let mut world = World::build(size, cloud::sim_config()).await?;
+    let mut fleet = Fleet::start(&world, binaries, 1, "info", &log_dir(logs, "soak")).await?;
+    let first = world
+        .wait_for(args.converge_timeout(), |a| a.converged())
+        .await?;
+    anyhow::ensure!(first.is_ok(), "the soak world never converged");
+    let start = read(&fleet).await;
+    world.sim.reset_counters();
+
+    let soak = Duration::from_secs(minutes * 60);
+    let started = Instant::now();
+    let (mut joins, mut removals) = (0, 0);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    while started.elapsed() < soak {
+        tick.tick().await;
+        if (joins + removals) % 2 == 0 {
+            let name = world.servers.keys().next().cloned().unwrap_or_default();
+            world.set_ready(std::slice::from_ref(&name), false).await?;
+            world.remove_server(&name).await?;
+            removals += 1;
+        } else {
+            world.add_nodes(1).await?;
+            joins += 1;
+        }
+        let exited = fleet.reap();
+        anyhow::ensure!(
+            exited.is_empty(),
+            "controllers exited during the soak: {exited:?}"
+        );
+    }
+    let hours = started.elapsed().as_secs_f64() / 3600.0;
+    let converged = world
+        .wait_for(args.converge_timeout(), |a| a.converged())
+        .await?;
+    if let Err(last) = &converged {
+        eprintln!(
+            "chaos soak: not converged: {}\n{}",
+            last.summary(),
+            fleet.log_tails(10)
+        );
+    }
+    let end = read(&fleet).await;
+    let audit = world.audit().await?;
+    let (calls, rate_limited) = calls(&world.sim);
+    let controllers: Vec<Sample> = fleet
+        .replicas
+        .iter()
+        .zip(start.iter().zip(&end))
+        .map(|(r, (s, e))| Sample {
+            controller: r.spec.name.into(),
+            rss_start_mib: s.rss_mib,
+            rss_end_mib: e.rss_mib,
+            tasks_start: s.tasks,
+            tasks_end: e.tasks,
+            fds_start: s.fds,
+            fds_end: e.fds,
+            calls_per_hour: e.calls.saturating_sub(s.calls) as f64 / hours,
+        })
+        .collect();
+    let crashes = tear_down(world, fleet, scan).await?;
+    let figures = Figures {
+        minutes: hours * 60.0,
+        churn_period_s: period.as_secs(),
+        joins,
+        removals,
+        controllers,
+    };
+    let row = Row {
+        scenario: "soak".into(),
+        faults: format!(
+            "{minutes} min, a node churning every {} s",
+            period.as_secs()
+        ),
+        size: format!("{size} at the start"),
+        converged_s: converged.ok().map(|t| t.as_secs_f64()),
+        calls,
+        rate_limited,
+        duplicates: audit.duplicates,
+        leaks: audit.leaks,
+        wrong_deletions: audit.wrong_deletions,
+        crashes,
+        notes: format!(
+            "{joins} joins, {removals} removals; {:.0} cloud calls/h in all (the world's own \
+             server creates and deletes included)",
+            calls as f64 / hours
+        ),
+    };
+    Ok((row, figures))
+}
+
+pub fn print(f: &Figures) {
+    println!(
+        "\nsoak: {:.1} min, a node churning every {} s ({} joins, {} removals)",
+        f.minutes, f.churn_period_s, f.joins, f.removals
+    );
+    println!(
+        "  {:<22} {:>17} {:>13} {:>9} {:>12}",
+        "controller", "RSS start → end", "tasks", "fds", "calls/hour"
+    );
+    for s in &f.controllers {
+        println!(
+            "  {:<22} {:>6.1} → {:>5.1} MiB {:>5} → {:<5} {:>3} → {:<3} {:>12.0}",
+            s.controller,
+            s.rss_start_mib,
+            s.rss_end_mib,
+            s.tasks_start,
+            s.tasks_end,
+            s.fds_start,
+            s.fds_end,
+            s.calls_per_hour
+        );
+    }
+}

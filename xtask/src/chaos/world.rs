@@ -1,0 +1,413 @@
+//! The world a chaos scenario runs in, and its audit.
+//!
+//! Servers in one private network with their Nodes registered as kubelets do (the demo's
+//! `register_node`), spread over pools of at most [`POOL`] nodes, and LoadBalancer Services that
+//! each target one pool through HCCM's `node-selector` annotation (an lb11 takes 25 targets). The
+//! audit reads the cloud through cloud-sim's inventory (uncounted, untouched by fault rules) and
+//! the cluster through the admin client, so it sees the truth while the API misbehaves.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Node, Service, ServicePort, ServiceSpec};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+
+use crate::demo::world::{self as demo_world, Server};
+
+/// Nodes per pool, so every load balancer's target set fits an lb11 (25 targets).
+pub const POOL: usize = 20;
+pub const NAMESPACE: &str = "chaos";
+const POOL_LABEL: &str = "chaos.cloud-controllers.dev/pool";
+const SELECTOR: &str = "load-balancer.hetzner.cloud/node-selector";
+/// The ownership label HCCM and we put on a Service's load balancer.
+const SERVICE_UID: &str = "hcloud-ccm/service-uid";
+const UNINITIALIZED: &str = demo_world::UNINITIALIZED;
+/// Servers and Nodes created at once while building.
+const PARALLEL: usize = 16;
+
+/// How big a world is.
+#[derive(Debug, Clone, Copy)]
+pub struct Size {
+    pub nodes: usize,
+    pub services: usize,
+}
+
+impl std::fmt::Display for Size {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} nodes, {} Services", self.nodes, self.services)
+    }
+}
+
+/// A control plane, a cloud-sim and what the scenario created in them.
+pub struct World {
+    pub plane: testenv::ControlPlane,
+    pub admin: Client,
+    pub sim: cloud_sim::Sim,
+    pub network: u64,
+    /// Every server ever created, by Node name; [`World::remove_server`] forgets one.
+    pub servers: BTreeMap<String, Server>,
+    /// Index of the next server (`demo-<i>`, pod CIDR `10.244.<i>.0/24`).
+    next: usize,
+    pools: usize,
+}
+
+impl World {
+    /// Starts the control plane and cloud-sim, then creates the network, `size.nodes` servers
+    /// with their Nodes (Ready, uninitialized) and `size.services` Services. The sim's counters
+    /// are reset afterwards, so they count what the controllers do.
+    pub async fn build(size: Size, sim: cloud_sim::SimConfig) -> anyhow::Result<World> {
+        anyhow::ensure!(
+            size.nodes < 250,
+            "at most 249 nodes: pod CIDRs are 10.244.<i>.0/24"
+        );
+        let plane = testenv::ControlPlane::start()
+            .await
+            .context("starting the control plane")?;
+        let admin = plane.client().await?;
+        let sim = cloud_sim::Sim::start_with(sim).await;
+        let network = demo_world::network(&sim).await?;
+        let mut world = World {
+            plane,
+            admin,
+            sim,
+            network,
+            servers: BTreeMap::new(),
+            next: 1,
+            pools: size.nodes.div_ceil(POOL).max(1),
+        };
+        world.add_nodes(size.nodes).await?;
+        Api::<Namespace>::all(world.admin.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(serde_json::json!({"metadata": {"name": NAMESPACE}}))?,
+            )
+            .await?;
+        futures::stream::iter(0..size.services)
+            .map(|i| world.create_service(i))
+            .buffer_unordered(PARALLEL)
+            .try_collect::<Vec<()>>()
+            .await?;
+        world.sim.reset_counters();
+        Ok(world)
+    }
+
+    /// Creates `n` more servers and registers their Nodes.
+    pub async fn add_nodes(&mut self, n: usize) -> anyhow::Result<Vec<String>> {
+        let first = self.next;
+        self.next += n;
+        let (sim, admin, network, pools) = (&self.sim, &self.admin, self.network, self.pools);
+        let created: Vec<Server> = futures::stream::iter(first..first + n)
+            .map(|i| async move {
+                let mut server = demo_world::server(sim, network, i).await?;
+                server
+                    .labels
+                    .push((POOL_LABEL.into(), format!("p{}", i % pools)));
+                demo_world::register_node(admin, &server).await?;
+                anyhow::Ok(server)
+            })
+            .buffer_unordered(PARALLEL)
+            .try_collect()
+            .await?;
+        let names = created.iter().map(|s| s.name.clone()).collect();
+        for s in created {
+            self.servers.insert(s.name.clone(), s);
+        }
+        Ok(names)
+    }
+
+    /// Deletes a server as its owner would; its Node stays until the lifecycle controller sees it
+    /// NotReady without a server (the caller stops its "kubelet").
+    pub async fn remove_server(&mut self, name: &str) -> anyhow::Result<()> {
+        let server = self
+            .servers
+            .remove(name)
+            .with_context(|| format!("no server {name}"))?;
+        self.sim
+            .world()
+            .delete_server(server.id)
+            .await
+            .map_err(|e| anyhow::anyhow!("deleting server {name}: {e}"))
+    }
+
+    /// Service `svc-<i>`: one TCP port, targeting pool `i % pools`.
+    pub async fn create_service(&self, i: usize) -> anyhow::Result<()> {
+        let mut svc = Service::default();
+        svc.metadata.name = Some(format!("svc-{i}"));
+        svc.metadata.annotations = Some(
+            [(
+                SELECTOR.to_string(),
+                format!("{POOL_LABEL}=p{}", i % self.pools),
+            )]
+            .into(),
+        );
+        svc.spec = Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: 80,
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            selector: Some([("app".to_string(), format!("app-{i}"))].into()),
+            ..Default::default()
+        });
+        self.services()
+            .create(&PostParams::default(), &svc)
+            .await
+            .with_context(|| format!("creating Service svc-{i}"))?;
+        Ok(())
+    }
+
+    pub fn services(&self) -> Api<Service> {
+        Api::namespaced(self.admin.clone(), NAMESPACE)
+    }
+
+    pub fn nodes(&self) -> Api<Node> {
+        Api::all(self.admin.clone())
+    }
+
+    /// Deletes every Service (the controllers' finalizers keep them until their load balancers
+    /// are gone).
+    pub async fn delete_services(&self) -> anyhow::Result<()> {
+        self.services()
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await?;
+        Ok(())
+    }
+
+    /// Sets the Ready condition of `names`, as their kubelets' heartbeats (or silence) would.
+    pub async fn set_ready(&self, names: &[String], ready: bool) -> anyhow::Result<()> {
+        futures::stream::iter(names)
+            .map(|n| demo_world::set_ready(&self.admin, n, ready))
+            .buffer_unordered(PARALLEL)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// What the cluster and the cloud look like now, against what they should.
+    pub async fn audit(&self) -> anyhow::Result<Audit> {
+        let nodes = self.nodes().list(&ListParams::default()).await?.items;
+        let services = self.services().list(&ListParams::default()).await?.items;
+        let inventory = self.sim.inventory();
+        Ok(Audit::of(&nodes, &services, &inventory, &self.servers))
+    }
+
+    /// Polls [`World::audit`] until `done` says yes; the time it took, or the last audit.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        done: impl Fn(&Audit) -> bool,
+    ) -> anyhow::Result<Result<Duration, Audit>> {
+        let started = Instant::now();
+        loop {
+            let audit = self.audit().await;
+            match audit {
+                Ok(a) if done(&a) => return Ok(Ok(started.elapsed())),
+                Ok(a) if started.elapsed() > timeout => return Ok(Err(a)),
+                Err(e) if started.elapsed() > timeout => return Err(e),
+                // The apiserver may be restarting: keep polling until the deadline.
+                _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+}
+
+/// The state of the world measured against the ideal. Counts, so a report can show them.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Audit {
+    pub nodes: usize,
+    /// Nodes with a providerID and without the uninitialized taint.
+    pub initialized: usize,
+    /// Nodes saying `NetworkUnavailable=False`.
+    pub network_ready: usize,
+    /// Nodes with exactly one route, to their private IP.
+    pub routed: usize,
+    pub services: usize,
+    /// Services with an ingress IP whose load balancer targets exactly their pool.
+    pub served: usize,
+    /// Load balancers beyond the first of a Service, and routes beyond the first of a podCIDR.
+    pub duplicates: usize,
+    /// Load balancers whose Service is gone (or was never ours), and routes for no Node.
+    pub leaks: usize,
+    /// Nodes missing whose server still exists.
+    pub wrong_deletions: usize,
+    /// Up to five examples of what is off, for the report.
+    pub problems: Vec<String>,
+}
+
+impl Audit {
+    fn of(
+        nodes: &[Node],
+        services: &[Service],
+        inventory: &cloud_sim::Inventory,
+        servers: &BTreeMap<String, Server>,
+    ) -> Audit {
+        let mut a = Audit {
+            nodes: nodes.len(),
+            services: services.len(),
+            ..Audit::default()
+        };
+        let problem = |a: &mut Audit, p: String| {
+            if a.problems.len() < 5 {
+                a.problems.push(p);
+            }
+        };
+        let existing: BTreeSet<u64> = inventory.servers.iter().map(|s| s.id).collect();
+        let node_names: BTreeSet<String> = nodes.iter().map(|n| n.name_any()).collect();
+        for (name, server) in servers {
+            if existing.contains(&server.id) && !node_names.contains(name) {
+                a.wrong_deletions += 1;
+                problem(&mut a, format!("Node {name} deleted, its server exists"));
+            }
+        }
+
+        let mut routes: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for r in &inventory.routes {
+            routes
+                .entry(r.destination.as_str())
+                .or_default()
+                .push(r.gateway.as_str());
+        }
+        let mut wanted_routes = BTreeSet::new();
+        for n in nodes {
+            let name = n.name_any();
+            let initialized = n.spec.as_ref().is_some_and(|s| {
+                s.provider_id.is_some()
+                    && !s.taints.iter().flatten().any(|t| t.key == UNINITIALIZED)
+            });
+            a.initialized += usize::from(initialized);
+            if crate::demo::story::condition(n, "NetworkUnavailable").as_deref() == Some("False") {
+                a.network_ready += 1;
+            }
+            if let Some(server) = servers.get(&name) {
+                wanted_routes.insert(server.pod_cidr.as_str());
+                match routes.get(server.pod_cidr.as_str()) {
+                    Some(gws) if gws == &[server.private_ip.as_str()] => a.routed += 1,
+                    Some(gws) => {
+                        problem(&mut a, format!("{}: routes via {gws:?}", server.pod_cidr))
+                    }
+                    None => {}
+                }
+            }
+        }
+        for (dest, gws) in &routes {
+            a.duplicates += gws.len().saturating_sub(1);
+            if gws.len() > 1 {
+                problem(&mut a, format!("route {dest} {} times", gws.len()));
+            }
+            if !wanted_routes.contains(dest) {
+                a.leaks += gws.len();
+                problem(&mut a, format!("route {dest} for no Node"));
+            }
+        }
+
+        let mut lbs: BTreeMap<&str, Vec<&cloud_sim::LoadBalancerItem>> = BTreeMap::new();
+        for lb in &inventory.load_balancers {
+            let owner = lb.labels.get(SERVICE_UID).map_or("", String::as_str);
+            lbs.entry(owner).or_default().push(lb);
+        }
+        let mut owners = BTreeSet::new();
+        for svc in services {
+            let uid = svc.metadata.uid.clone().unwrap_or_default();
+            owners.insert(uid.clone());
+            let mine = lbs.get(uid.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            if mine.len() > 1 {
+                a.duplicates += mine.len() - 1;
+                problem(
+                    &mut a,
+                    format!("{} has {} load balancers", svc.name_any(), mine.len()),
+                );
+            }
+            let has_ingress = svc
+                .status
+                .as_ref()
+                .and_then(|s| s.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.as_ref())
+                .is_some_and(|i| !i.is_empty());
+            let wanted = pool_servers(svc, nodes, servers);
+            match mine {
+                [lb] if has_ingress => {
+                    let got: BTreeSet<u64> = lb.target_servers.iter().copied().collect();
+                    if got == wanted {
+                        a.served += 1;
+                    } else {
+                        problem(
+                            &mut a,
+                            format!(
+                                "{}: {} targets, {} wanted",
+                                svc.name_any(),
+                                got.len(),
+                                wanted.len()
+                            ),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (owner, list) in &lbs {
+            if !owners.contains(*owner) {
+                a.leaks += list.len();
+                problem(
+                    &mut a,
+                    format!("load balancer {} has no Service", list[0].name),
+                );
+            }
+        }
+        a
+    }
+
+    /// Every Node initialized, routed and network-ready; every Service served.
+    pub fn converged(&self) -> bool {
+        self.initialized == self.nodes
+            && self.routed == self.nodes
+            && self.network_ready == self.nodes
+            && self.served == self.services
+            && self.duplicates == 0
+            && self.leaks == 0
+    }
+
+    /// One line: `180/200 initialized, …`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{}/{} initialized, {}/{} routed, {}/{} network-ready, {}/{} Services served, \
+             {} duplicates, {} leaks, {} wrong deletions{}",
+            self.initialized,
+            self.nodes,
+            self.routed,
+            self.nodes,
+            self.network_ready,
+            self.nodes,
+            self.served,
+            self.services,
+            self.duplicates,
+            self.leaks,
+            self.wrong_deletions,
+            if self.problems.is_empty() {
+                String::new()
+            } else {
+                format!(" (e.g. {})", self.problems.join("; "))
+            }
+        )
+    }
+}
+
+/// Server ids the Service's load balancer should target: initialized Nodes of its pool.
+fn pool_servers(
+    svc: &Service,
+    nodes: &[Node],
+    servers: &BTreeMap<String, Server>,
+) -> BTreeSet<u64> {
+    let selector = svc.annotations().get(SELECTOR).cloned().unwrap_or_default();
+    let (key, value) = selector.split_once('=').unwrap_or(("", ""));
+    nodes
+        .iter()
+        .filter(|n| n.labels().get(key).map(String::as_str) == Some(value))
+        .filter(|n| n.spec.as_ref().is_some_and(|s| s.provider_id.is_some()))
+        .filter_map(|n| servers.get(&n.name_any()).map(|s| s.id))
+        .collect()
+}
