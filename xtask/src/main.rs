@@ -29,7 +29,8 @@ enum Command {
     /// pay for them.
     Prepare,
     /// Run the whole test suite: prepares the Go-built tools, builds the controller and cloud-sim
-    /// binaries (the chart tests run them), then `cargo test --workspace --all-targets`.
+    /// binaries (the chart tests run them), then `cargo test --workspace --all-targets`, the demo,
+    /// `bench --quick all` and `chaos --quick all`.
     Test {
         /// Extra arguments passed to `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -156,6 +157,19 @@ fn test(args: &[String]) -> anyhow::Result<ExitCode> {
     })?;
     eprintln!("\n=== cargo xtask bench --quick all (figures are printed, never asserted)");
     bench_report_is_well_formed()?;
+    eprintln!(
+        "\n=== cargo xtask chaos --quick all (fails on a duplicate, leak, wrong deletion, crash, \
+         unconverged world, or the token in any log, Event or metric)"
+    );
+    chaos::run(&chaos::ChaosArgs {
+        scenario: chaos::Scenario::All,
+        quick: true,
+        nodes: None,
+        services: None,
+        soak_minutes: None,
+        profile: "dev".into(),
+        json: None,
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -54,13 +54,13 @@ pub enum Scenario {
 pub struct ChaosArgs {
     #[arg(value_enum, default_value_t = Scenario::All)]
     pub scenario: Scenario,
-    /// Small worlds and short phases (CI): 20 nodes and 10 Services, a 60 s soak.
+    /// Small worlds and short phases (CI): 10 nodes and 5 Services, a 1 min soak.
     #[arg(long)]
     pub quick: bool,
-    /// Nodes in the cloud, crash and apiserver worlds [default: 200, 20 with --quick].
+    /// Nodes in the cloud, crash and apiserver worlds [default: 200, 10 with --quick].
     #[arg(long)]
     pub nodes: Option<usize>,
-    /// LoadBalancer Services in those worlds [default: 100, 10 with --quick].
+    /// LoadBalancer Services in those worlds [default: 100, 5 with --quick].
     #[arg(long)]
     pub services: Option<usize>,
     /// Length of the soak [default: 30, 1 with --quick].
@@ -77,8 +77,8 @@ pub struct ChaosArgs {
 impl ChaosArgs {
     fn size(&self) -> Size {
         Size {
-            nodes: self.nodes.unwrap_or(if self.quick { 20 } else { 200 }),
-            services: self.services.unwrap_or(if self.quick { 10 } else { 100 }),
+            nodes: self.nodes.unwrap_or(if self.quick { 10 } else { 200 }),
+            services: self.services.unwrap_or(if self.quick { 5 } else { 100 }),
         }
     }
 

@@ -411,3 +411,102 @@ fn pool_servers(
         .filter_map(|n| servers.get(&n.name_any()).map(|s| s.id))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cloud_sim::{Inventory, LoadBalancerItem, RouteItem, ServerItem};
+    use serde_json::json;
+
+    fn server(i: u64) -> Server {
+        Server {
+            id: i,
+            name: format!("demo-{i}"),
+            private_ip: format!("10.0.0.{}", i + 1),
+            pod_cidr: format!("10.244.{i}.0/24"),
+            labels: vec![(POOL_LABEL.into(), "p0".into())],
+        }
+    }
+
+    fn node(s: &Server) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": s.name, "labels": {POOL_LABEL: "p0"}},
+            "spec": {"providerID": format!("hcloud://{}", s.id)},
+            "status": {"conditions": [{"type": "NetworkUnavailable", "status": "False"}]},
+        }))
+        .unwrap()
+    }
+
+    fn service(uid: &str) -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": uid, "uid": uid, "annotations": {SELECTOR: format!("{POOL_LABEL}=p0")}},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}},
+        }))
+        .unwrap()
+    }
+
+    fn lb(id: u64, owner: &str, targets: &[u64]) -> LoadBalancerItem {
+        LoadBalancerItem {
+            id,
+            name: format!("lb-{id}"),
+            labels: [(SERVICE_UID.to_string(), owner.to_string())].into(),
+            target_servers: targets.to_vec(),
+            ports: vec![80],
+        }
+    }
+
+    fn route(s: &Server) -> RouteItem {
+        RouteItem {
+            network: 1,
+            destination: s.pod_cidr.clone(),
+            gateway: s.private_ip.clone(),
+        }
+    }
+
+    #[test]
+    fn a_converged_world_passes_and_every_fault_is_counted() {
+        let servers: BTreeMap<String, Server> =
+            (1..=3).map(server).map(|s| (s.name.clone(), s)).collect();
+        let all: Vec<&Server> = servers.values().collect();
+        let nodes: Vec<Node> = all.iter().map(|s| node(s)).collect();
+        let inventory = Inventory {
+            servers: all
+                .iter()
+                .map(|s| ServerItem {
+                    id: s.id,
+                    name: s.name.clone(),
+                    status: "running".into(),
+                })
+                .collect(),
+            load_balancers: vec![lb(1, "a", &[1, 2, 3])],
+            routes: all.iter().map(|s| route(s)).collect(),
+        };
+        let good = Audit::of(&nodes, &[service("a")], &inventory, &servers);
+        assert!(good.converged(), "{}", good.summary());
+
+        // A second LB for the Service, an orphan LB, a duplicate route, and a Node deleted
+        // although its server runs.
+        let mut bad = inventory.clone();
+        bad.load_balancers.push(lb(2, "a", &[1, 2, 3]));
+        bad.load_balancers.push(lb(3, "gone", &[]));
+        bad.routes.push(RouteItem {
+            gateway: "10.0.0.9".into(),
+            ..route(all[0])
+        });
+        let audit = Audit::of(&nodes[1..], &[service("a")], &bad, &servers);
+        assert_eq!(
+            (audit.duplicates, audit.leaks, audit.wrong_deletions),
+            (2, 3, 1),
+            "{}",
+            audit.summary()
+        );
+        assert!(!audit.converged());
+        // Wrong targets keep a Service from counting as served.
+        let mut wrong = inventory;
+        wrong.load_balancers = vec![lb(1, "a", &[1])];
+        assert_eq!(
+            Audit::of(&nodes, &[service("a")], &wrong, &servers).served,
+            0
+        );
+    }
+}
