@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::World;
-use super::{ChaosArgs, Row, calls, cloud, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, calls, cloud, log_dir, tear_down};
 
 /// How long the apiserver stays down.
 const DOWN: Duration = Duration::from_secs(5);
@@ -42,17 +42,9 @@ pub async fn run(
     for i in size.services..size.services + 2 {
         world.create_service(i).await?;
     }
-    let converged = world
-        .wait_for(args.converge_timeout(), |a| a.converged())
-        .await?;
-    if let Err(last) = &converged {
-        eprintln!(
-            "chaos apiserver: not converged: {}\n{}",
-            last.summary(),
-            fleet.log_tails(10)
-        );
-    }
-    let converged_s = converged.ok().map(|_| started.elapsed().as_secs_f64());
+    let converged_s = await_convergence(&world, &fleet, args, "apiserver")
+        .await?
+        .map(|_| started.elapsed().as_secs_f64());
     let audit = world.audit().await?;
     // Nobody restarts a controller here: one that exited counts as a crash.
     let exited = fleet.reap();

@@ -9,7 +9,7 @@ use cloud_sim::{FaultKind, FaultRule};
 use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::World;
-use super::{ChaosArgs, Row, calls, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, calls, log_dir, tear_down};
 
 /// One fault scenario.
 #[derive(Debug, Clone)]
@@ -155,21 +155,10 @@ pub async fn run(
     let dir = log_dir(logs, fault.name);
     let mut fleet = Fleet::start(&world, binaries, 1, "debug", &dir).await?;
 
-    let converged = world
-        .wait_for(args.converge_timeout(), |a| a.converged())
-        .await?;
-    let (converged_s, at_convergence) = match converged {
-        Ok(t) => (Some(t.as_secs_f64()), world.audit().await?),
-        Err(last) => {
-            eprintln!(
-                "chaos {}: not converged: {}\n{}",
-                fault.name,
-                last.summary(),
-                fleet.log_tails(10)
-            );
-            (None, last)
-        }
-    };
+    let converged_s = await_convergence(&world, &fleet, args, fault.name)
+        .await?
+        .map(|t| t.as_secs_f64());
+    let at_convergence = world.audit().await?;
     world.delete_services().await?;
     let cleaned = world
         .wait_for(args.converge_timeout(), |a| a.services == 0 && a.leaks == 0)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::World;
-use super::{ChaosArgs, Row, calls, cloud, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, calls, cloud, log_dir, tear_down};
 
 const KILLS_CONVERGING: usize = 15;
 const KILLS_DELETING: usize = 5;
@@ -41,18 +41,10 @@ pub async fn run(
         fleet.crash_and_restart(&world, i).await?;
     }
     let last_kill = started.elapsed();
-    let converged = world
-        .wait_for(args.converge_timeout(), |a| a.converged())
-        .await?;
+    let converged_s = await_convergence(&world, &fleet, args, "crash")
+        .await?
+        .map(|_| started.elapsed().as_secs_f64());
     let audit = world.audit().await?;
-    if let Err(last) = &converged {
-        eprintln!(
-            "chaos crash: not converged: {}\n{}",
-            last.summary(),
-            fleet.log_tails(10)
-        );
-    }
-    let converged_s = converged.ok().map(|_| started.elapsed().as_secs_f64());
 
     world.delete_services().await?;
     for _ in 0..KILLS_DELETING {

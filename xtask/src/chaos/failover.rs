@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::{Size, World};
-use super::{ChaosArgs, Row, calls, cloud, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, calls, cloud, log_dir, tear_down};
 use crate::demo::controllers;
 
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -41,10 +41,8 @@ pub async fn run(
     };
     let mut world = World::build(size, cloud::sim_config()).await?;
     let mut fleet = Fleet::start(&world, binaries, 2, "trace", &log_dir(logs, "failover")).await?;
-    let first = world
-        .wait_for(args.converge_timeout(), |a| a.converged())
-        .await?;
-    anyhow::ensure!(first.is_ok(), "the failover world never converged");
+    let first = await_convergence(&world, &fleet, args, "failover").await?;
+    anyhow::ensure!(first.is_some(), "the failover world never converged");
 
     let mut gaps = Vec::new();
     for spec in controllers::ALL {
@@ -76,16 +74,7 @@ pub async fn run(
     let started = Instant::now();
     world.add_nodes(1).await?;
     world.create_service(size.services).await?;
-    let converged = world
-        .wait_for(args.converge_timeout(), |a| a.converged())
-        .await?;
-    if let Err(last) = &converged {
-        eprintln!(
-            "chaos failover: not converged: {}\n{}",
-            last.summary(),
-            fleet.log_tails(10)
-        );
-    }
+    let converged = await_convergence(&world, &fleet, args, "failover").await?;
     let audit = world.audit().await?;
     let exited = fleet.reap();
     let (calls, rate_limited) = calls(&world.sim);
@@ -99,7 +88,7 @@ pub async fn run(
         scenario: "failover".into(),
         faults: "kill -9, then SIGTERM, each leader".into(),
         size: format!("{size}, 2 replicas each"),
-        converged_s: converged.ok().map(|_| started.elapsed().as_secs_f64()),
+        converged_s: converged.map(|_| started.elapsed().as_secs_f64()),
         calls,
         rate_limited,
         duplicates: audit.duplicates,

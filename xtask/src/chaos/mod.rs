@@ -219,6 +219,30 @@ async fn tear_down(
     Ok(crashes)
 }
 
+/// Waits until the world converged: how long it took, or `None` after printing what is still
+/// off and the controllers' last log lines.
+async fn await_convergence(
+    world: &World,
+    fleet: &Fleet,
+    args: &ChaosArgs,
+    scenario: &str,
+) -> anyhow::Result<Option<Duration>> {
+    match world
+        .wait_for(args.converge_timeout(), |a| a.converged())
+        .await?
+    {
+        Ok(took) => Ok(Some(took)),
+        Err(last) => {
+            eprintln!(
+                "chaos {scenario}: not converged: {}\n{}",
+                last.summary(),
+                fleet.log_tails(10)
+            );
+            Ok(None)
+        }
+    }
+}
+
 /// The sim's request log since its last reset: (calls, 429 answers).
 fn calls(sim: &cloud_sim::Sim) -> (u64, u64) {
     let log = sim.request_log();

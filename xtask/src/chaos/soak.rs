@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::fleet::{Fleet, metric};
 use super::secrets::Scanner;
 use super::world::{Size, World};
-use super::{ChaosArgs, Row, calls, cloud, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, calls, cloud, log_dir, tear_down};
 use crate::demo::controllers::cloud_calls;
 
 /// The soak's figures.
@@ -73,10 +73,8 @@ pub async fn run(
     };
     let mut world = World::build(size, cloud::sim_config()).await?;
     let mut fleet = Fleet::start(&world, binaries, 1, "info", &log_dir(logs, "soak")).await?;
-    let first = world
-        .wait_for(args.converge_timeout(), |a| a.converged())
-        .await?;
-    anyhow::ensure!(first.is_ok(), "the soak world never converged");
+    let first = await_convergence(&world, &fleet, args, "soak").await?;
+    anyhow::ensure!(first.is_some(), "the soak world never converged");
     let start = read(&fleet).await;
     world.sim.reset_counters();
 
@@ -102,16 +100,7 @@ pub async fn run(
         );
     }
     let hours = started.elapsed().as_secs_f64() / 3600.0;
-    let converged = world
-        .wait_for(args.converge_timeout(), |a| a.converged())
-        .await?;
-    if let Err(last) = &converged {
-        eprintln!(
-            "chaos soak: not converged: {}\n{}",
-            last.summary(),
-            fleet.log_tails(10)
-        );
-    }
+    let converged = await_convergence(&world, &fleet, args, "soak").await?;
     let end = read(&fleet).await;
     let audit = world.audit().await?;
     let (calls, rate_limited) = calls(&world.sim);
@@ -145,7 +134,7 @@ pub async fn run(
             period.as_secs()
         ),
         size: format!("{size} at the start"),
-        converged_s: converged.ok().map(|t| t.as_secs_f64()),
+        converged_s: converged.map(|t| t.as_secs_f64()),
         calls,
         rate_limited,
         duplicates: audit.duplicates,
