@@ -276,14 +276,7 @@ async fn runs_with_only_the_chart_rbac_and_leader_election() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("rbac");
     let ns = unique("lc-rbac");
-    support::apply_chart_rbac(
-        &admin,
-        &support::rbac_file("lifecycle-controller"),
-        &ns,
-        "lifecycle-controller",
-    )
-    .await;
-    let sa_client = k.service_account_client(&ns, "lifecycle-controller").await;
+    let sa_client = support::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
 
     let (gone_node, off_node) = (unique("gone"), unique("off"));
     let s1 = support::sim::create_server(&sim, &gone_node).await;
@@ -411,14 +404,7 @@ async fn chart_rbac_refuses_services_node_status_and_secrets() {
     let admin = k.client().await;
     let run = unique("rbac-deny");
     let ns = unique("lc-deny");
-    support::apply_chart_rbac(
-        &admin,
-        &support::rbac_file("lifecycle-controller"),
-        &ns,
-        "lifecycle-controller",
-    )
-    .await;
-    let sa = k.service_account_client(&ns, "lifecycle-controller").await;
+    let sa = support::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
     let name = unique("node");
     create_node(&admin, &run, &name, NodeSpecT::default()).await;
     let mut svc = Service::default();

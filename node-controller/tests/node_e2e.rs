@@ -534,14 +534,7 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("le");
     let ns = unique("nc-rbac");
-    support::apply_chart_rbac(
-        &admin,
-        &support::rbac_file("node-controller"),
-        &ns,
-        "node-controller",
-    )
-    .await;
-    let sa = k.service_account_client(&ns, "node-controller").await;
+    let sa = support::chart_service_account(&k, &admin, "node-controller", &ns).await;
 
     let start = |id: &'static str| {
         let sa = sa.clone();
@@ -717,14 +710,7 @@ async fn chart_rbac_refuses_deleting_nodes_and_reading_secrets() {
     let admin = k.client().await;
     let run = unique("rbac-deny");
     let ns = unique("nc-deny");
-    support::apply_chart_rbac(
-        &admin,
-        &support::rbac_file("node-controller"),
-        &ns,
-        "node-controller",
-    )
-    .await;
-    let sa = k.service_account_client(&ns, "node-controller").await;
+    let sa = support::chart_service_account(&k, &admin, "node-controller", &ns).await;
     let name = unique("node");
     create_node(&admin, &run, &name, NodeSpecT::default()).await;
     let nodes: Api<Node> = Api::all(sa.clone());

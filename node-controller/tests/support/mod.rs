@@ -161,6 +161,18 @@ pub async fn apply_chart_rbac(client: &Client, file: &Path, ns: &str, sa: &str) 
         .expect("bind the chart's RBAC");
 }
 
+/// Binds `controller`'s chart RBAC to its ServiceAccount in `ns` and returns a client acting as
+/// that ServiceAccount: the controller's permissions, nothing more.
+pub async fn chart_service_account(
+    k: &testenv::TestKube,
+    admin: &Client,
+    controller: &str,
+    ns: &str,
+) -> Client {
+    apply_chart_rbac(admin, &rbac_file(controller), ns, controller).await;
+    k.service_account_client(ns, controller).await
+}
+
 /// Path of a chart RBAC file from a crate's manifest dir.
 pub fn rbac_file(controller: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
