@@ -7,6 +7,7 @@ use cloud_client::hcloud::{HcloudConfig, HcloudProvider};
 use cloud_client::{Cloud, CloudError};
 
 use crate::config::{AddressFamily, CloudSettings, Config};
+use crate::runtime::RunError;
 
 /// The `HcloudConfig` for `settings`; `env` supplies the variables this crate does not model.
 pub fn hcloud_config(
@@ -33,14 +34,25 @@ pub fn hcloud_config(
     })
 }
 
-/// Builds the Hetzner provider from `config.cloud` (which must be set).
-pub async fn build(config: &Config) -> Result<Cloud, CloudError> {
+/// Builds the Hetzner provider from `config.cloud` (which must be set). What the cloud says about
+/// the configuration itself — the `HCLOUD_NETWORK` does not exist, the token is refused — is a
+/// [`RunError::Config`] (exit 2); anything else (unreachable, 5xx) is a failure to retry (exit 1).
+pub async fn build(config: &Config) -> Result<Cloud, RunError> {
     let settings = config
         .cloud
         .as_ref()
-        .ok_or_else(|| CloudError::InvalidConfig {
-            problems: vec!["no cloud settings (HCLOUD_TOKEN)".into()],
-        })?;
-    let hc = hcloud_config(settings, |k| std::env::var(k).ok())?;
-    Ok(HcloudProvider::new(hc).await?.cloud())
+        .ok_or_else(|| RunError::Config("no cloud settings (HCLOUD_TOKEN)".into()))?;
+    let connect = async {
+        let hc = hcloud_config(settings, |k| std::env::var(k).ok())?;
+        Ok::<_, CloudError>(HcloudProvider::new(hc).await?.cloud())
+    };
+    connect.await.map_err(|e| match &e {
+        CloudError::NotFound { .. } | CloudError::InvalidConfig { .. } => {
+            RunError::Config(e.to_string())
+        }
+        CloudError::Api(api) if matches!(api.status, 401 | 403) => {
+            RunError::Config(format!("HCLOUD_TOKEN was refused: {e}"))
+        }
+        _ => RunError::Controller(e.into()),
+    })
 }

@@ -63,6 +63,10 @@ pub enum RunError {
     /// The controller failed.
     #[error("controller failed: {0:#}")]
     Controller(anyhow::Error),
+    /// The configuration is wrong in a way only the cloud could tell (an `HCLOUD_NETWORK` that does
+    /// not exist, a token it refuses): exit code 2, like a flag that does not parse.
+    #[error("invalid configuration: {0}")]
+    Config(String),
 }
 
 /// One controller process (or one in-process instance in tests).
@@ -308,7 +312,7 @@ impl Runtime {
 
 /// Process entry point for a controller binary: validates `common` plus the controller's own flags
 /// (`extra`, into the same problem list), then runs `start` on a Tokio runtime. Exit codes: 0 clean
-/// shutdown, 1 failure or lost Lease, 2 invalid configuration.
+/// shutdown, 1 failure or lost Lease, 2 invalid configuration (including [`RunError::Config`]).
 pub fn main<T, S, Fut>(
     info: &'static ControllerInfo,
     common: CommonArgs,
@@ -361,6 +365,11 @@ where
             Ok(()) => {
                 tracing::info!("stopped");
                 ExitCode::SUCCESS
+            }
+            Err(e @ RunError::Config(_)) => {
+                tracing::error!(error = %e, "exiting");
+                eprintln!("{}: {e}", info.name);
+                ExitCode::from(2)
             }
             Err(e) => {
                 tracing::error!(error = %e, "exiting");

@@ -23,9 +23,7 @@ fn main() -> ExitCode {
         args.common,
         |p| lifecycle.validate(p),
         |rt, filter| async move {
-            let cloud = controller_kit::cloud::build(rt.config())
-                .await
-                .map_err(|e| controller_kit::RunError::Controller(e.into()))?;
+            let cloud = controller_kit::cloud::build(rt.config()).await?;
             lifecycle_controller::start(rt, cloud, filter).await
         },
     )

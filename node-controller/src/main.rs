@@ -19,9 +19,7 @@ fn main() -> ExitCode {
         args.common,
         |_| (),
         |rt, ()| async move {
-            let cloud = controller_kit::cloud::build(rt.config())
-                .await
-                .map_err(|e| controller_kit::RunError::Controller(e.into()))?;
+            let cloud = controller_kit::cloud::build(rt.config()).await?;
             node_controller::start(rt, cloud).await
         },
     )

@@ -24,9 +24,7 @@ fn main() -> ExitCode {
         args.common,
         |p| route.validate(&common, p),
         |rt, settings| async move {
-            let cloud = controller_kit::cloud::build(rt.config())
-                .await
-                .map_err(|e| controller_kit::RunError::Controller(e.into()))?;
+            let cloud = controller_kit::cloud::build(rt.config()).await?;
             route_controller::start(rt, cloud, settings).await
         },
     )

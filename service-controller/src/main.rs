@@ -23,9 +23,7 @@ fn main() -> ExitCode {
         args.common,
         |p| service.validate(p),
         |rt, settings| async move {
-            let cloud = controller_kit::cloud::build(rt.config())
-                .await
-                .map_err(|e| controller_kit::RunError::Controller(e.into()))?;
+            let cloud = controller_kit::cloud::build(rt.config()).await?;
             service_controller::start(rt, cloud, settings).await
         },
     )

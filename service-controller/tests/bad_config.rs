@@ -1,7 +1,7 @@
 //! Bad configuration of the service-controller binary (issue 11): the shared cases of every
 //! controller plus the load-balancer flags and `HCLOUD_LOAD_BALANCERS_*` defaults, each exiting 2
 //! with the flag or variable, its value and what is accepted. A network that does not exist can
-//! only be found out by asking the cloud: that is a startup failure (exit 1) naming it.
+//! only be found out by asking the cloud, and so can a token it refuses: both exit 2 too, once asked.
 
 #[path = "../../node-controller/tests/support/mod.rs"]
 mod support;
@@ -121,11 +121,8 @@ fn every_bad_configuration_exits_2_naming_flag_value_and_accepted_forms() {
     assert_all(BIN, CASES);
 }
 
-/// Whether the network exists is the cloud's to say: the binary fails at startup (exit 1, after
-/// the Kubernetes client), naming `HCLOUD_NETWORK` and the value.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_network_fails_startup_naming_it() {
-    let fx = lb::Fixture::without_controller(None).await;
+/// Starts the binary against `sim` with `token` and `network`; its exit code and all it printed.
+async fn start_against(sim: &cloud_sim::Sim, token: &str, network: &str) -> (Option<i32>, String) {
     let k = testenv::kube().await;
     let child = tokio::process::Command::new(BIN)
         .args([
@@ -134,9 +131,9 @@ async fn unknown_network_fails_startup_naming_it() {
             "--admin-address=127.0.0.1:0",
             "--leader-elect=false",
         ])
-        .env("HCLOUD_TOKEN", fx.sim.token())
-        .env("HCLOUD_ENDPOINT", fx.sim.endpoint())
-        .env("HCLOUD_NETWORK", "no-such-network")
+        .env("HCLOUD_TOKEN", token)
+        .env("HCLOUD_ENDPOINT", sim.endpoint())
+        .env("HCLOUD_NETWORK", network)
         .env("NO_COLOR", "1")
         .kill_on_drop(true)
         .output();
@@ -144,13 +141,38 @@ async fn unknown_network_fails_startup_naming_it() {
         .await
         .expect("exits within 30 s")
         .expect("run the binary");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stderr}{stdout}");
-    let all = format!("{stderr}{stdout}");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!all.contains(token), "the token was printed");
+    (out.status.code(), all)
+}
+
+/// Whether the network exists is the cloud's to say: the binary fails at startup after asking it,
+/// with the configuration exit code 2, naming `HCLOUD_NETWORK` and the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_network_fails_startup_naming_it() {
+    let fx = lb::Fixture::without_controller(None).await;
+    let (code, all) = start_against(&fx.sim, &fx.sim.token(), "no-such-network").await;
+    assert_eq!(code, Some(2), "{all}");
     assert!(
         all.contains("HCLOUD_NETWORK") && all.contains("no-such-network"),
         "{all}"
     );
-    assert!(!all.contains(&fx.sim.token()), "the token was printed");
+}
+
+/// A well-formed token the cloud refuses is a configuration error too (exit 2), found at the
+/// first call, and the message says which setting to fix without printing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_token_fails_startup_naming_it() {
+    let sim = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
+        token: Some("a".repeat(64)),
+        ..Default::default()
+    })
+    .await;
+    let (code, all) = start_against(&sim, &"b".repeat(64), "k8s").await;
+    assert_eq!(code, Some(2), "{all}");
+    assert!(all.contains("HCLOUD_TOKEN was refused"), "{all}");
 }
