@@ -109,11 +109,14 @@ pub struct InstanceMetadata {
 }
 
 /// Node/server lookups (upstream `InstancesV2`). Lookups are served from a shared snapshot; a "not found"
-/// answer is always confirmed by a fresh cloud read, so a stale cache never causes a Node deletion.
+/// answer is always confirmed by a fresh cloud read, and "gone" by a read of the server itself, so
+/// neither a stale cache nor a lagging list causes a Node deletion.
 #[async_trait]
 pub trait Instances: Send + Sync {
-    /// `Ok(false)` ONLY when the cloud positively and freshly said the server does not exist. Any doubt
-    /// (transport error, rate limit, unsupported providerID such as `hrobot://`) is an `Err`, never `false`.
+    /// `Ok(false)` ONLY when the cloud positively said the server does not exist: a not-found for the
+    /// server's own id, never a list that misses it. Any doubt (transport error, rate limit,
+    /// unsupported providerID such as `hrobot://`, a node without providerID whose name no server
+    /// has: `CloudError::NotFound`) is an `Err`, never `false`.
     async fn instance_exists(&self, node: &NodeRef) -> Result<bool, CloudError>;
 
     /// `Ok(true)` when the server exists and is powered off (Hetzner: status `off`).

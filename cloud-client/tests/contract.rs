@@ -199,16 +199,19 @@ async fn not_found_is_confirmed_by_a_fresh_list_and_names_what_was_tried() {
     w.delete_server(id).await.unwrap();
     // The cached snapshot still has the server: exists stays true until it is refreshed ...
     assert!(inst.instance_exists(&node).await.unwrap());
-    // ... but a miss is never served from the cache: an unknown name costs one fresh list.
+    // ... but a miss is never served from the cache: an unknown name costs one fresh list, and
+    // a name alone never proves a server gone.
     let before = sim.requests("GET", "/servers");
+    let err = inst
+        .instance_exists(&NodeRef::new("never-existed"))
+        .await
+        .unwrap_err();
     assert!(
-        !inst
-            .instance_exists(&NodeRef::new("never-existed"))
-            .await
-            .unwrap()
+        err.is_not_found() && err.to_string().contains("never-existed"),
+        "{err}"
     );
     assert_eq!(sim.requests("GET", "/servers"), before + 1);
-    // That refresh also made the deletion visible.
+    // That refresh also made the deletion visible, and the server's own 404 confirms it.
     assert!(!inst.instance_exists(&node).await.unwrap());
     let err = inst.instance_metadata(&node).await.unwrap_err();
     assert!(err.is_not_found(), "{err}");
@@ -1097,12 +1100,11 @@ async fn pagination_follows_next_page_and_stats_match_the_sim() {
         .unwrap();
     sim.reset_counters();
     let p = provider(&sim, |_| {}).await;
-    let md = p
+    let miss = p
         .instances()
         .instance_exists(&NodeRef::new("no-such-node"))
-        .await
-        .unwrap();
-    assert!(!md);
+        .await;
+    assert!(miss.is_err_and(|e| e.is_not_found()));
     let pages: Vec<String> = sim
         .request_log()
         .iter()
@@ -1184,4 +1186,37 @@ async fn lb_takes_over_a_same_named_lb_of_another_service_uid() {
     );
     assert!(!lbs.delete(&first).await.unwrap().deleted);
     assert_eq!(sim.world().list_load_balancers().await.unwrap().len(), 1);
+}
+
+/// Lists lag behind creates: a server missing from every list still exists while `GET
+/// /servers/{id}` finds it, and only that read's 404 says it is gone (`cargo xtask chaos`'s
+/// "lists omit servers" deleted Nodes of running servers before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_that_misses_a_server_never_makes_it_gone() {
+    let sim = sim_fast().await;
+    let w = sim.world();
+    let id = w.create_server("lagging", "cx22", "fsn1").await.unwrap();
+    sim.faults().add(cloud_sim::FaultRule {
+        endpoint: Some("GET /servers".into()),
+        count: None,
+        probability: 1.0,
+        every: None,
+        kind: cloud_sim::FaultKind::OmitItems { share: 1.0 },
+    });
+    let p = provider(&sim, |c| c.server_cache_miss_fresh = Duration::ZERO).await;
+    let inst = p.instances();
+    let node = NodeRef::with_provider_id("lagging", format!("hcloud://{id}"));
+    assert!(inst.instance_exists(&node).await.unwrap());
+    assert_eq!(
+        sim.requests("GET", "/servers/{id}"),
+        1,
+        "asked the server itself"
+    );
+    let by_name = inst.instance_exists(&NodeRef::new("lagging")).await;
+    assert!(
+        by_name.is_err_and(|e| e.is_not_found()),
+        "a name miss is no proof"
+    );
+    w.delete_server(id).await.unwrap();
+    assert!(!inst.instance_exists(&node).await.unwrap());
 }

@@ -192,7 +192,22 @@ impl Monitor {
             Err(e) => {
                 // Never delete on an error. A providerID this cloud cannot use is the node's own bad
                 // input: say so on the Node, or nobody learns why it is never cleaned up.
-                if matches!(
+                if provider_id.is_none() && e.is_not_found() {
+                    // Only a server's id can prove it gone; a name lookup cannot (lists lag).
+                    self.kit.count_warning(reasons::SERVER_NOT_FOUND);
+                    self.events
+                        .warning(
+                            node,
+                            reasons::SERVER_NOT_FOUND,
+                            "CheckNodeExists",
+                            format!(
+                                "Node is not deleted although {e}: without a providerID only a \
+                                 server name could be looked up, and a name lookup cannot prove \
+                                 a server is gone. Delete the Node yourself if its server is."
+                            ),
+                        )
+                        .await;
+                } else if matches!(
                     e,
                     CloudError::InvalidInput { .. } | CloudError::Unsupported { .. }
                 ) {

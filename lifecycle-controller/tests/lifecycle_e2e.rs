@@ -209,6 +209,78 @@ async fn cloud_errors_never_delete_a_node() {
     ctl.stop().await.unwrap();
 }
 
+/// Server lists that lag (here: every list misses every server) never delete a Node: a server
+/// known by providerID is asked for itself, and a Node without one is kept with a Warning saying
+/// why. Only the server's own 404 deletes.
+#[tokio::test]
+async fn lagging_server_lists_never_delete_a_node() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("lag");
+    let (known, nameless, deleted) = (unique("known"), unique("nameless"), unique("deleted"));
+    let s_known = support::sim::create_server(&sim, &known).await;
+    let s_deleted = support::sim::create_server(&sim, &deleted).await;
+    support::sim::delete_server(&sim, s_deleted.id).await;
+    sim.faults().add(cloud_sim::FaultRule {
+        endpoint: Some("GET /servers".into()),
+        count: None,
+        probability: 1.0,
+        every: None,
+        kind: cloud_sim::FaultKind::OmitItems { share: 1.0 },
+    });
+    for (name, provider_id) in [
+        (&known, pid(s_known.id)),
+        (&nameless, None),
+        (&deleted, pid(s_deleted.id)),
+    ] {
+        let spec = NodeSpecT {
+            provider_id,
+            ready: Some(false),
+            ..Default::default()
+        };
+        create_node(&client, &run, name, spec).await;
+    }
+    let ctl = start_lifecycle(
+        client.clone(),
+        &run,
+        cloud_for(&sim).await,
+        NodeFilter::default(),
+    )
+    .await;
+
+    gone(&client, &deleted).await;
+    let warning = eventually("a Warning on the Node without providerID", T, || async {
+        event_with_reason(&client, &nameless, "ServerNotFound").await
+    })
+    .await;
+    let note = warning.note.unwrap_or_default();
+    assert!(
+        note.contains("not deleted") && note.contains(&nameless),
+        "{note}"
+    );
+    // Several more passes saw both again: still there.
+    let passes = metric(
+        &ctl.metrics().await,
+        r#"cloud_controllers_reconciles_total{controller="lifecycle-controller",result="ok"}"#,
+    );
+    eventually("more lifecycle passes", T, || async {
+        let m = ctl.metrics().await;
+        (metric(
+            &m,
+            r#"cloud_controllers_reconciles_total{controller="lifecycle-controller",result="ok"}"#,
+        ) >= passes + 3.0)
+            .then_some(())
+    })
+    .await;
+    assert!(get_node(&client, &known).await.is_some(), "its server runs");
+    assert!(
+        get_node(&client, &nameless).await.is_some(),
+        "a name proves nothing"
+    );
+    ctl.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn excluded_hybrid_nodes_are_never_deleted() {
     let k = testenv::kube().await;

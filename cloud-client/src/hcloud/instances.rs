@@ -80,12 +80,18 @@ pub struct HcloudInstances {
 
 impl HcloudInstances {
     /// Finds the node's server: by providerID when set (HCCM does not fall back to the name then),
-    /// else by node name. `Ok(None)` = confirmed absent; the second value lists what was tried.
+    /// else by node name. By providerID, `Ok(None)` is the server's own 404: a fresh list that
+    /// misses it is asked again with `GET /servers/{id}`, since lists lag behind creates (and
+    /// `cargo xtask chaos` makes them miss servers). By name, `Ok(None)` is only a fresh list's
+    /// miss. The second value lists what was tried.
     async fn find(&self, node: &NodeRef) -> Result<(Option<Arc<Server>>, Vec<String>), CloudError> {
         match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
             Some(pid) => {
                 let id = ProviderId::cloud_id(pid)?;
-                let s = self.cache.lookup(&ServerKey::Id(id)).await?;
+                let s = match self.cache.lookup(&ServerKey::Id(id)).await? {
+                    Some(s) => Some(s),
+                    None => self.cache.get_by_id(id).await?.map(Arc::new),
+                };
                 Ok((s, vec![format!("providerID {pid} (server id {id})")]))
             }
             None => {
@@ -138,8 +144,18 @@ impl HcloudInstances {
 
 #[async_trait]
 impl Instances for HcloudInstances {
+    /// The answer decides whether a Node is deleted, so `false` is only ever the server's own 404
+    /// (see [`HcloudInstances::find`]). A node known only by its name has no such question: its
+    /// miss is a `NotFound` error, which nobody deletes on.
     async fn instance_exists(&self, node: &NodeRef) -> Result<bool, CloudError> {
-        Ok(self.find(node).await?.0.is_some())
+        match self.find(node).await? {
+            (Some(_), _) => Ok(true),
+            (None, _) if node.provider_id.as_deref().is_some_and(|p| !p.is_empty()) => Ok(false),
+            (None, tried) => Err(CloudError::NotFound {
+                what: format!("server for node {:?}", node.name),
+                tried,
+            }),
+        }
     }
 
     async fn instance_shutdown(&self, node: &NodeRef) -> Result<bool, CloudError> {

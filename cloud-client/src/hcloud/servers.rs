@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::error::CloudError;
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
-use crate::hcloud::wire::{Server, ServersPage};
+use crate::hcloud::wire::{Server, ServerResponse, ServersPage};
 
 /// One consistent list of all servers with its indexes.
 #[derive(Debug)]
@@ -169,6 +169,18 @@ impl ServerCache {
         key: &ServerKey<'_>,
     ) -> Result<Option<Arc<Server>>, CloudError> {
         self.lookup_with_age(key, self.inner.max_age).await
+    }
+
+    /// Reads server `id` itself (`GET /servers/{id}`): the API's one unambiguous answer to "is it
+    /// gone?". `None` only on a 404; a list that misses the server proves nothing, since lists lag
+    /// behind creates.
+    pub(crate) async fn get_by_id(&self, id: i64) -> Result<Option<Server>, CloudError> {
+        let req = Req::get("/servers/{id}", format!("/servers/{id}"));
+        match self.inner.transport.call::<ServerResponse>(&req).await {
+            Ok(r) => Ok(Some(r.server)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Same as [`lookup`](Self::lookup) with a caller-specific max age (routes accept older data).

@@ -169,6 +169,11 @@ pub struct ServerPrivateNet {
 }
 
 #[derive(Debug, Deserialize)]
+pub struct ServerResponse {
+    pub server: Server,
+}
+
+#[derive(Debug, Deserialize)]
 pub struct ServersPage {
     #[serde(default)]
     pub servers: Vec<Server>,
