@@ -166,6 +166,7 @@ fn test(args: &[String]) -> anyhow::Result<ExitCode> {
         quick: true,
         nodes: None,
         services: None,
+        fault: None,
         soak_minutes: None,
         profile: "dev".into(),
         json: None,

@@ -63,6 +63,10 @@ pub struct ChaosArgs {
     /// LoadBalancer Services in those worlds [default: 100, 5 with --quick].
     #[arg(long)]
     pub services: Option<usize>,
+    /// `cloud`: run only the faults whose name contains this (`5xx`, `429`, `latency`, `slow`,
+    /// `locked`, `omit`).
+    #[arg(long)]
+    pub fault: Option<String>,
     /// Length of the soak [default: 30, 1 with --quick].
     #[arg(long)]
     pub soak_minutes: Option<u64>,
@@ -160,7 +164,12 @@ async fn suite(args: &ChaosArgs, binaries: &[PathBuf]) -> anyhow::Result<Report>
     println!("chaos: controller logs in {}", logs.display());
     let mut scan = secrets::Scanner::new(cloud_sim::DEFAULT_TOKEN);
     if all || args.scenario == Scenario::Cloud {
-        for fault in cloud::faults(args) {
+        let wanted = |f: &cloud::Fault| {
+            args.fault
+                .as_ref()
+                .is_none_or(|w| f.name.contains(w.as_str()))
+        };
+        for fault in cloud::faults(args).into_iter().filter(wanted) {
             let row = cloud::run(args, binaries, &fault, &logs, &mut scan).await?;
             print_row(&row);
             report.rows.push(row);
