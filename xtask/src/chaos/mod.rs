@@ -278,8 +278,11 @@ fn print_row(r: &Row) {
 
 fn print_report(report: &Report) {
     println!("\nchaos results (controllers as separate processes under their chart RBAC)");
+    let width = |f: fn(&Row) -> &str| report.rows.iter().map(|r| f(r).chars().count()).max();
+    let s = width(|r| &r.scenario).unwrap_or(0).max(8);
+    let w = width(|r| &r.faults).unwrap_or(0).max(15);
     println!(
-        "  {:<20} {:<44} {:>10} {:>7} {:>5} {:>5} {:>5} {:>6} {:>7}",
+        "  {:<s$} {:<w$} {:>10} {:>7} {:>5} {:>5} {:>5} {:>6} {:>7}",
         "scenario",
         "faults injected",
         "converged",
@@ -292,7 +295,7 @@ fn print_report(report: &Report) {
     );
     for r in &report.rows {
         println!(
-            "  {:<20} {:<44} {:>10} {:>7} {:>5} {:>5} {:>5} {:>6} {:>7}",
+            "  {:<s$} {:<w$} {:>10} {:>7} {:>5} {:>5} {:>5} {:>6} {:>7}",
             r.scenario,
             r.faults,
             r.converged_s
