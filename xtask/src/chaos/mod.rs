@@ -162,7 +162,7 @@ async fn suite(args: &ChaosArgs, binaries: &[PathBuf]) -> anyhow::Result<Report>
     let mut report = Report::default();
     let logs = std::env::temp_dir().join(format!("cloud-controllers-chaos-{}", std::process::id()));
     println!("chaos: controller logs in {}", logs.display());
-    let mut scan = secrets::Scanner::new(cloud_sim::DEFAULT_TOKEN);
+    let mut scan = secrets::Scanner::default();
     if all || args.scenario == Scenario::Cloud {
         let wanted = |f: &cloud::Fault| {
             args.fault
@@ -211,6 +211,8 @@ async fn tear_down(
     fleet: Fleet,
     scan: &mut secrets::Scanner,
 ) -> anyhow::Result<usize> {
+    // The token the controllers were given: HCLOUD_TOKEN is the world's sim's.
+    scan.watch(&world.sim.token());
     for r in &fleet.replicas {
         scan.text(&format!("{} /metrics", r.identity), &r.metrics().await);
     }

@@ -25,18 +25,19 @@ impl Scan {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Scanner {
-    /// The token's first half: a log that cut or wrapped it still matches.
-    needle: String,
+    /// The first half of every token to look for: a log that cut or wrapped one still matches.
+    needles: Vec<String>,
     scan: Scan,
 }
 
 impl Scanner {
-    pub fn new(token: &str) -> Self {
-        Scanner {
-            needle: token[..token.len() / 2].to_owned(),
-            scan: Scan::default(),
+    /// Looks for `token` too in what is scanned from now on.
+    pub fn watch(&mut self, token: &str) {
+        let needle = token[..token.len() / 2].to_owned();
+        if !self.needles.contains(&needle) {
+            self.needles.push(needle);
         }
     }
 
@@ -46,7 +47,7 @@ impl Scanner {
             self.scan.metrics += 1;
         }
         for (n, line) in text.lines().enumerate() {
-            if line.contains(&self.needle) {
+            if self.needles.iter().any(|n| line.contains(n.as_str())) {
                 self.scan.token_hits.push(format!("{source}:{}", n + 1));
             }
             if line.contains("panicked at") {
@@ -91,7 +92,8 @@ mod tests {
     #[test]
     fn finds_the_token_and_panics_without_repeating_them() {
         let token = "t".repeat(32) + &"u".repeat(32);
-        let mut s = Scanner::new(&token);
+        let mut s = Scanner::default();
+        s.watch(&token);
         s.text(
             "a.log",
             "fine\nAuthorization: Bearer tttttttttttttttttttttttttttttttt…\n",
