@@ -1196,13 +1196,7 @@ async fn a_list_that_misses_a_server_never_makes_it_gone() {
     let sim = sim_fast().await;
     let w = sim.world();
     let id = w.create_server("lagging", "cx22", "fsn1").await.unwrap();
-    sim.faults().add(cloud_sim::FaultRule {
-        endpoint: Some("GET /servers".into()),
-        count: None,
-        probability: 1.0,
-        every: None,
-        kind: cloud_sim::FaultKind::OmitItems { share: 1.0 },
-    });
+    sim.faults().omit_items(Some("GET /servers"), 1.0);
     let p = provider(&sim, |c| c.server_cache_miss_fresh = Duration::ZERO).await;
     let inst = p.instances();
     let node = NodeRef::with_provider_id("lagging", format!("hcloud://{id}"));

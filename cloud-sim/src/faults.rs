@@ -235,6 +235,18 @@ impl Faults {
         })
     }
 
+    /// List responses leave out each item with chance `share` (see [`FaultKind::OmitItems`])
+    /// until cleared.
+    pub fn omit_items(&self, endpoint: Option<&str>, share: f64) -> u64 {
+        self.add(FaultRule {
+            endpoint: endpoint.map(str::to_owned),
+            count: None,
+            probability: 1.0,
+            every: None,
+            kind: FaultKind::OmitItems { share },
+        })
+    }
+
     /// Actions started by the next `n` matching requests end in `error` with `code`.
     pub fn fail_actions(&self, endpoint: Option<&str>, n: u32, code: &str) -> u64 {
         self.add(FaultRule {

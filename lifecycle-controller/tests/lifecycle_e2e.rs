@@ -222,13 +222,7 @@ async fn lagging_server_lists_never_delete_a_node() {
     let s_known = support::sim::create_server(&sim, &known).await;
     let s_deleted = support::sim::create_server(&sim, &deleted).await;
     support::sim::delete_server(&sim, s_deleted.id).await;
-    sim.faults().add(cloud_sim::FaultRule {
-        endpoint: Some("GET /servers".into()),
-        count: None,
-        probability: 1.0,
-        every: None,
-        kind: cloud_sim::FaultKind::OmitItems { share: 1.0 },
-    });
+    sim.faults().omit_items(Some("GET /servers"), 1.0);
     for (name, provider_id) in [
         (&known, pid(s_known.id)),
         (&nameless, None),
