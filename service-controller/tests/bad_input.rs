@@ -361,20 +361,6 @@ const CASES: &[Case] = &[
         "true",
         "HCLOUD_NETWORK"
     ),
-    case!(
-        "p-fixed-ip",
-        [("private-ipv4", "10.0.0.5")],
-        "private-ipv4",
-        "10.0.0.5",
-        "HCLOUD_NETWORK"
-    ),
-    case!(
-        "p-subnet",
-        [("private-subnet-ip-range", "10.0.1.0/24")],
-        "private-subnet-ip-range",
-        "10.0.1.0/24",
-        "HCLOUD_NETWORK"
-    ),
     // Two mistakes at once: both are reported.
     case!(
         "m-two",
@@ -542,4 +528,28 @@ async fn every_bad_input_warns_with_field_value_and_accepted_forms_and_writes_no
     fx.patch("e-type", annotation_patch("type", Some("lb11")))
         .await;
     fx.wait_ingress("e-type").await;
+}
+
+/// HCCM ignores `private-ipv4` and `private-subnet-ip-range` without a network; Services it served
+/// with them must keep being served after a switch. They are ignored here too, with a Warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_network_annotations_without_a_network_warn_and_still_serve() {
+    let fx = Fixture::start().await;
+    fx.nodes(1).await;
+    for (name, key, value) in [
+        ("p-fixed-ip", "private-ipv4", "10.0.0.5"),
+        ("p-subnet", "private-subnet-ip-range", "10.0.1.0/24"),
+    ] {
+        fx.service(name, &[80], &[(key, value)]).await;
+        fx.wait_ingress(name).await;
+        let note = fx
+            .wait_event("Service", name, "PrivateNetworkIgnored")
+            .await;
+        assert!(
+            note.contains(&format!("{}{key}", lb::PREFIX))
+                && note.contains(value)
+                && note.contains("HCLOUD_NETWORK"),
+            "{note}"
+        );
+    }
 }

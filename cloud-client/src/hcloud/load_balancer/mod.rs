@@ -117,24 +117,30 @@ impl HcloudLoadBalancers {
                 "false unless the controller runs with HCLOUD_NETWORK set",
             ));
         }
-        // Without a network there is nothing to attach to: HCCM ignores these silently, which
-        // leaves users wondering why the load balancer has no private IP.
+        Ok(spec)
+    }
+
+    /// Without a network there is nothing to take a private IP from. HCCM ignores these
+    /// annotations silently, and Services it served with them must keep working after a switch,
+    /// so they are ignored here too, but not silently.
+    fn warn_ignored_private_network(&self, svc: &ServiceRef, warnings: &mut Vec<Warning>) {
+        if self.network.is_some() {
+            return;
+        }
         for key in [
             annotations::PRIVATE_IPV4,
             annotations::PRIVATE_SUBNET_IP_RANGE,
         ] {
-            if self.network.is_none()
-                && let Some(v) = svc.annotations.get(key).filter(|v| !v.trim().is_empty())
-            {
-                return Err(CloudError::invalid_input(
-                    format!("annotation {key}"),
-                    v.clone(),
-                    "no value unless the controller runs with HCLOUD_NETWORK set (the load \
-                     balancer has no private network to take it from)",
+            if let Some(v) = svc.annotations.get(key).filter(|v| !v.trim().is_empty()) {
+                warnings.push(Warning::new(
+                    "PrivateNetworkIgnored",
+                    format!(
+                        "annotation {key}={v:?} is ignored: the controller runs without \
+                         HCLOUD_NETWORK, so the load balancer has no private network"
+                    ),
                 ));
             }
         }
-        Ok(spec)
     }
 
     /// The type (of a new load balancer, or the one a `change_type` switches to) and, for a new
@@ -633,6 +639,7 @@ impl HcloudLoadBalancers {
         lb: Option<&LoadBalancer>,
         warnings: &mut Vec<Warning>,
     ) -> Result<Desired, CloudError> {
+        self.warn_ignored_private_network(svc, warnings);
         let mut services = desired_services(spec, &svc.ports);
         check_services(&services, lb, spec, spec.lb_type.is_some())?;
         self.check_catalog(svc, spec, lb).await?;
