@@ -37,8 +37,10 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Surrounding whitespace is dropped, as from `HCLOUD_TOKEN_FILE`: a Secret made with
+/// `--from-file` usually ends in a newline, and no token has whitespace of its own.
 fn parse_secret(s: &str) -> Result<Secret, std::convert::Infallible> {
-    Ok(Secret(s.to_string()))
+    Ok(Secret(s.trim().to_string()))
 }
 
 /// Log output format.
@@ -924,6 +926,17 @@ mod tests {
         let cloud = c.cloud.unwrap();
         assert_eq!(cloud.address_family, AddressFamily::DualStack);
         assert!(!format!("{cloud:?}").contains("t0ken"));
+    }
+
+    #[test]
+    fn a_token_with_a_trailing_newline_is_trimmed_not_refused() {
+        let args = parse(&["--hcloud-token", "t0ken\n"]);
+        let cloud = args.validate(&INFO, true).unwrap().cloud.unwrap();
+        assert_eq!(cloud.token.expose(), "t0ken");
+        let err = parse(&["--hcloud-token", "t0 ken"])
+            .validate(&INFO, true)
+            .unwrap_err();
+        assert!(err.to_string().contains("whitespace"), "{err}");
     }
 
     #[test]
