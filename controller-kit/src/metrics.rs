@@ -248,12 +248,23 @@ impl Collector for CloudStatsCollector {
 
 /// The process's resident memory, open file descriptors and live tokio tasks, read at scrape
 /// time: the three figures that grow when a controller leaks (the soak test watches them).
-#[derive(Debug, Default)]
-pub struct ProcessCollector;
+#[derive(Debug)]
+pub struct ProcessCollector {
+    /// `/proc/self`; another directory of the same layout in tests.
+    proc_dir: std::path::PathBuf,
+}
+
+impl Default for ProcessCollector {
+    fn default() -> Self {
+        Self {
+            proc_dir: "/proc/self".into(),
+        }
+    }
+}
 
 impl ProcessCollector {
-    fn resident_bytes() -> Option<i64> {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    fn resident_bytes(&self) -> Option<i64> {
+        let status = std::fs::read_to_string(self.proc_dir.join("status")).ok()?;
         let kib: i64 = status
             .lines()
             .find(|l| l.starts_with("VmRSS:"))?
@@ -264,8 +275,8 @@ impl ProcessCollector {
         Some(kib * 1024)
     }
 
-    fn open_fds() -> Option<i64> {
-        Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as i64)
+    fn open_fds(&self) -> Option<i64> {
+        Some(std::fs::read_dir(self.proc_dir.join("fd")).ok()?.count() as i64)
     }
 }
 
@@ -275,12 +286,12 @@ impl Collector for ProcessCollector {
             (
                 "process_resident_memory_bytes",
                 "Resident memory of this process",
-                Self::resident_bytes(),
+                self.resident_bytes(),
             ),
             (
                 "process_open_fds",
                 "Open file descriptors of this process",
-                Self::open_fds(),
+                self.open_fds(),
             ),
             (
                 "runtime_alive_tasks",
@@ -359,23 +370,50 @@ mod tests {
         );
     }
 
+    /// Read from a directory laid out like `/proc/self`, so the figures are exact: the real
+    /// process's fd count moves while other tests in this binary open and close files.
     #[tokio::test]
     async fn process_figures_are_read_at_scrape_time() {
+        let dir = std::env::temp_dir().join(format!("proc-figures-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("fd")).unwrap();
+        std::fs::write(
+            dir.join("status"),
+            "Name:\tx\nVmRSS:\t    2048 kB\nThreads:\t4\n",
+        )
+        .unwrap();
+        for fd in ["0", "1", "2"] {
+            std::fs::write(dir.join("fd").join(fd), "").unwrap();
+        }
         let mut reg = Registry::with_prefix("cloud_controllers");
-        reg.register_collector(Box::new(ProcessCollector));
+        reg.register_collector(Box::new(ProcessCollector {
+            proc_dir: dir.clone(),
+        }));
         let value = |text: &str, name: &str| -> f64 {
             text.lines()
                 .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
                 .unwrap_or_else(|| panic!("no {name} in {text}"))
         };
         let text = encode(&reg);
-        assert!(value(&text, "cloud_controllers_process_resident_memory_bytes") > 1e6);
-        let fds = value(&text, "cloud_controllers_process_open_fds");
-        let _files: Vec<std::fs::File> = (0..5)
-            .map(|_| std::fs::File::open("/proc/self/status").unwrap())
-            .collect();
+        assert_eq!(
+            value(&text, "cloud_controllers_process_resident_memory_bytes"),
+            2048.0 * 1024.0
+        );
+        assert_eq!(value(&text, "cloud_controllers_process_open_fds"), 3.0);
+        // Read at scrape time, not at registration.
+        for fd in ["3", "4"] {
+            std::fs::write(dir.join("fd").join(fd), "").unwrap();
+        }
         let text = encode(&reg);
-        assert!(value(&text, "cloud_controllers_process_open_fds") >= fds + 5.0);
+        assert_eq!(value(&text, "cloud_controllers_process_open_fds"), 5.0);
+        std::fs::remove_dir_all(&dir).unwrap();
+        // The real /proc/self answers too.
+        let real = encode(&{
+            let mut r = Registry::with_prefix("cloud_controllers");
+            r.register_collector(Box::new(ProcessCollector::default()));
+            r
+        });
+        assert!(value(&real, "cloud_controllers_process_resident_memory_bytes") > 1e6);
+        assert!(value(&real, "cloud_controllers_process_open_fds") >= 3.0);
         let tasks = value(&text, "cloud_controllers_runtime_alive_tasks");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let parked = tokio::spawn(async move { rx.await.ok() });

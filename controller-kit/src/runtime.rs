@@ -101,7 +101,7 @@ impl Runtime {
     ) -> Self {
         let mut registry = Registry::with_prefix("cloud_controllers");
         let metrics = KitMetrics::register(info.name, &mut registry);
-        registry.register_collector(Box::new(crate::metrics::ProcessCollector));
+        registry.register_collector(Box::new(crate::metrics::ProcessCollector::default()));
         let instance = config
             .leader_election
             .as_ref()
