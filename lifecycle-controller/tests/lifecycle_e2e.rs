@@ -463,9 +463,7 @@ async fn chart_rbac_refuses_services_node_status_and_secrets() {
     use k8s_openapi::api::core::v1::{Node, Secret, Service, ServicePort, ServiceSpec};
     use kube::Api;
     use kube::api::{ListParams, Patch, PatchParams, PostParams};
-    fn forbidden<T>(r: &Result<T, kube::Error>) -> bool {
-        matches!(r, Err(kube::Error::Api(e)) if e.code == 403)
-    }
+    use support::forbidden;
     let k = testenv::kube().await;
     let admin = k.client().await;
     let run = unique("rbac-deny");

@@ -703,9 +703,7 @@ async fn binary_initializes_and_releases_the_lease_on_sigterm() {
 async fn chart_rbac_refuses_deleting_nodes_and_reading_secrets() {
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::{DeleteParams, ListParams};
-    fn forbidden<T>(r: &Result<T, kube::Error>) -> bool {
-        matches!(r, Err(kube::Error::Api(e)) if e.code == 403)
-    }
+    use support::forbidden;
     let k = testenv::kube().await;
     let admin = k.client().await;
     let run = unique("rbac-deny");

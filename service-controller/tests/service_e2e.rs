@@ -530,9 +530,7 @@ async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
     use k8s_openapi::api::core::v1::{Node, Secret, Service};
     use kube::Api;
     use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
-    fn forbidden<T>(r: &Result<T, kube::Error>) -> bool {
-        matches!(r, Err(kube::Error::Api(e)) if e.code == 403)
-    }
+    use support::forbidden;
     let fx = Fixture::start().await;
     let node = fx.nodes(1).await.remove(0);
     fx.service("web", &[80], &[]).await;

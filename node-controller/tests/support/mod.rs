@@ -161,6 +161,11 @@ pub async fn apply_chart_rbac(client: &Client, file: &Path, ns: &str, sa: &str) 
         .expect("bind the chart's RBAC");
 }
 
+/// Whether the apiserver refused the request with 403 (what RBAC answers for a verb the role lacks).
+pub fn forbidden<T>(r: &Result<T, kube::Error>) -> bool {
+    matches!(r, Err(kube::Error::Api(e)) if e.code == 403)
+}
+
 /// Binds `controller`'s chart RBAC to its ServiceAccount in `ns` and returns a client acting as
 /// that ServiceAccount: the controller's permissions, nothing more.
 pub async fn chart_service_account(
