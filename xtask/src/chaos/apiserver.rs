@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::World;
-use super::{ChaosArgs, Row, await_convergence, calls, cloud, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, tear_down};
 
 /// How long the apiserver stays down.
 const DOWN: Duration = Duration::from_secs(5);
@@ -22,7 +22,7 @@ pub async fn run(
 ) -> anyhow::Result<Row> {
     let size = args.size();
     let mut world = World::build(size, cloud::sim_config()).await?;
-    let mut fleet = Fleet::start(&world, binaries, 1, "debug", &log_dir(logs, "apiserver")).await?;
+    let fleet = Fleet::start(&world, binaries, 1, "debug", &log_dir(logs, "apiserver")).await?;
     let started = Instant::now();
     // Mid-reconciliation: the first route or load balancer is done, the rest still to do.
     let midway = world
@@ -47,9 +47,7 @@ pub async fn run(
         .map(|_| started.elapsed().as_secs_f64());
     let audit = world.audit().await?;
     // Nobody restarts a controller here: one that exited counts as a crash.
-    let exited = fleet.reap();
-    let (calls, rate_limited) = calls(&world.sim);
-    let crashes = tear_down(world, fleet, scan).await?;
+    let end = tear_down(world, fleet, scan).await?;
     Ok(Row {
         scenario: "apiserver restart".into(),
         faults: format!(
@@ -58,12 +56,12 @@ pub async fn run(
         ),
         size: size.to_string(),
         converged_s,
-        calls,
-        rate_limited,
+        calls: end.calls,
+        rate_limited: end.rate_limited,
         duplicates: audit.duplicates,
         leaks: audit.leaks,
         wrong_deletions: audit.wrong_deletions,
-        crashes,
+        crashes: end.exited.len(),
         notes: format!(
             "SIGTERM at {:.1} s ({}/{} routed, {}/{} Services served), its graceful shutdown took \
              {:.1} s, then {} s down; {} and 2 Services created after the restart converged; {}",
@@ -75,10 +73,10 @@ pub async fn run(
             shutdown.as_secs_f64(),
             DOWN.as_secs(),
             joined.join(", "),
-            if exited.is_empty() {
+            if end.exited.is_empty() {
                 "every controller process lived through it".to_string()
             } else {
-                format!("exited: {}", exited.join(", "))
+                format!("exited: {}", end.exited.join(", "))
             }
         ),
     })

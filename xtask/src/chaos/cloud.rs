@@ -9,7 +9,7 @@ use cloud_sim::{FaultKind, FaultRule};
 use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::World;
-use super::{ChaosArgs, Row, await_convergence, calls, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, log_dir, tear_down};
 
 /// One fault scenario.
 #[derive(Debug, Clone)]
@@ -153,7 +153,7 @@ pub async fn run(
         world.sim.set_rate_limit(limit, remaining);
     }
     let dir = log_dir(logs, fault.name);
-    let mut fleet = Fleet::start(&world, binaries, 1, "debug", &dir).await?;
+    let fleet = Fleet::start(&world, binaries, 1, "debug", &dir).await?;
 
     let converged_s = await_convergence(&world, &fleet, args, fault.name)
         .await?
@@ -167,31 +167,26 @@ pub async fn run(
     if let Err(last) = &cleaned {
         eprintln!("chaos {}: not cleaned up: {}", fault.name, last.summary());
     }
-    let (calls, rate_limited) = calls(&world.sim);
-    let exited = fleet.reap();
-    let crashes = tear_down(world, fleet, scan).await?;
+    let end = tear_down(world, fleet, scan).await?;
     Ok(Row {
         scenario: format!("cloud: {}", fault.name),
         faults: fault.description.clone(),
         size: size.to_string(),
         converged_s,
-        calls,
-        rate_limited,
+        calls: end.calls,
+        rate_limited: end.rate_limited,
         duplicates: at_convergence.duplicates,
         leaks: after.leaks,
         wrong_deletions: after.wrong_deletions,
-        crashes,
-        notes: if exited.is_empty() {
-            format!(
-                "Services deleted: {}",
-                if cleaned.is_ok() {
-                    "every load balancer gone"
-                } else {
-                    "load balancers left"
-                }
-            )
-        } else {
-            format!("exited: {}", exited.join(", "))
-        },
+        crashes: end.exited.len(),
+        notes: format!(
+            "Services deleted: {}{}",
+            if cleaned.is_ok() {
+                "every load balancer gone"
+            } else {
+                "load balancers left"
+            },
+            end.exits_note()
+        ),
     })
 }

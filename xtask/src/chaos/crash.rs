@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::World;
-use super::{ChaosArgs, Row, await_convergence, calls, cloud, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, tear_down};
 
 const KILLS_CONVERGING: usize = 15;
 const KILLS_DELETING: usize = 5;
@@ -57,9 +57,7 @@ pub async fn run(
         .wait_for(args.converge_timeout(), |a| a.services == 0 && a.leaks == 0)
         .await?;
     let after = world.audit().await?;
-    let (calls, rate_limited) = calls(&world.sim);
-    let exited = fleet.reap();
-    let crashes = tear_down(world, fleet, scan).await?;
+    let end = tear_down(world, fleet, scan).await?;
     let per_controller: Vec<String> = crate::demo::controllers::ALL
         .iter()
         .map(|c| {
@@ -75,12 +73,12 @@ pub async fn run(
         faults: format!("kill -9 ×{} (seed {seed})", killed.len()),
         size: size.to_string(),
         converged_s,
-        calls,
-        rate_limited,
+        calls: end.calls,
+        rate_limited: end.rate_limited,
         duplicates: audit.duplicates,
         leaks: after.leaks,
         wrong_deletions: after.wrong_deletions,
-        crashes,
+        crashes: end.exited.len(),
         notes: format!(
             "last kill while converging at {:.1} s; killed {}; {}{}",
             last_kill.as_secs_f64(),
@@ -90,11 +88,7 @@ pub async fn run(
             } else {
                 "load balancers left"
             },
-            if exited.is_empty() {
-                String::new()
-            } else {
-                format!("; exited: {}", exited.join(", "))
-            }
+            end.exits_note()
         ),
     })
 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::{Size, World};
-use super::{ChaosArgs, Row, await_convergence, calls, cloud, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, tear_down};
 use crate::demo::controllers;
 
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -76,9 +76,7 @@ pub async fn run(
     world.create_service(size.services).await?;
     let converged = await_convergence(&world, &fleet, args, "failover").await?;
     let audit = world.audit().await?;
-    let exited = fleet.reap();
-    let (calls, rate_limited) = calls(&world.sim);
-    let crashes = tear_down(world, fleet, scan).await?;
+    let end = tear_down(world, fleet, scan).await?;
     let bad_exits: Vec<String> = gaps
         .iter()
         .filter(|g| g.sigterm_exit != Some(0))
@@ -89,21 +87,21 @@ pub async fn run(
         faults: "kill -9, then SIGTERM, each leader".into(),
         size: format!("{size}, 2 replicas each"),
         converged_s: converged.map(|_| started.elapsed().as_secs_f64()),
-        calls,
-        rate_limited,
+        calls: end.calls,
+        rate_limited: end.rate_limited,
         duplicates: audit.duplicates,
         leaks: audit.leaks,
         wrong_deletions: audit.wrong_deletions,
-        crashes: crashes + bad_exits.len(),
+        crashes: end.exited.len() + bad_exits.len(),
         notes: format!(
             "longest gap: kill -9 {:.1} s, SIGTERM {:.1} s; a node and a Service after the \
              failovers converged{}",
             gaps.iter().map(|g| g.kill_s).fold(0.0, f64::max),
             gaps.iter().map(|g| g.sigterm_s).fold(0.0, f64::max),
-            if exited.is_empty() && bad_exits.is_empty() {
+            if end.exited.is_empty() && bad_exits.is_empty() {
                 String::new()
             } else {
-                format!("; {}", [exited, bad_exits].concat().join(", "))
+                format!("; {}", [end.exited, bad_exits].concat().join(", "))
             }
         ),
     };

@@ -21,10 +21,6 @@ pub struct Replica {
     kubeconfig: PathBuf,
     binary: PathBuf,
     child: Option<tokio::process::Child>,
-    /// Exits we did not cause (a crash or a lost Lease).
-    pub unexpected_exits: Vec<String>,
-    /// How often the suite started it.
-    pub starts: u32,
 }
 
 impl Replica {
@@ -40,6 +36,8 @@ impl Replica {
 pub struct Fleet {
     pub replicas: Vec<Replica>,
     rust_log: String,
+    /// Exits the suite did not cause (a crash, a lost Lease), as `<identity> (<status>)`.
+    exits: Vec<String>,
 }
 
 impl Fleet {
@@ -56,6 +54,7 @@ impl Fleet {
         let mut fleet = Fleet {
             replicas: Vec::new(),
             rust_log: rust_log.to_owned(),
+            exits: Vec::new(),
         };
         for (spec, binary) in controllers::ALL.iter().zip(binaries) {
             let kubeconfig = controllers::authorize(*spec, &world.plane, &world.admin, dir).await?;
@@ -69,8 +68,6 @@ impl Fleet {
                     kubeconfig: kubeconfig.clone(),
                     binary: binary.clone(),
                     child: None,
-                    unexpected_exits: Vec::new(),
-                    starts: 0,
                 });
             }
         }
@@ -95,7 +92,6 @@ impl Fleet {
             },
         )?;
         r.child = Some(child);
-        r.starts += 1;
         Ok(())
     }
 
@@ -140,19 +136,25 @@ impl Fleet {
         self.start_replica(world, i)
     }
 
-    /// Records replicas that exited on their own since the last call; their names.
+    /// Records replicas that exited on their own since the last call; those exits.
     pub fn reap(&mut self) -> Vec<String> {
         let mut exited = Vec::new();
         for r in &mut self.replicas {
             if let Some(child) = r.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                r.unexpected_exits.push(status.to_string());
                 r.child = None;
                 exited.push(format!("{} ({status})", r.identity));
             }
         }
+        self.exits.extend(exited.iter().cloned());
         exited
+    }
+
+    /// Every exit the suite did not cause so far (reaping first).
+    pub fn unexpected_exits(&mut self) -> Vec<String> {
+        self.reap();
+        self.exits.clone()
     }
 
     /// The replica holding `spec`'s Lease, by its `holderIdentity` (`<identity>_<random>`: like

@@ -204,13 +204,36 @@ async fn suite(args: &ChaosArgs, binaries: &[PathBuf]) -> anyhow::Result<Report>
     Ok(report)
 }
 
-/// What every scenario does at its end: scan what the world and the fleet produced for the
-/// token, stop the processes, stop the control plane.
+/// What a scenario's end leaves for its row.
+struct Ending {
+    /// Cloud calls the controllers made since the sim's counters were last reset, and the 429s.
+    calls: u64,
+    rate_limited: u64,
+    /// Every exit the suite did not cause during the scenario, as `<identity> (<status>)`.
+    exited: Vec<String>,
+}
+
+impl Ending {
+    /// `"; exited: …"`, or nothing when no controller exited on its own.
+    fn exits_note(&self) -> String {
+        if self.exited.is_empty() {
+            String::new()
+        } else {
+            format!("; exited: {}", self.exited.join(", "))
+        }
+    }
+}
+
+/// What every scenario does at its end: count the calls, collect the exits nobody caused, scan
+/// what the world and the fleet produced for the token, stop the processes and the control plane.
 async fn tear_down(
     world: World,
-    fleet: Fleet,
+    mut fleet: Fleet,
     scan: &mut secrets::Scanner,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<Ending> {
+    let log = world.sim.request_log();
+    let rate_limited = log.iter().filter(|r| r.status == 429).count() as u64;
+    let exited = fleet.unexpected_exits();
     // The token the controllers were given: HCLOUD_TOKEN is the world's sim's.
     scan.watch(&world.sim.token());
     for r in &fleet.replicas {
@@ -220,14 +243,13 @@ async fn tear_down(
     for log in fleet.logs() {
         scan.file(&log);
     }
-    let crashes = fleet
-        .replicas
-        .iter()
-        .map(|r| r.unexpected_exits.len())
-        .sum();
     drop(fleet);
     world.plane.stop();
-    Ok(crashes)
+    Ok(Ending {
+        calls: log.len() as u64,
+        rate_limited,
+        exited,
+    })
 }
 
 /// Waits until the world converged: how long it took, or `None` after printing what is still
@@ -252,13 +274,6 @@ async fn await_convergence(
             Ok(None)
         }
     }
-}
-
-/// The sim's request log since its last reset: (calls, 429 answers).
-fn calls(sim: &cloud_sim::Sim) -> (u64, u64) {
-    let log = sim.request_log();
-    let limited = log.iter().filter(|r| r.status == 429).count() as u64;
-    (log.len() as u64, limited)
 }
 
 /// Where a scenario's controllers log.

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::fleet::{Fleet, metric};
 use super::secrets::Scanner;
 use super::world::{Size, World};
-use super::{ChaosArgs, Row, await_convergence, calls, cloud, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, tear_down};
 use crate::demo::controllers::cloud_calls;
 
 /// The soak's figures.
@@ -103,7 +103,6 @@ pub async fn run(
     let converged = await_convergence(&world, &fleet, args, "soak").await?;
     let end = read(&fleet).await;
     let audit = world.audit().await?;
-    let (calls, rate_limited) = calls(&world.sim);
     let controllers: Vec<Sample> = fleet
         .replicas
         .iter()
@@ -119,7 +118,7 @@ pub async fn run(
             calls_per_hour: e.calls.saturating_sub(s.calls) as f64 / hours,
         })
         .collect();
-    let crashes = tear_down(world, fleet, scan).await?;
+    let ending = tear_down(world, fleet, scan).await?;
     let figures = Figures {
         minutes: hours * 60.0,
         churn_period_s: period.as_secs(),
@@ -135,16 +134,16 @@ pub async fn run(
         ),
         size: format!("{size} at the start"),
         converged_s: converged.map(|t| t.as_secs_f64()),
-        calls,
-        rate_limited,
+        calls: ending.calls,
+        rate_limited: ending.rate_limited,
         duplicates: audit.duplicates,
         leaks: audit.leaks,
         wrong_deletions: audit.wrong_deletions,
-        crashes,
+        crashes: ending.exited.len(),
         notes: format!(
             "{joins} joins, {removals} removals; {:.0} cloud calls/h in all (the world's own \
              server creates and deletes included)",
-            calls as f64 / hours
+            ending.calls as f64 / hours
         ),
     };
     Ok((row, figures))
