@@ -1,4 +1,5 @@
-//! Configuration of the Hetzner provider, readable from the same env vars HCCM uses (hetzner.md §1.7).
+//! Configuration of the Hetzner provider, readable from the same env vars HCCM uses, with HCCM's
+//! defaults (the `HCLOUD_LOAD_BALANCERS_*` ones are listed in docs/annotations.md).
 
 use std::fmt;
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! `Instances` for Hetzner Cloud servers, served from the shared server snapshot (hetzner.md §1.2-1.4).
+//! `Instances` for Hetzner Cloud servers, served from the shared server snapshot (see
+//! docs/hetzner-api.md, "Servers").
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;

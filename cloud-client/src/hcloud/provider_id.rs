@@ -1,4 +1,4 @@
-//! HCCM-compatible providerIDs (hetzner.md §1.4).
+//! HCCM-compatible providerIDs (see docs/upstream-behavior.md, "providerIDs").
 
 use crate::error::CloudError;
 

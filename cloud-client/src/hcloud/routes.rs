@@ -1,4 +1,5 @@
-//! `Routes` for the Hetzner network named by `HCLOUD_NETWORK` (hetzner.md §1.8, §2.9).
+//! `Routes` for the Hetzner network named by `HCLOUD_NETWORK` (see docs/hetzner-api.md, "Networks
+//! and routes").
 
 use std::sync::Arc;
 use std::time::Duration;

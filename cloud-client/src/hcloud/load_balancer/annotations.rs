@@ -1,4 +1,5 @@
-//! Every `load-balancer.hetzner.cloud/*` Service annotation of HCCM v1.35 (hetzner.md §1.5).
+//! Every `load-balancer.hetzner.cloud/*` Service annotation of HCCM v1.35; what each accepts and
+//! does is in docs/annotations.md.
 
 /// Common prefix of all annotations.
 pub const PREFIX: &str = "load-balancer.hetzner.cloud/";

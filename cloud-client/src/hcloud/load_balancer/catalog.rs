@@ -18,7 +18,7 @@ use crate::hcloud::pagination::{Page, list_all};
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::Meta;
 
-/// Hetzner's locations and their network zones as of 2026-08 (hetzner.md §1.3).
+/// Hetzner's locations and their network zones as of 2026-08.
 const KNOWN_LOCATIONS: &[(&str, &str)] = &[
     ("fsn1", "eu-central"),
     ("nbg1", "eu-central"),

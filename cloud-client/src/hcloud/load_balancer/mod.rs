@@ -1,6 +1,6 @@
-//! `LoadBalancers` for Hetzner Cloud (hetzner.md §1.5-1.6), with fewer calls than HCCM: the LB id is
-//! remembered per Service UID, a new LB is created with its services and targets inline in one request,
-//! and an existing one only receives the actions that change something.
+//! `LoadBalancers` for Hetzner Cloud (docs/hetzner-api.md, "Load balancers"), with fewer calls than
+//! HCCM: the LB id is remembered per Service UID, a new LB is created with its services and targets
+//! inline in one request, and an existing one only receives the actions that change something.
 
 pub mod annotations;
 pub mod catalog;

@@ -1,4 +1,4 @@
-//! `status.loadBalancer` from a Hetzner load balancer (hetzner.md §1.6 step 6).
+//! `status.loadBalancer` from a Hetzner load balancer, reported as HCCM reports it.
 
 use super::spec::LbSpec;
 use crate::hcloud::wire::LoadBalancer;
