@@ -1,7 +1,8 @@
-//! Actions (hetzner.md §2.6): every mutation starts one, it stays `running` for the configured
-//! duration and locks its primary resource meanwhile. Completion is lazy: whoever locks the
-//! state first calls `advance`, which finishes every action whose time is up. That keeps the
-//! simulator free of timers, deterministic under test, and correct across restarts.
+//! Actions (docs/hetzner-api.md, "Actions and `locked`"): every mutation starts one, it stays
+//! `running` for the configured duration and locks its primary resource meanwhile. Completion is
+//! lazy: whoever locks the state first calls `advance`, which finishes every action whose time is
+//! up. That keeps the simulator free of timers, deterministic under test, and correct across
+//! restarts.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

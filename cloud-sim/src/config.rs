@@ -9,8 +9,8 @@ use std::time::Duration;
 pub struct SimConfig {
     /// Where to listen; port 0 picks a free one.
     pub listen: SocketAddr,
-    /// The only token accepted. `None` accepts any 64-character bearer token, like hetzner.md
-    /// §2.13 asks; `Sim::token()` then hands out a fixed valid one.
+    /// The only token accepted. `None` accepts any 64-character bearer token (the length of a
+    /// Hetzner token); `Sim::token()` then hands out a fixed valid one.
     pub token: Option<String>,
     /// A token that may only `GET`; anything else answers 403 `token_readonly`.
     pub readonly_token: Option<String>,
@@ -45,7 +45,8 @@ impl Default for SimConfig {
     }
 }
 
-// Tokens stay out of Debug output (architecture.md: secrets never appear in logs).
+// Tokens stay out of Debug output: secrets never appear in logs (docs/architecture.md,
+// "Conventions").
 impl fmt::Debug for SimConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let redact = |t: &Option<String>| t.as_ref().map(|_| "<redacted>");

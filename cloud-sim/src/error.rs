@@ -1,4 +1,5 @@
-//! The API's error body and status codes (hetzner.md §2.4), plus the crate's startup errors.
+//! The API's error body and status codes (docs/hetzner-api.md, "Errors"), plus the crate's
+//! startup errors.
 
 use axum::Json;
 use axum::http::StatusCode;

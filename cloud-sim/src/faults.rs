@@ -24,8 +24,7 @@ pub struct FaultRule {
     /// Chance that a matching request is affected (0.0..=1.0); a miss does not use up `count`.
     #[serde(default = "always")]
     pub probability: f64,
-    /// Only every n-th matching request is affected (the "fail every Nth call" mode of
-    /// hetzner.md §2.3); `None` = every one.
+    /// Only every n-th matching request is affected; `None` = every one.
     #[serde(default)]
     pub every: Option<u32>,
     #[serde(flatten)]

@@ -1,4 +1,4 @@
-//! Labels and the label selector grammar of hetzner.md §2.5:
+//! Labels and the grammar of the API's `label_selector` filter:
 //! `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`, comma = AND.
 
 use std::collections::BTreeMap;

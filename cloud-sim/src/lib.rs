@@ -1,5 +1,5 @@
 //! cloud-sim: a simulator of the Hetzner Cloud API subset the controllers use
-//! (hetzner.md §2 and the fidelity checklist of §5).
+//! (docs/hetzner-api.md, "What cloud-sim models").
 //!
 //! ```no_run
 //! # async fn demo() {

@@ -1,6 +1,6 @@
 //! List plumbing shared by every collection: query parsing, the `name` and `label_selector`
 //! filters, `sort=field[:asc|:desc]` (repeatable), and `page`/`per_page` with
-//! `meta.pagination` and a `Link` header (hetzner.md §2.2).
+//! `meta.pagination` and a `Link` header (docs/hetzner-api.md, "Pagination").
 
 use axum::Json;
 use axum::extract::FromRequestParts;

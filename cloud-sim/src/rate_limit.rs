@@ -1,4 +1,4 @@
-//! The per-project token bucket of hetzner.md §2.3: capacity = limit per hour, refilled at
+//! The API's per-project token bucket: capacity = limit per hour, refilled at
 //! limit/3600 tokens per second, every API response carries the three `RateLimit-*` headers.
 
 use std::sync::Mutex;

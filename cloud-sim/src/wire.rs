@@ -1,5 +1,5 @@
 //! The API's JSON: request bodies (deserialized, every optional field an `Option`) and the
-//! rendering of stored resources into the response shapes of hetzner.md §2.7–2.10.
+//! rendering of stored resources into the API's response shapes.
 
 use std::collections::BTreeSet;
 

@@ -1,4 +1,4 @@
-//! Every error code of hetzner.md §2.4 that the simulator models, each reached over HTTP.
+//! Every error code the simulator models (docs/hetzner-api.md, "Errors"), each reached over HTTP.
 
 mod common;
 

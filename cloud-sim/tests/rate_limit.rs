@@ -1,4 +1,4 @@
-//! The token bucket of hetzner.md §2.3 as a client sees it.
+//! The rate-limit token bucket as a client sees it.
 
 mod common;
 

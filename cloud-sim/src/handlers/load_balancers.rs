@@ -1,4 +1,4 @@
-//! `/load_balancers`: CRUD and every action of hetzner.md §2.8 with the validation rules the
+//! `/load_balancers`: CRUD and every load-balancer action of the API with the validation rules the
 //! CCM has to live with (zones, limits, ports, certificates, private networks).
 
 use std::net::{IpAddr, Ipv4Addr};

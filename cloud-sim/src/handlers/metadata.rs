@@ -1,4 +1,4 @@
-//! The instance metadata service (hetzner.md §2.11), answered for one simulated server.
+//! The instance metadata service, answered for one simulated server.
 //!
 //! A real server asks `http://169.254.169.254/hetzner/v1/metadata[/key]` and the hypervisor
 //! knows who is asking. Here the server is chosen, in this order, by:

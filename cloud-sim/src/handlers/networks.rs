@@ -1,4 +1,4 @@
-//! `/networks`: create/delete, subnets and the route rules of hetzner.md §2.9.
+//! `/networks`: create/delete, subnets and the API's route rules (see `check_route`).
 
 use std::net::Ipv4Addr;
 

@@ -1,4 +1,5 @@
-//! `/servers`: the world-building writes of hetzner.md §2.13 and the reads the CCM makes.
+//! `/servers`: the writes tests and the demo build their world with (create, delete, power,
+//! networks; the controllers never write servers) and the reads the controllers make.
 
 use std::net::Ipv4Addr;
 
