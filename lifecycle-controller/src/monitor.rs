@@ -1,7 +1,7 @@
-//! The node monitor pass (controller-behavior.md §2.2): Ready nodes lose the shutdown taint; for
-//! NotReady nodes the cloud decides: positively gone → delete the Node; powered off → shutdown taint.
-//! Cloud errors never delete anything. Many nodes are checked in parallel (bounded), served by
-//! cloud-client's shared server snapshot.
+//! The node monitor pass, upstream's per-node rules (docs/upstream-behavior.md): Ready nodes lose
+//! the shutdown taint; for NotReady nodes the cloud decides: positively gone → delete the Node;
+//! powered off → shutdown taint. Cloud errors never delete anything. Many nodes are checked in
+//! parallel (bounded), served by cloud-client's shared server snapshot.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! Periodic address refresh of initialized nodes (§1.8): every `--node-status-update-frequency`
+//! Periodic address refresh of initialized nodes: every `--node-status-update-frequency`
 //! (sliding), all nodes from the reflector store, `--concurrent-node-status-updates` at a time. The
 //! cloud lookups are served by cloud-client's shared server snapshot (one list per max age).
 

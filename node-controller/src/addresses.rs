@@ -1,4 +1,4 @@
-//! Address merge, validation and change detection (controller-behavior.md §1.9).
+//! Address merge, validation and change detection, by upstream's rules (docs/upstream-behavior.md).
 
 use std::collections::HashMap;
 
@@ -38,7 +38,8 @@ pub fn current(node: &Node) -> Vec<K8sAddress> {
         .unwrap_or_default()
 }
 
-/// Computes the desired addresses of `node` from the cloud's list (steps 2–5 of §1.9).
+/// Computes the desired addresses of `node` from the cloud's list: an empty list changes nothing,
+/// the node's own Hostname is kept when the cloud has none, the node-IP filter applies.
 pub fn desired(node: &Node, cloud: &[NodeAddress]) -> Result<AddressUpdate, NodeIpError> {
     if cloud.is_empty() {
         return Ok(AddressUpdate::NoCloudAddresses);

@@ -1,4 +1,5 @@
-//! Node initialization (§1.2–1.5) and label reconciliation of initialized nodes (§1.7).
+//! Node initialization and label reconciliation of initialized nodes, as upstream's
+//! cloud-node-controller does them (docs/upstream-behavior.md).
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -176,7 +177,8 @@ async fn initialize(node: &Node, ctx: &Ctx) -> Result<Action, Error> {
         return Err(Error::NoProviderId { node: name });
     }
 
-    // The node IP must be one of the cloud's addresses before the taint goes (§1.4).
+    // The node IP must be one of the cloud's addresses before the taint goes, as upstream: once
+    // the node is initialized, a mismatch only makes the address sync skip it.
     if let Some(v) = node
         .metadata
         .annotations
@@ -209,7 +211,7 @@ async fn initialize(node: &Node, ctx: &Ctx) -> Result<Action, Error> {
             .observe(seconds_since(created));
     }
 
-    // Addresses right away, with the metadata already fetched (§1.2d).
+    // Addresses right away, with the metadata already fetched, instead of at the next address sync.
     write_addresses(&patched, ctx, &meta.addresses).await;
 
     ctx.events
@@ -321,7 +323,8 @@ async fn remove_taint_and_label(
         })
 }
 
-/// Writes the node's addresses from `cloud` when they changed (§1.9). Errors are logged only.
+/// Writes the node's addresses from `cloud` when they changed (rules in `addresses.rs`). Errors
+/// are logged only.
 pub async fn write_addresses(node: &Node, ctx: &Ctx, cloud: &[cloud_client::NodeAddress]) {
     if is_uninitialized(node) {
         return;
@@ -352,7 +355,8 @@ pub async fn write_addresses(node: &Node, ctx: &Ctx, cloud: &[cloud_client::Node
     }
 }
 
-/// §1.7: the beta topology/instance-type labels are the source of truth for the stable ones.
+/// The beta topology/instance-type labels are the source of truth for the stable ones (upstream's
+/// rule, so a user editing only a stable label gets it reverted).
 async fn reconcile_labels(node: &Node, ctx: &Ctx) -> Result<Action, Error> {
     let want = labels::stable_from_beta(node.labels());
     if want.is_empty() {

@@ -18,7 +18,7 @@ pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
 /// Deprecated beta region label.
 pub const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
 
-/// (beta, stable) pairs reconciled on initialized nodes (§1.7): the beta key is the source of truth.
+/// (beta, stable) pairs reconciled on initialized nodes: the beta key is the source of truth.
 pub const BETA_TO_STABLE: [(&str, &str); 3] = [
     (LABEL_ZONE_BETA, LABEL_ZONE),
     (LABEL_REGION_BETA, LABEL_REGION),

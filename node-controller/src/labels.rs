@@ -1,4 +1,4 @@
-//! Labels written at initialization (§1.4) and beta→stable reconciliation on initialized nodes (§1.7).
+//! Labels written at initialization and beta→stable reconciliation on initialized nodes.
 
 use std::collections::BTreeMap;
 
@@ -64,7 +64,7 @@ pub fn init_labels(meta: &InstanceMetadata, existing: &BTreeMap<String, String>)
     out
 }
 
-/// §1.7: for each (beta, stable) pair with the beta key present, the stable key must equal it.
+/// For each (beta, stable) pair with the beta key present, the stable key must equal it.
 pub fn stable_from_beta(existing: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     BETA_TO_STABLE
         .iter()

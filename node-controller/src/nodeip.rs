@@ -1,4 +1,5 @@
-//! The provided-node-ip annotation and the node-IP address filter (controller-behavior.md §1.9 step 4).
+//! The provided-node-ip annotation and the node-IP address filter: the node IP's cloud addresses
+//! come first and are the only ones of their type.
 
 use std::net::IpAddr;
 
