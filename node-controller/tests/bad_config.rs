@@ -1,4 +1,4 @@
-//! Bad configuration of the node-controller binary (issue 11): the shared cases of every
+//! Bad configuration of the node-controller binary: the shared cases of every
 //! controller plus its own flags, each exiting 2 with the flag or variable, its value and what is
 //! accepted.
 

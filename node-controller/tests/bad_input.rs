@@ -1,4 +1,4 @@
-//! Bad-input catalogue of the node controller (issue 11): Nodes whose providerID or
+//! Bad-input catalogue of the node controller: Nodes whose providerID or
 //! `alpha.kubernetes.io/provided-node-ip` cannot be used. Each must get a Warning naming the field,
 //! the offending value and what is accepted; the node keeps its uninitialized taint and its
 //! providerID, the controller makes no cloud write and keeps running, and a good node next to the

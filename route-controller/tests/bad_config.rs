@@ -1,4 +1,4 @@
-//! Bad configuration of the route-controller binary (issue 11): the shared cases of every
+//! Bad configuration of the route-controller binary: the shared cases of every
 //! controller plus what routes need, each exiting 2 with the flag or variable, its value and what
 //! is accepted.
 

@@ -1,4 +1,4 @@
-//! Bad configuration of the service-controller binary (issue 11): the shared cases of every
+//! Bad configuration of the service-controller binary: the shared cases of every
 //! controller plus the load-balancer flags and `HCLOUD_LOAD_BALANCERS_*` defaults, each exiting 2
 //! with the flag or variable, its value and what is accepted. A network that does not exist can
 //! only be found out by asking the cloud, and so can a token it refuses: both exit 2 too, once asked.

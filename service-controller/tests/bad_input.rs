@@ -1,4 +1,4 @@
-//! Bad-input catalogue of the service controller (issue 11): every `load-balancer.hetzner.cloud/*`
+//! Bad-input catalogue of the service controller: every `load-balancer.hetzner.cloud/*`
 //! annotation it parses given a malformed value, Service specs no load balancer can serve, and a
 //! Node it cannot target. Each must end in a Warning that names the field, the offending value and
 //! what is accepted, with no cloud write, while the controller keeps running and a good Service
