@@ -1,4 +1,4 @@
-//! `cargo xtask bench routes`: pod-CIDR routes at scale (issue 8).
+//! `cargo xtask bench routes`: pod-CIDR routes at scale.
 //!
 //! cloud-sim with actions taking 50 ms and one network `10.0.0.0/8` (subnet `10.0.0.0/16`) that
 //! may hold N routes (Hetzner allows 100); N servers attached to it; the route-controller binary
@@ -48,13 +48,13 @@ const ROUTE_CREATED: &str = "RouteCreated";
 /// Upstream's route controller (k8s.io/cloud-provider) with HCCM's Routes; no measurement of
 /// ours: a full pass every `--route-reconciliation-period` (10 s) = 360 passes an hour, each at
 /// least one network read (HCCM also lists servers). HCCM's figure was measured earlier with
-/// its 30 s period (shared/design/architecture.md: "idle routes: ~600 calls/hour").
+/// its 30 s period (docs/architecture.md, "Targets").
 mod upstream {
     pub const IDLE_CALLS_PER_HOUR_AT_LEAST: u64 = 360;
     pub const HCCM_IDLE_CALLS_PER_HOUR: u64 = 600;
 }
 
-/// The targets of issue 8.
+/// The targets (docs/architecture.md, "Targets").
 mod target {
     pub const CALLS_PER_ROUTE: f64 = 2.1;
     /// × routes × action duration.

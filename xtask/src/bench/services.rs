@@ -34,7 +34,7 @@ const SETTLE: Duration = Duration::from_secs(3);
 
 /// HCCM (hcloud-cloud-controller-manager built from source, defaults), measured earlier with this
 /// scenario at 20 Services on the same cloud-sim with 500 ms actions and kube-apiserver
-/// (shared/design/architecture.md, "Targets"; the peak RSS comes from the same runs).
+/// (docs/architecture.md, "Targets"; the peak RSS comes from the same runs).
 mod hccm {
     pub const SERVICES: usize = 20;
     pub const CREATE_CALLS: u64 = 602;
