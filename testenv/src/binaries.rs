@@ -140,10 +140,15 @@ pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("TESTENV_CACHE_DIR") {
         return PathBuf::from(dir);
     }
+    home_cache().join("testenv")
+}
+
+/// `$HOME/.cache/cloud-controllers`: everything the project caches on a machine.
+pub(crate) fn home_cache() -> PathBuf {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
-    home.join(".cache/cloud-controllers/testenv")
+    home.join(".cache/cloud-controllers")
 }
 
 fn ensure_one(c: &Component) -> Result<PathBuf> {
@@ -275,7 +280,7 @@ fn write_if_changed(path: &Path, content: &str) -> Result<()> {
     Ok(())
 }
 
-fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

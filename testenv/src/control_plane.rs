@@ -449,6 +449,57 @@ impl Connection {
         std::fs::write(path, json).map_err(Error::io(format!("writing {}", path.display())))
     }
 
+    /// Writes what the kubelet projects into a pod of ServiceAccount `namespace/name` at
+    /// `/var/run/secrets/kubernetes.io/serviceaccount`: a bound `token` (TokenRequest, one hour),
+    /// the cluster's `ca.crt` and the `namespace`, so a container mounting `dir` there finds the
+    /// apiserver with kube's in-cluster configuration. The ServiceAccount must exist.
+    pub async fn write_service_account_volume(
+        &self,
+        dir: &Path,
+        namespace: &str,
+        name: &str,
+    ) -> Result<()> {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let accounts: kube::Api<ServiceAccount> =
+            kube::Api::namespaced(self.client().await?, namespace);
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: Vec::new(),
+                expiration_seconds: Some(3600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let token = accounts
+            .create_token_request(name, &kube::api::PostParams::default(), &request)
+            .await?
+            .status
+            .map(|s| s.token)
+            .unwrap_or_default();
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;
+        let ca = kubeconfig
+            .clusters
+            .first()
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| c.certificate_authority.clone())
+            .expect("testenv's kubeconfig names its CA file");
+        std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        for (file, content) in [
+            ("token", token.into_bytes()),
+            (
+                "ca.crt",
+                std::fs::read(&ca).map_err(Error::io(format!("reading {ca}")))?,
+            ),
+            ("namespace", namespace.as_bytes().to_vec()),
+        ] {
+            let path = dir.join(file);
+            std::fs::write(&path, content)
+                .map_err(Error::io(format!("writing {}", path.display())))?;
+        }
+        Ok(())
+    }
+
     async fn config(&self) -> Result<kube::Config> {
         crate::install_crypto_provider();
         let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;

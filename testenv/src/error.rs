@@ -68,6 +68,12 @@ pub enum Error {
     #[error("building a Kubernetes client for the test control plane: {0}")]
     Client(#[from] kube::Error),
 
+    #[error("{tool} is needed and missing: {how}")]
+    ToolMissing { tool: String, how: String },
+
+    #[error("installing {requirement} from PyPI failed; is PyPI reachable? Output tail:\n{output}")]
+    Pip { requirement: String, output: String },
+
     #[error("{path}: {message}")]
     Manifest { path: PathBuf, message: String },
 }

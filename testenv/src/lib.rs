@@ -3,7 +3,7 @@
 //! There is no Docker engine or cluster on our machines, so, like controller-runtime's envtest, we
 //! run the two real control-plane processes locally. No kubelet, scheduler or controller-manager
 //! runs: tests create Nodes themselves, set their conditions by patching status, and nothing
-//! garbage-collects or finishes namespace deletion. See `shared/design/control-plane.md`.
+//! garbage-collects or finishes namespace deletion.
 //!
 //! ```no_run
 //! # async fn t() {
@@ -18,7 +18,9 @@ mod control_plane;
 mod error;
 mod kubelet;
 mod pki;
+mod podman;
 mod process;
+mod python_tools;
 mod rbac;
 mod shared;
 
@@ -29,7 +31,9 @@ pub use binaries::{
 pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};
 pub use error::{Error, Result};
 pub use kubelet::set_node_ready;
+pub use podman::{Podman, ensure_podman};
 pub use process::{Lifetime, pid_alive};
+pub use python_tools::{HADOLINT_VERSION, ensure_hadolint};
 pub use rbac::bind_chart_rbac;
 pub use shared::{TestKube, kube};
 
