@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1.7
 #
 # One Dockerfile for the four controller images and cloud-sim. The workspace is built once (stage
-# `build`); each final stage copies one binary onto distroless/cc (glibc, nonroot). Pick the image
-# with --target:
+# `build`); each final stage copies one binary onto distroless/static (CA certificates, nonroot, no
+# libc: the binaries are linked statically against glibc). Pick the image with --target:
 #
 #   docker buildx build --target node-controller -t node-controller:dev .
 #   docker buildx build --target cloud-sim --build-arg CARGO_PROFILE=release \
@@ -34,20 +34,24 @@ COPY testenv/ testenv/
 COPY xtask/ xtask/
 COPY chart-tests/ chart-tests/
 # One cargo invocation for all five binaries; they are copied out of the cache-mounted target dir in
-# the same step (the mount is not part of the image).
+# the same step (the mount is not part of the image). `crt-static` links glibc into the binaries, so
+# the runtime base needs no libc (distroless/static: ~2 MB instead of distroless/cc's ~23 MB). It
+# needs an explicit --target, or it would apply to proc-macros and build scripts too. glibc ≥ 2.34
+# has the `files` and `dns` name services built in, so name lookups need no shared NSS modules.
 RUN --mount=type=cache,id=cloud-controllers-cargo-registry,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,id=cloud-controllers-cargo-git,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,id=cloud-controllers-target-${CARGO_PROFILE},target=/src/target,sharing=locked \
-    cargo build --locked --profile "${CARGO_PROFILE}" \
+    target="$(rustc -vV | sed -n 's/^host: //p')" \
+ && RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --profile "${CARGO_PROFILE}" --target "${target}" \
       -p node-controller -p lifecycle-controller -p service-controller -p route-controller -p cloud-sim --bins \
  && dir="${CARGO_PROFILE}" && if [ "${dir}" = dev ]; then dir=debug; fi \
  && mkdir -p /out \
  && for bin in node-controller lifecycle-controller service-controller route-controller cloud-sim; do \
-      cp "target/${dir}/${bin}" /out/; \
+      cp "target/${target}/${dir}/${bin}" /out/; \
     done
 
-# Shared by the final stages: glibc + libgcc + CA certificates, user 65532, no shell.
-FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
+# Shared by the final stages: CA certificates, tzdata, user 65532, no shell, no libc.
+FROM gcr.io/distroless/static-debian12:nonroot AS runtime
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG SOURCE=https://github.com/cloud-controllers/cloud-controllers
