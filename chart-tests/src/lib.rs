@@ -8,6 +8,7 @@
 
 pub mod pod;
 pub mod run;
+pub mod scenario;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,8 +1,17 @@
-//! Running what a rendered Deployment describes, without a kubelet: its container's binary as a
-//! local process with exactly the container's `args` and `env` (secretKeyRef read from the
-//! apiserver, fieldRef from the pod we pretend to be), `--kubeconfig` added so the process acts as
-//! the pod's ServiceAccount (impersonation: only the applied RBAC applies), emptyDir volumes as temp
-//! directories, and its readiness probe polled over HTTP.
+//! Running what a rendered Deployment describes, without a kubelet, in one of two ways
+//! ([`Runtime`]):
+//!
+//! - **process**: the binary its image holds, as a local process with exactly the container's
+//!   `args` and `env` (secretKeyRef read from the apiserver, fieldRef from the pod we pretend to
+//!   be), `--kubeconfig` added so it acts as the pod's ServiceAccount (impersonation: only the
+//!   applied RBAC applies), emptyDir volumes as temp directories;
+//! - **container**: the image itself under podman, as a kubelet would start it: the same args and
+//!   env, the rendered securityContext (user, read-only root, capabilities, no privilege
+//!   escalation), the ServiceAccount's token, CA and namespace mounted at the in-cluster path and
+//!   `KUBERNETES_SERVICE_HOST`/`PORT` naming the apiserver, emptyDir volumes as bind mounts. The
+//!   pod network is the host's (the test's apiserver and cloud-sim listen on loopback).
+//!
+//! Either way its readiness probe is polled over HTTP.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,6 +29,8 @@ pub struct PodTemplate {
     /// The (only) container.
     pub container: Value,
     pub volumes: Vec<Value>,
+    /// The pod's securityContext.
+    pub pod_security: Value,
 }
 
 impl PodTemplate {
@@ -46,6 +57,7 @@ impl PodTemplate {
             service_account: spec["serviceAccountName"].as_str().map(str::to_owned),
             container: containers[0].clone(),
             volumes: spec["volumes"].as_array().cloned().unwrap_or_default(),
+            pod_security: spec["securityContext"].clone(),
         }
     }
 
@@ -171,16 +183,41 @@ pub struct Process {
     pub child: tokio::process::Child,
     pub log: PathBuf,
     pub ready: (String, u16),
+    pub started: std::time::Instant,
+    /// The container to remove when this is dropped (container runtime only): killing `podman run`
+    /// leaves its container running.
+    container: Option<(testenv::Podman, String)>,
 }
+
+/// Where the pod template's container runs.
+#[derive(Debug)]
+pub enum Runtime {
+    /// `program` (the binary the image holds) as a local process; `kubeconfig` is added as
+    /// `--kubeconfig=…`, the only flag added to the rendered args.
+    Process {
+        program: PathBuf,
+        kubeconfig: Option<PathBuf>,
+    },
+    /// The rendered image under podman. `service_account` is the directory mounted at
+    /// `/var/run/secrets/kubernetes.io/serviceaccount` (see
+    /// `testenv::Connection::write_service_account_volume`); `apiserver` the port of the
+    /// apiserver on 127.0.0.1.
+    Container {
+        podman: testenv::Podman,
+        service_account: Option<PathBuf>,
+        apiserver: u16,
+    },
+}
+
+/// Where the kubelet mounts a pod's ServiceAccount token, CA and namespace.
+pub const SERVICE_ACCOUNT_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// How to start a [`PodTemplate`].
 #[derive(Debug)]
 pub struct Launch<'a> {
     pub template: &'a PodTemplate,
-    pub program: PathBuf,
+    pub runtime: Runtime,
     pub pod_name: String,
-    /// Added as `--kubeconfig=…` (the only flag added to the rendered args).
-    pub kubeconfig: Option<PathBuf>,
     /// Replaces (name, value) after resolving: only for what Kubernetes itself would change, e.g. a
     /// Service's DNS name that only cluster DNS resolves.
     pub env_rewrites: Vec<(String, String, String)>,
@@ -189,8 +226,8 @@ pub struct Launch<'a> {
 }
 
 impl Launch<'_> {
-    /// Starts the process: rendered args (emptyDir mount paths mapped into `dir`), `--kubeconfig`
-    /// when given, nothing but the container's environment.
+    /// Starts the container: rendered args and environment (emptyDir mount paths mapped into `dir`
+    /// for a process), as a process or under podman.
     pub async fn start(self, client: &kube::Client) -> Result<Process, String> {
         let t = self.template;
         let mut env = t.resolve_env(client, &self.pod_name).await?;
@@ -201,7 +238,50 @@ impl Launch<'_> {
                 }
             }
         }
-        let mut args = t.args();
+        let log = self.dir.join(format!("{}.log", self.pod_name));
+        let file = std::fs::File::create(&log).map_err(|e| format!("creating log: {e}"))?;
+        let err = file.try_clone().map_err(|e| e.to_string())?;
+        let (mut cmd, container) = match &self.runtime {
+            Runtime::Process {
+                program,
+                kubeconfig,
+            } => (self.process(program, kubeconfig.as_deref(), env)?, None),
+            Runtime::Container {
+                podman,
+                service_account,
+                apiserver,
+            } => {
+                let name = format!("{}-{}", self.pod_name, std::process::id());
+                let cmd =
+                    self.container(podman, &name, service_account.as_deref(), *apiserver, env)?;
+                (cmd, Some((podman.clone(), name)))
+            }
+        };
+        let started = std::time::Instant::now();
+        let child = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(file)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", self.pod_name))?;
+        Ok(Process {
+            name: self.pod_name,
+            child,
+            log,
+            ready: t.http_probe("readinessProbe"),
+            started,
+            container,
+        })
+    }
+
+    fn process(
+        &self,
+        program: &Path,
+        kubeconfig: Option<&Path>,
+        mut env: Vec<(String, String)>,
+    ) -> Result<tokio::process::Command, String> {
+        let mut args = self.template.args();
         for (mount, local) in self.empty_dirs()? {
             for a in args.iter_mut() {
                 *a = a.replace(&mount, &local.display().to_string());
@@ -210,28 +290,62 @@ impl Launch<'_> {
                 *v = v.replace(&mount, &local.display().to_string());
             }
         }
-        if let Some(k) = &self.kubeconfig {
+        if let Some(k) = kubeconfig {
             args.push(format!("--kubeconfig={}", k.display()));
         }
-        let log = self.dir.join(format!("{}.log", self.pod_name));
-        let file = std::fs::File::create(&log).map_err(|e| format!("creating log: {e}"))?;
-        let err = file.try_clone().map_err(|e| e.to_string())?;
-        let child = tokio::process::Command::new(&self.program)
-            .args(&args)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(std::process::Stdio::null())
-            .stdout(file)
-            .stderr(err)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", self.program.display()))?;
-        Ok(Process {
-            name: self.pod_name,
-            child,
-            log,
-            ready: t.http_probe("readinessProbe"),
-        })
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(&args).env_clear().envs(env);
+        Ok(cmd)
+    }
+
+    /// `podman run` as a kubelet would start the container. Values of the environment go to podman
+    /// through its own environment (`--env NAME`), so no secret shows in a process list.
+    fn container(
+        &self,
+        podman: &testenv::Podman,
+        name: &str,
+        service_account: Option<&Path>,
+        apiserver: u16,
+        env: Vec<(String, String)>,
+    ) -> Result<tokio::process::Command, String> {
+        let t = self.template;
+        let image = t.container["image"]
+            .as_str()
+            .ok_or("container without image")?;
+        let mut cmd = podman.tokio_command();
+        cmd.args([
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--network=host",
+            "--pull=never",
+        ]);
+        cmd.args(security_flags(
+            &t.pod_security,
+            &t.container["securityContext"],
+        )?);
+        let kubelet_env = [
+            ("KUBERNETES_SERVICE_HOST".to_owned(), "127.0.0.1".to_owned()),
+            ("KUBERNETES_SERVICE_PORT".to_owned(), apiserver.to_string()),
+        ];
+        for (var, value) in env.into_iter().chain(kubelet_env) {
+            cmd.arg("--env").arg(&var).env(var, value);
+        }
+        if let Some(dir) = service_account {
+            cmd.arg("--volume")
+                .arg(format!("{}:{SERVICE_ACCOUNT_MOUNT}:ro", dir.display()));
+        }
+        for (mount, local) in self.empty_dirs()? {
+            // An emptyDir is writable by every user of the pod.
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o777))
+                .map_err(|e| e.to_string())?;
+            cmd.arg("--volume")
+                .arg(format!("{}:{mount}", local.display()));
+        }
+        cmd.arg(image).args(t.args());
+        Ok(cmd)
     }
 
     fn empty_dirs(&self) -> Result<Vec<(String, PathBuf)>, String> {
@@ -262,6 +376,72 @@ impl Launch<'_> {
             ));
         }
         Ok(out)
+    }
+}
+
+/// podman flags for a pod's and its container's securityContext (the container's wins). A field
+/// this does not know is an error, so a chart change cannot go untested unnoticed.
+pub fn security_flags(pod: &Value, container: &Value) -> Result<Vec<String>, String> {
+    let known_pod = ["runAsNonRoot", "runAsUser", "runAsGroup", "seccompProfile"];
+    let known_container = [
+        "runAsNonRoot",
+        "runAsUser",
+        "runAsGroup",
+        "seccompProfile",
+        "allowPrivilegeEscalation",
+        "readOnlyRootFilesystem",
+        "capabilities",
+    ];
+    for (ctx, known) in [(pod, &known_pod[..]), (container, &known_container[..])] {
+        let fields = ctx.as_object().into_iter().flat_map(|f| f.keys());
+        if let Some(other) = fields.into_iter().find(|k| !known.contains(&k.as_str())) {
+            return Err(format!("securityContext.{other} is not emulated"));
+        }
+    }
+    let field = |name: &str| {
+        let c = &container[name];
+        if c.is_null() { &pod[name] } else { c }
+    };
+    let mut flags = Vec::new();
+    match (field("runAsUser").as_u64(), field("runAsGroup").as_u64()) {
+        (Some(u), Some(g)) => flags.push(format!("--user={u}:{g}")),
+        (Some(u), None) => flags.push(format!("--user={u}")),
+        (None, _) => {}
+    }
+    if field("runAsNonRoot") == true && field("runAsUser").as_u64() == Some(0) {
+        return Err("runAsNonRoot with runAsUser 0: the kubelet refuses to start it".into());
+    }
+    match field("seccompProfile")["type"].as_str() {
+        None | Some("RuntimeDefault") => {}
+        Some("Unconfined") => flags.push("--security-opt=seccomp=unconfined".into()),
+        Some(other) => return Err(format!("seccompProfile {other} is not emulated")),
+    }
+    if container["allowPrivilegeEscalation"] == false {
+        flags.push("--security-opt=no-new-privileges".into());
+    }
+    if container["readOnlyRootFilesystem"] == true {
+        // Kubernetes mounts nothing writable that the pod does not ask for; podman would add
+        // tmpfs at /tmp and /run.
+        flags.extend(["--read-only".into(), "--read-only-tmpfs=false".into()]);
+    }
+    let caps = &container["capabilities"];
+    for (key, flag) in [("drop", "--cap-drop"), ("add", "--cap-add")] {
+        for cap in caps[key].as_array().into_iter().flatten() {
+            let cap = cap.as_str().ok_or("capabilities are strings")?;
+            flags.push(format!("{flag}={}", cap.to_lowercase()));
+        }
+    }
+    Ok(flags)
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some((podman, name)) = &self.container {
+            let _ = podman
+                .command()
+                .args(["rm", "--force", "--time=0", "--ignore", name])
+                .output();
+        }
     }
 }
 

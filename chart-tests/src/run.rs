@@ -1,5 +1,6 @@
 //! Running a rendered release: apply what pods need, start every rendered Deployment as a local
-//! process (see [`crate::pod`]), wait with a deadline, print the processes' output on failure.
+//! process or as its image under podman (see [`crate::pod`]), wait with a deadline, print the
+//! processes' output on failure.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use kube::discovery::Discovery;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use crate::pod::{Launch, PodTemplate, Process};
+use crate::pod::{Launch, PodTemplate, Process, Runtime};
 use crate::{apply, binary, kind, name, of_kind};
 
 /// The deadline of every wait.
@@ -23,9 +24,20 @@ pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized"
 pub struct Fleet {
     pub procs: Vec<Process>,
     pub dir: tempfile::TempDir,
+    /// Set: pods run as their images; unset: as local processes.
+    pub containers: Option<Containers>,
+}
+
+/// Pods run as the images `localhost/<image>:<tag>` under `podman`: the chart is rendered with
+/// those images.
+#[derive(Debug)]
+pub struct Containers {
+    pub podman: testenv::Podman,
+    pub tag: String,
 }
 
 impl Fleet {
+    /// Pods run as local processes of the binaries their images hold.
     pub fn new(prefix: &str) -> Fleet {
         Fleet {
             procs: Vec::new(),
@@ -33,7 +45,18 @@ impl Fleet {
                 .prefix(prefix)
                 .tempdir()
                 .expect("temp dir"),
+            containers: None,
         }
+    }
+
+    /// Pods run as the images `localhost/<image>:<tag>`, under podman.
+    pub fn in_containers(prefix: &str, tag: &str) -> Fleet {
+        let mut fleet = Fleet::new(prefix);
+        fleet.containers = Some(Containers {
+            podman: testenv::ensure_podman().expect("podman"),
+            tag: tag.to_owned(),
+        });
+        fleet
     }
 
     /// SIGTERM to every process (last started first); each must exit 0.
@@ -141,19 +164,38 @@ pub async fn start(
         .as_str()
         .expect("image")
         .to_owned();
-    let program = binary(&binary_of_image(&image));
-    let kubeconfig = template.service_account.as_ref().map(|sa| {
-        let path = fleet.dir.path().join(format!("{sa}.kubeconfig"));
-        k.connection()
-            .write_service_account_kubeconfig(&path, &template.namespace, sa)
-            .expect("write the ServiceAccount's kubeconfig");
-        path
-    });
+    let runtime = match fleet.containers.as_ref().map(|c| &c.podman) {
+        None => Runtime::Process {
+            program: binary(&binary_of_image(&image)),
+            kubeconfig: template.service_account.as_ref().map(|sa| {
+                let path = fleet.dir.path().join(format!("{sa}.kubeconfig"));
+                k.connection()
+                    .write_service_account_kubeconfig(&path, &template.namespace, sa)
+                    .expect("write the ServiceAccount's kubeconfig");
+                path
+            }),
+        },
+        Some(podman) => {
+            let mut service_account = None;
+            if let Some(sa) = &template.service_account {
+                let dir = fleet.dir.path().join(format!("{pod_name}-serviceaccount"));
+                k.connection()
+                    .write_service_account_volume(&dir, &template.namespace, sa)
+                    .await
+                    .expect("write the ServiceAccount's token volume");
+                service_account = Some(dir);
+            }
+            Runtime::Container {
+                podman: podman.clone(),
+                service_account,
+                apiserver: k.ports().0,
+            }
+        }
+    };
     let process = Launch {
         template: &template,
-        program,
+        runtime,
         pod_name: pod_name.to_owned(),
-        kubeconfig,
         env_rewrites,
         dir: fleet.dir.path(),
     }
@@ -161,7 +203,12 @@ pub async fn start(
     .await
     .unwrap_or_else(|e| panic!("starting {}: {e}", name(deploy)));
     eprintln!(
-        "started {pod_name} ({image}): {} [as {}]",
+        "started {pod_name} ({image}{}): {} [as {}]",
+        if fleet.containers.is_some() {
+            ", in a container"
+        } else {
+            ", its binary as a process"
+        },
         template.args().join(" "),
         template
             .service_account
@@ -191,7 +238,13 @@ pub async fn start_controllers(
     }
     for p in fleet.procs.iter_mut() {
         p.wait_ready(T).await.unwrap_or_else(|e| panic!("{e}"));
-        eprintln!("{} ready (GET :{}{} = 200)", p.name, p.ready.1, p.ready.0);
+        eprintln!(
+            "{} ready {:.2} s after its start (GET :{}{} = 200)",
+            p.name,
+            p.started.elapsed().as_secs_f64(),
+            p.ready.1,
+            p.ready.0
+        );
     }
     started
 }
