@@ -18,6 +18,8 @@ ARG DEBIAN_RELEASE=bookworm
 
 FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
 ARG CARGO_PROFILE=dev-image
+# A failing command in a pipe fails the step.
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 WORKDIR /src
 # The whole workspace: cargo loads every member's manifest. .dockerignore keeps tests, docs,
 # charts and target/ out.
