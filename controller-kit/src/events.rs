@@ -1,31 +1,10 @@
 //! Event publishing: one [`Recorder`] per process (its dedup cache is per instance), failures logged
-//! and never propagated (an Event is never a reason to fail a reconcile).
+//! and never propagated (an Event is never a reason to fail a reconcile). Each controller owns its
+//! reasons (`reasons.rs` in its crate).
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-
-/// Upstream event reasons.
-pub mod reasons {
-    /// Node initialized (Normal, cloud-node-controller).
-    pub const SYNCED: &str = "Synced";
-    /// Node about to be deleted because its server is gone (Normal, lifecycle).
-    pub const DELETING_NODE: &str = "DeletingNode";
-    /// Node deletion failed (Warning, lifecycle).
-    pub const DELETING_NODE_FAILED: &str = "DeletingNodeFailed";
-    /// A node could not be initialized yet (Warning; ours, upstream is silent).
-    pub const INITIALIZATION_BLOCKED: &str = "NodeInitializationBlocked";
-    /// The server of a node was not found (Warning; HCCM's reason).
-    pub const SERVER_NOT_FOUND: &str = "ServerNotFound";
-    /// The provided node IP is not among the cloud's addresses (Warning).
-    pub const NODE_IP_NOT_FOUND: &str = "NodeIPNotFound";
-    /// The provided node IP annotation cannot be parsed (Warning).
-    pub const INVALID_NODE_IP: &str = "InvalidNodeIP";
-    /// A providerID is malformed or not ours (Warning; HCCM's reason).
-    pub const UNKNOWN_PROVIDER_ID: &str = "UnknownProviderIDPrefix";
-    /// A cloud lookup failed (Warning; HCCM's reason).
-    pub const INSTANCE_LOOKUP_FAILED: &str = "InstanceLookupFailed";
-}
 
 /// Publishes Events as one component (e.g. `cloud-node-controller`).
 ///

@@ -6,6 +6,7 @@
 //! `start(Runtime, …)` that tests call with [`Runtime::new`].
 
 pub mod admin;
+pub mod backoff;
 pub mod cloud;
 pub mod config;
 pub mod events;

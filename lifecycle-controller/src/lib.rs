@@ -8,6 +8,7 @@
 
 pub mod filter;
 pub mod monitor;
+pub mod reasons;
 
 use std::sync::Arc;
 

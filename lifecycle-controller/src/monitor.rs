@@ -3,12 +3,11 @@
 //! powered off → shutdown taint. Cloud errors never delete anything. Many nodes are checked in
 //! parallel (bounded), served by cloud-client's shared server snapshot.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use cloud_client::{CloudError, Instances, NodeRef};
-use controller_kit::events::reasons;
+use controller_kit::backoff::{Backoff, PerObject};
 use controller_kit::{Events, KitMetrics};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -18,6 +17,7 @@ use kube::{Api, ResourceExt};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::filter::NodeFilter;
+use crate::reasons;
 
 /// Taint added to NotReady nodes whose server is powered off.
 pub const TAINT_SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
@@ -36,8 +36,8 @@ pub struct Monitor {
     pub filter: NodeFilter,
     /// Nodes checked at once.
     pub concurrency: usize,
-    /// Per-node backoff after repeated cloud errors: (failures, not before).
-    backoff: Mutex<HashMap<String, (u32, Instant)>>,
+    /// Per-node backoff after cloud errors: the next pass, then 2 s doubling to 5 min.
+    failures: PerObject<String>,
 }
 
 impl std::fmt::Debug for Monitor {
@@ -103,7 +103,10 @@ impl Monitor {
             kit,
             filter,
             concurrency: concurrency.max(1),
-            backoff: Mutex::new(HashMap::new()),
+            failures: PerObject::new(Backoff::after_one_free_retry(
+                Duration::from_secs(1),
+                Duration::from_secs(300),
+            )),
         }
     }
 
@@ -126,36 +129,6 @@ impl Monitor {
                 .instrument(span)
             })
             .await;
-    }
-
-    fn backing_off(&self, name: &str) -> bool {
-        self.backoff
-            .lock()
-            .map(|b| {
-                b.get(name)
-                    .is_some_and(|(_, until)| Instant::now() < *until)
-            })
-            .unwrap_or(false)
-    }
-
-    fn failed(&self, name: &str) {
-        if let Ok(mut b) = self.backoff.lock() {
-            let e = b.entry(name.to_string()).or_insert((0, Instant::now()));
-            e.0 = e.0.saturating_add(1);
-            // 1st failure: retry next tick; then 2 s, 4 s, … up to 5 min.
-            let delay = if e.0 <= 1 {
-                Duration::ZERO
-            } else {
-                Duration::from_secs(1u64 << (e.0 - 1).min(8)).min(Duration::from_secs(300))
-            };
-            e.1 = Instant::now() + delay;
-        }
-    }
-
-    fn succeeded(&self, name: &str) {
-        if let Ok(mut b) = self.backoff.lock() {
-            b.remove(name);
-        }
     }
 
     /// Evaluates one node.
@@ -183,7 +156,7 @@ impl Monitor {
             }
             return Outcome::Ready;
         }
-        if self.backing_off(&name) {
+        if self.failures.waiting(&name) {
             return Outcome::Error;
         }
         let node_ref = NodeRef::with_provider_id(name.clone(), provider_id.unwrap_or_default());
@@ -222,7 +195,7 @@ impl Monitor {
                         .await;
                 }
                 warn!(error = %e, "cloud lookup failed; not touching the node");
-                self.failed(&name);
+                self.failures.failed(name.clone());
                 return Outcome::Error;
             }
         };
@@ -247,7 +220,7 @@ impl Monitor {
             };
             return match self.nodes.delete(&name, &dp).await {
                 Ok(_) => {
-                    self.succeeded(&name);
+                    self.failures.succeeded(&name);
                     Outcome::Deleted
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => Outcome::Deleted,
@@ -270,7 +243,7 @@ impl Monitor {
         }
         match self.instances.instance_shutdown(&node_ref).await {
             Ok(true) => {
-                self.succeeded(&name);
+                self.failures.succeeded(&name);
                 if !taints(node).iter().any(is_shutdown_taint) {
                     let mut t = taints(node);
                     t.push(Taint {
@@ -286,12 +259,12 @@ impl Monitor {
                 Outcome::Shutdown
             }
             Ok(false) => {
-                self.succeeded(&name);
+                self.failures.succeeded(&name);
                 Outcome::Running
             }
             Err(e) => {
                 warn!(error = %e, "cloud shutdown check failed");
-                self.failed(&name);
+                self.failures.failed(name.clone());
                 Outcome::Error
             }
         }

@@ -1,13 +1,13 @@
 //! Node initialization and label reconciliation of initialized nodes, as upstream's
 //! cloud-node-controller does them (docs/upstream-behavior.md).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_client::{CloudError, ErrorClass, InstanceMetadata, Instances, NodeRef};
-use controller_kit::events::reasons;
+use controller_kit::backoff::{Backoff, PerObject};
 use controller_kit::{Events, KitMetrics};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Patch, PatchParams};
@@ -21,6 +21,7 @@ use crate::keys::{ANNOTATION_PROVIDED_NODE_IP, TAINT_UNINITIALIZED};
 use crate::labels;
 use crate::metrics::NodeMetrics;
 use crate::nodeip;
+use crate::reasons;
 
 /// Shared state of the reconciler.
 pub struct Ctx {
@@ -34,8 +35,8 @@ pub struct Ctx {
     pub kit: KitMetrics,
     /// Controller metrics.
     pub metrics: NodeMetrics,
-    /// Failed attempts per node, for exponential backoff.
-    attempts: Mutex<HashMap<String, u32>>,
+    /// Failures in a row per node: 1 s doubling to 5 min.
+    failures: PerObject<String>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -59,23 +60,11 @@ impl Ctx {
             events,
             kit,
             metrics,
-            attempts: Mutex::new(HashMap::new()),
+            failures: PerObject::new(Backoff::new(
+                Duration::from_secs(1),
+                Duration::from_secs(300),
+            )),
         }
-    }
-
-    fn reset_attempts(&self, node: &str) {
-        if let Ok(mut a) = self.attempts.lock() {
-            a.remove(node);
-        }
-    }
-
-    fn next_attempt(&self, node: &str) -> u32 {
-        let Ok(mut a) = self.attempts.lock() else {
-            return 1;
-        };
-        let n = a.entry(node.to_string()).or_default();
-        *n = n.saturating_add(1);
-        *n
     }
 }
 
@@ -131,7 +120,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
         };
         if result.is_ok() {
             timer.set_result("ok");
-            ctx.reset_attempts(&name);
+            ctx.failures.succeeded(&name);
         } else if let Err(e) = &result {
             timer.set_result(e.metric_label());
         }
@@ -148,9 +137,7 @@ pub fn error_policy(node: Arc<Node>, err: &Error, ctx: Arc<Ctx>) -> Action {
         debug!(node = %node.name_any(), "conflict; retrying");
         return Action::requeue(Duration::from_millis(200));
     }
-    let n = ctx.next_attempt(&node.name_any());
-    let delay =
-        Duration::from_secs(1u64 << (n.saturating_sub(1)).min(8)).min(Duration::from_secs(300));
+    let (n, delay) = ctx.failures.failed(node.name_any());
     warn!(node = %node.name_any(), error = %err, attempt = n, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }

@@ -13,6 +13,7 @@ pub mod keys;
 pub mod labels;
 pub mod metrics;
 pub mod nodeip;
+pub mod reasons;
 
 use std::sync::Arc;
 

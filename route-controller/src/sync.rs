@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cloud_client::{CloudError, Route, Routes};
+use controller_kit::backoff::{Backoff, PerObject};
 use controller_kit::{Events, KitMetrics};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -41,7 +42,7 @@ pub struct Ctx {
     /// Controller metrics.
     pub metrics: RouteMetrics,
     /// Nodes whose route creation failed: attempts and when to try again.
-    retries: Mutex<HashMap<String, (u32, Instant)>>,
+    failures: PerObject<String>,
     /// Problems already reported as events (reported again once they went away and came back).
     reported: Mutex<HashSet<(String, &'static str)>>,
 }
@@ -57,10 +58,8 @@ impl std::fmt::Debug for Ctx {
 /// Condition writes sent to the apiserver at once (they are cheap; the routes are serial).
 const CONDITION_WRITES_IN_FLIGHT: usize = 16;
 
-/// Per-node backoff after a failed create: 5 s doubling to 5 min.
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_secs(5 << attempt.saturating_sub(1).min(6)).min(Duration::from_secs(300))
-}
+/// Backoff after a failed create (per node), delete or route list: 5 s doubling to 5 min.
+const RETRY: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
 
 impl Ctx {
     /// A pass context.
@@ -82,30 +81,13 @@ impl Ctx {
             events,
             kit,
             metrics,
-            retries: Mutex::new(HashMap::new()),
+            failures: PerObject::new(RETRY),
             reported: Mutex::new(HashSet::new()),
         }
     }
 
-    fn retries(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, Instant)>> {
-        self.retries.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn in_backoff(&self, node: &str) -> bool {
-        self.retries()
-            .get(node)
-            .is_some_and(|(_, at)| *at > Instant::now())
-    }
-
-    fn failed(&self, node: &str) {
-        let mut r = self.retries();
-        let e = r.entry(node.to_string()).or_insert((0, Instant::now()));
-        e.0 = e.0.saturating_add(1);
-        e.1 = Instant::now() + backoff(e.0);
-    }
-
     fn earliest_retry(&self) -> Option<Instant> {
-        self.retries().values().map(|(_, at)| *at).min()
+        self.failures.earliest_retry().map(Instant::from_std)
     }
 
     /// Publishes `problems` that were not reported yet; forgets the ones that went away.
@@ -221,7 +203,7 @@ pub async fn pass(ctx: &Ctx) -> Result<Option<Instant>, CloudError> {
     );
     ctx.metrics.pending.set(failed as i64);
     timer.set_result("ok");
-    let retry_deletes = deletes_failed.then(|| Instant::now() + backoff(1));
+    let retry_deletes = deletes_failed.then(|| Instant::now() + RETRY.delay(1));
     Ok(match (ctx.earliest_retry(), retry_deletes) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -290,7 +272,7 @@ async fn create_missing(
             .problems
             .iter()
             .any(|p| &p.node == node && p.reason == reasons::CLUSTER_CIDR_MISCONFIGURED);
-        if ctx.in_backoff(node) {
+        if ctx.failures.waiting(node) {
             failed += 1;
             continue;
         }
@@ -321,7 +303,7 @@ async fn create_missing(
             }
         }
         if ok {
-            ctx.retries().remove(node.as_str());
+            ctx.failures.succeeded(node);
             // The node learns its route exists without holding up the next route write.
             if ctx.condition_due(node, Routed::Yes, written) {
                 let (nodes, name) = (ctx.nodes.clone(), node.clone());
@@ -333,7 +315,7 @@ async fn create_missing(
         } else {
             failed += 1;
             if !blocked {
-                ctx.failed(node);
+                ctx.failures.failed(node.clone());
             }
         }
     }
@@ -382,7 +364,7 @@ pub async fn run(
             }
             Err(e) => {
                 list_failures += 1;
-                let delay = backoff(list_failures);
+                let delay = RETRY.delay(list_failures);
                 warn!(error = %e, retry_in = ?delay, "listing the network's routes failed");
                 retry_at = Some(Instant::now() + delay);
             }

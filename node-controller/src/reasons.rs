@@ -1,0 +1,16 @@
+//! Event reasons of the node controller.
+
+/// Node initialized (Normal; upstream's reason).
+pub const SYNCED: &str = "Synced";
+/// A node could not be initialized yet (Warning; ours, upstream is silent).
+pub const INITIALIZATION_BLOCKED: &str = "NodeInitializationBlocked";
+/// The server of a node was not found (Warning; HCCM's reason).
+pub const SERVER_NOT_FOUND: &str = "ServerNotFound";
+/// The provided node IP is not among the cloud's addresses (Warning).
+pub const NODE_IP_NOT_FOUND: &str = "NodeIPNotFound";
+/// The provided node IP annotation cannot be parsed (Warning).
+pub const INVALID_NODE_IP: &str = "InvalidNodeIP";
+/// A providerID is malformed or not ours (Warning; HCCM's reason).
+pub const UNKNOWN_PROVIDER_ID: &str = "UnknownProviderIDPrefix";
+/// A cloud lookup failed (Warning; HCCM's reason).
+pub const INSTANCE_LOOKUP_FAILED: &str = "InstanceLookupFailed";
