@@ -4,6 +4,11 @@
 //! Parsing is two-staged. clap reads the raw strings (so one bad value never hides the others), then
 //! [`CommonArgs::validate`] checks everything and returns either a typed [`Config`] or ONE
 //! [`ConfigError`] listing every problem (the binaries exit with code 2 on it).
+//!
+//! The `HCLOUD_*` variables are only declared here (so `--help` lists them): cloud-client parses
+//! and checks them, in one pass, and its problems are folded into the same error. The token goes
+//! env → clap ([`CloudArgs::hcloud_token`], a redacted [`Token`] from the start) →
+//! [`HcloudConfig`] → the transport.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -13,34 +18,15 @@ use std::time::Duration;
 use clap::{ArgAction, Args, ValueEnum};
 
 use cloud_client::CloudError;
+use cloud_client::hcloud::values::{BOOL_EXPECTED, parse_bool, parse_go_duration};
+use cloud_client::hcloud::{HcloudConfig, Token};
 
 use crate::ControllerInfo;
 
-/// A secret string (the API token). Its `Debug`/`Display` never show the value.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-    /// The secret value itself. Only hand it to the cloud client.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
-/// Surrounding whitespace is dropped, as from `HCLOUD_TOKEN_FILE`: a Secret made with
-/// `--from-file` usually ends in a newline, and no token has whitespace of its own.
-fn parse_secret(s: &str) -> Result<Secret, std::convert::Infallible> {
-    Ok(Secret(s.trim().to_string()))
+/// clap's parser for the token: straight into the redacted type. Surrounding whitespace is
+/// dropped (a Secret made with `--from-file` usually ends in a newline).
+fn parse_token(s: &str) -> Result<Token, std::convert::Infallible> {
+    Ok(Token::new(s))
 }
 
 /// Log output format.
@@ -178,15 +164,17 @@ pub struct CompatArgs {
     pub verbosity: Option<String>,
 }
 
-/// Cloud settings, read from the HCCM environment names (flags exist for local runs).
+/// HCCM's `HCLOUD_*` variables this binary lists in `--help` (flags exist for local runs). They are
+/// handed to cloud-client unparsed ([`CloudArgs::hcloud_config`]); the others it reads (e.g.
+/// `HCLOUD_LOAD_BALANCERS_*`) come from the environment directly.
 #[derive(Args, Debug, Clone, Default)]
 pub struct CloudArgs {
     /// API token (env only in production; never logged).
-    #[arg(long, env = "HCLOUD_TOKEN", hide_env_values = true, value_parser = parse_secret)]
-    pub hcloud_token: Option<Secret>,
+    #[arg(long, env = "HCLOUD_TOKEN", hide_env_values = true, value_parser = parse_token)]
+    pub hcloud_token: Option<Token>,
     /// File holding the API token (content trimmed).
     #[arg(long, env = "HCLOUD_TOKEN_FILE")]
-    pub hcloud_token_file: Option<PathBuf>,
+    pub hcloud_token_file: Option<String>,
     /// API endpoint.
     #[arg(long, env = "HCLOUD_ENDPOINT")]
     pub hcloud_endpoint: Option<String>,
@@ -207,33 +195,33 @@ pub struct CloudArgs {
     pub hcloud_debug: Option<String>,
 }
 
-/// Validated cloud settings (mapped into cloud-client's config by [`CloudSettings::to_hcloud_config`]).
-#[derive(Debug, Clone)]
-pub struct CloudSettings {
-    /// API token.
-    pub token: Secret,
-    /// API endpoint, when not the default.
-    pub endpoint: Option<String>,
-    /// Network ID or name.
-    pub network: Option<String>,
-    /// Address family of node addresses.
-    pub address_family: AddressFamily,
-    /// Whether zone labels are set.
-    pub zone_label_enabled: bool,
-    /// Snapshot max age.
-    pub server_cache_max_age: Option<Duration>,
-}
-
-/// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AddressFamily {
-    /// IPv4 only (default).
-    #[default]
-    Ipv4,
-    /// IPv6 only.
-    Ipv6,
-    /// Both.
-    DualStack,
+impl CloudArgs {
+    /// Hands the settings to cloud-client, the one parser of `HCLOUD_*`: what clap read for the
+    /// variables declared here, `env` for the rest.
+    pub fn hcloud_config(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<HcloudConfig, Vec<String>> {
+        let declared = |name: &str| match name {
+            "HCLOUD_TOKEN_FILE" => Some(self.hcloud_token_file.clone()),
+            "HCLOUD_ENDPOINT" => Some(self.hcloud_endpoint.clone()),
+            "HCLOUD_NETWORK" => Some(self.hcloud_network.clone()),
+            "HCLOUD_INSTANCES_ADDRESS_FAMILY" => Some(self.hcloud_instances_address_family.clone()),
+            "HCLOUD_INSTANCES_ZONE_LABEL_ENABLED" => {
+                Some(self.hcloud_instances_zone_label_enabled.clone())
+            }
+            "HCLOUD_SERVER_CACHE_MAX_AGE" => Some(self.hcloud_server_cache_max_age.clone()),
+            "HCLOUD_DEBUG" => Some(self.hcloud_debug.clone()),
+            _ => None,
+        };
+        HcloudConfig::from_settings(self.hcloud_token.clone(), |name| {
+            declared(name).unwrap_or_else(|| env(name))
+        })
+        .map_err(|e| match e {
+            CloudError::InvalidConfig { problems } => problems,
+            other => vec![other.to_string()],
+        })
+    }
 }
 
 /// Leader-election settings.
@@ -284,8 +272,9 @@ pub struct Config {
     pub configure_cloud_routes: bool,
     /// `--route-reconciliation-period` (default 5m safety resync).
     pub route_reconciliation_period: Duration,
-    /// Cloud settings; `None` when the controller runs without a cloud (tests inject one).
-    pub cloud: Option<CloudSettings>,
+    /// The cloud's configuration; `None` when the controller runs without a cloud (tests inject
+    /// one).
+    pub cloud: Option<HcloudConfig>,
     /// Label selector restricting the Node watch (not a flag: tests and sharding set it in code).
     pub node_label_selector: Option<String>,
 }
@@ -320,7 +309,7 @@ impl Problems {
     pub fn push(&mut self, problem: impl Into<String>) {
         self.0.push(problem.into());
     }
-    /// Parses a Go-style duration (`500ms`, `15s`, `5m`, `1h30m`); records a problem and returns `fallback` on error.
+    /// Parses a Go duration (`500ms`, `15s`, `5m`, `1h30m`); records a problem and returns `fallback` on error.
     pub fn duration(&mut self, flag: &str, value: &str, fallback: Duration) -> Duration {
         match parse_go_duration(value) {
             Ok(d) => d,
@@ -355,10 +344,10 @@ impl Problems {
     }
     /// Parses a boolean the way Go's `strconv.ParseBool` does.
     pub fn bool(&mut self, flag: &str, value: &str, fallback: bool) -> bool {
-        match parse_go_bool(value) {
+        match parse_bool(value) {
             Some(b) => b,
             None => {
-                self.push(format!("{flag}={value:?}: not a boolean (true/false/1/0)"));
+                self.push(format!("{flag}={value:?}: not {BOOL_EXPECTED}"));
                 fallback
             }
         }
@@ -375,63 +364,6 @@ impl Problems {
             Err(ConfigError { problems: self.0 })
         }
     }
-}
-
-/// Go's `strconv.ParseBool`.
-pub fn parse_go_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
-/// Parses a Go `time.Duration` string (units ns, us, µs, ms, s, m, h; fractions allowed; `0` alone ok).
-pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() {
-        return Err("empty duration".into());
-    }
-    if s.starts_with('-') {
-        return Err("negative duration".into());
-    }
-    let s = s.strip_prefix('+').unwrap_or(s);
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("missing unit in duration {s:?} (e.g. 15s, 5m, 500ms)"))?;
-        if num_len == 0 {
-            return Err(format!("invalid duration {s:?} (e.g. 15s, 5m, 500ms)"));
-        }
-        let num: f64 = rest[..num_len]
-            .parse()
-            .map_err(|_| format!("invalid number in duration {s:?}"))?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let secs = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            u => {
-                return Err(format!(
-                    "unknown unit {u:?} in duration {s:?} (ns, us, ms, s, m, h)"
-                ));
-            }
-        };
-        total += num * secs;
-        rest = &rest[unit_len..];
-    }
-    Ok(Duration::from_secs_f64(total))
 }
 
 /// Evaluates upstream `--controllers` syntax for one controller.
@@ -516,118 +448,6 @@ pub fn random_suffix() -> String {
     );
     format!("{:016x}", h.finish())
 }
-
-impl CloudArgs {
-    /// Validates the cloud settings. `required` is false only when a test injects its own cloud.
-    pub fn validate(&self, problems: &mut Problems) -> Option<CloudSettings> {
-        let token = match (&self.hcloud_token, &self.hcloud_token_file) {
-            (Some(t), None) => Some(t.clone()),
-            (None, Some(path)) => match std::fs::read_to_string(path) {
-                Ok(s) => Some(Secret(s.trim().to_string())),
-                Err(e) => {
-                    problems.push(format!(
-                        "HCLOUD_TOKEN_FILE={}: cannot read: {e}",
-                        path.display()
-                    ));
-                    None
-                }
-            },
-            (Some(_), Some(_)) => {
-                problems.push("HCLOUD_TOKEN and HCLOUD_TOKEN_FILE are both set; set only one");
-                None
-            }
-            (None, None) => {
-                problems.push("HCLOUD_TOKEN (or HCLOUD_TOKEN_FILE) is required");
-                None
-            }
-        };
-        if let Some(t) = &token
-            && t.expose().is_empty()
-        {
-            problems.push("HCLOUD_TOKEN is empty");
-        }
-        // A space, newline or control character inside cannot go into the Authorization header
-        // (typically a Secret holding two lines). Never quote the value: it is a credential.
-        if let Some(t) = &token
-            && t.expose()
-                .chars()
-                .any(|c| c.is_whitespace() || c.is_control())
-        {
-            problems.push(format!(
-                "HCLOUD_TOKEN contains whitespace or control characters ({} characters, value not \
-                 shown): expected the 64-character API token alone",
-                t.expose().chars().count()
-            ));
-        }
-        if let Some(ep) = &self.hcloud_endpoint
-            && !(ep.starts_with("http://") || ep.starts_with("https://"))
-        {
-            problems.push(format!(
-                "HCLOUD_ENDPOINT={ep:?}: must be an http:// or https:// URL"
-            ));
-        }
-        let address_family = match self.hcloud_instances_address_family.as_deref() {
-            None | Some("") | Some("ipv4") => AddressFamily::Ipv4,
-            Some("ipv6") => AddressFamily::Ipv6,
-            Some("dualstack") => AddressFamily::DualStack,
-            Some(other) => {
-                problems.push(format!(
-                    "HCLOUD_INSTANCES_ADDRESS_FAMILY={other:?}: must be ipv4, ipv6 or dualstack"
-                ));
-                AddressFamily::Ipv4
-            }
-        };
-        let zone_label_enabled = match self.hcloud_instances_zone_label_enabled.as_deref() {
-            None | Some("") => true,
-            Some(v) => problems.bool("HCLOUD_INSTANCES_ZONE_LABEL_ENABLED", v, true),
-        };
-        let server_cache_max_age = self
-            .hcloud_server_cache_max_age
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .map(|v| problems.duration("HCLOUD_SERVER_CACHE_MAX_AGE", v, Duration::from_secs(10)));
-        if let Some(v) = self.hcloud_debug.as_deref().filter(|s| !s.is_empty()) {
-            problems.bool("HCLOUD_DEBUG", v, false);
-        }
-        if let Some(n) = &self.hcloud_network
-            && n.trim().is_empty()
-        {
-            problems.push("HCLOUD_NETWORK is set but empty");
-        }
-        let settings = CloudSettings {
-            token: token?,
-            endpoint: self.hcloud_endpoint.clone(),
-            network: self.hcloud_network.clone().filter(|s| !s.is_empty()),
-            address_family,
-            zone_label_enabled,
-            server_cache_max_age,
-        };
-        // The HCCM variables this crate does not model (HCLOUD_LOAD_BALANCERS_*,
-        // HCLOUD_NETWORK_ROUTES_ENABLED, ...) are parsed by cloud-client when the cloud is built,
-        // after the Kubernetes client: checked here too, a typo in one is reported with the other
-        // problems and exits 2 instead of failing later with exit 1.
-        if let Err(CloudError::InvalidConfig { problems: more }) =
-            crate::cloud::hcloud_config(&settings, |k| std::env::var(k).ok())
-        {
-            for m in more {
-                if !CHECKED_HERE.iter().any(|k| m.starts_with(k)) {
-                    problems.push(m);
-                }
-            }
-        }
-        Some(settings)
-    }
-}
-
-/// Prefixes of the problems [`CloudArgs::validate`] reports itself (not twice).
-const CHECKED_HERE: &[&str] = &[
-    "HCLOUD_TOKEN",
-    "HCLOUD_ENDPOINT",
-    "HCLOUD_NETWORK=",
-    "HCLOUD_NETWORK ",
-    "HCLOUD_INSTANCES_",
-    "HCLOUD_SERVER_CACHE_MAX_AGE",
-];
 
 impl CommonArgs {
     /// Validates everything; `need_cloud` false skips the cloud settings (tests inject a cloud).
@@ -751,7 +571,13 @@ impl CommonArgs {
             ));
         }
         let cloud = if need_cloud {
-            self.cloud.validate(p)
+            match self.cloud.hcloud_config(|name| std::env::var(name).ok()) {
+                Ok(config) => Some(config),
+                Err(problems) => {
+                    problems.into_iter().for_each(|problem| p.push(problem));
+                    None
+                }
+            }
         } else {
             None
         };
@@ -843,28 +669,6 @@ mod tests {
     }
 
     #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("15s").unwrap(), Duration::from_secs(15));
-        assert_eq!(
-            parse_go_duration("1h30m").unwrap(),
-            Duration::from_secs(5400)
-        );
-        assert_eq!(
-            parse_go_duration("500ms").unwrap(),
-            Duration::from_millis(500)
-        );
-        assert_eq!(
-            parse_go_duration("1.5s").unwrap(),
-            Duration::from_millis(1500)
-        );
-        assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
-        assert!(parse_go_duration("15").is_err());
-        assert!(parse_go_duration("abc").is_err());
-        assert!(parse_go_duration("5x").is_err());
-        assert!(parse_go_duration("-5s").is_err());
-    }
-
-    #[test]
     fn controllers_flag() {
         let mut p = Problems::default();
         assert!(controller_enabled(&INFO, "*", &mut p));
@@ -915,7 +719,7 @@ mod tests {
             "--cloud-provider=hcloud",
             "--allow-untagged-cloud",
         ]);
-        args.cloud.hcloud_token = Some(Secret::new("t0ken"));
+        args.cloud.hcloud_token = Some(Token::new("t0ken"));
         args.cloud.hcloud_instances_address_family = Some("dualstack".into());
         let c = args.validate(&INFO, true).unwrap();
         assert!(c.enabled);
@@ -924,7 +728,10 @@ mod tests {
         assert_eq!(c.concurrent_node_status_updates, 16);
         assert_eq!(c.admin_address.port(), 10270);
         let cloud = c.cloud.unwrap();
-        assert_eq!(cloud.address_family, AddressFamily::DualStack);
+        assert_eq!(
+            cloud.address_family,
+            cloud_client::hcloud::AddressFamily::DualStack
+        );
         assert!(!format!("{cloud:?}").contains("t0ken"));
     }
 
@@ -932,7 +739,7 @@ mod tests {
     fn a_token_with_a_trailing_newline_is_trimmed_not_refused() {
         let args = parse(&["--hcloud-token", "t0ken\n"]);
         let cloud = args.validate(&INFO, true).unwrap().cloud.unwrap();
-        assert_eq!(cloud.token.expose(), "t0ken");
+        assert_eq!(cloud.token, Token::new("t0ken"));
         let err = parse(&["--hcloud-token", "t0 ken"])
             .validate(&INFO, true)
             .unwrap_err();
@@ -942,7 +749,7 @@ mod tests {
     #[test]
     fn lease_defaults() {
         let mut args = parse(&[]);
-        args.cloud.hcloud_token = Some(Secret::new("x"));
+        args.cloud.hcloud_token = Some(Token::new("x"));
         let c = args.validate(&INFO, true).unwrap();
         let le = c.leader_election.unwrap();
         assert_eq!(le.lease_name, "cloud-controller-manager-node-controller");

@@ -17,7 +17,7 @@ pub mod shutdown;
 pub mod telemetry;
 
 pub use admin::Readiness;
-pub use config::{CommonArgs, Config, ConfigError, Problems, Secret};
+pub use config::{CommonArgs, Config, ConfigError, Problems};
 pub use events::Events;
 pub use leader::{LeaderGate, Leadership};
 pub use metrics::KitMetrics;

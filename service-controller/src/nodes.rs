@@ -4,6 +4,7 @@
 use std::hash::{Hash, Hasher};
 
 use cloud_client::LbNode;
+use cloud_client::hcloud::values::parse_bool;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 
@@ -28,16 +29,7 @@ pub fn is_eligible(node: &Node) -> bool {
 fn excluded_by_label(node: &Node) -> bool {
     node.labels()
         .get(LABEL_EXCLUDE_FROM_LB)
-        .is_some_and(|v| parse_go_bool(v) != Some(false))
-}
-
-/// Go's `strconv.ParseBool`.
-pub fn parse_go_bool(v: &str) -> Option<bool> {
-    match v {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
+        .is_some_and(|v| parse_bool(v) != Some(false))
 }
 
 fn has_taint(node: &Node, key: &str) -> bool {

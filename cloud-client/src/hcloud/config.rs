@@ -131,8 +131,9 @@ impl Default for ActionPollPolicy {
     }
 }
 
-/// Everything the Hetzner provider needs. Build with [`HcloudConfig::new`] (then adjust fields, e.g. from
-/// clap) or [`HcloudConfig::from_env`]; [`HcloudConfig::validate`] reports all problems at once.
+/// Everything the Hetzner provider needs. Build with [`HcloudConfig::from_settings`] (the controllers:
+/// the values clap read), [`HcloudConfig::from_env`], or [`HcloudConfig::new`] and adjust fields
+/// (tests); each reports all problems at once.
 #[derive(Debug, Clone)]
 pub struct HcloudConfig {
     /// `HCLOUD_TOKEN` / `HCLOUD_TOKEN_FILE`.
@@ -163,6 +164,8 @@ pub struct HcloudConfig {
     pub rate_limit_reserve: u32,
     /// Value of the `User-Agent` header.
     pub user_agent: String,
+    /// `HCLOUD_DEBUG`: accepted for HCCM's manifests; requests are traced at `debug` level instead.
+    pub debug: bool,
 }
 
 impl HcloudConfig {
@@ -184,6 +187,7 @@ impl HcloudConfig {
             action_poll: ActionPollPolicy::default(),
             rate_limit_reserve: 2,
             user_agent: format!("cloud-controllers/{}", env!("CARGO_PKG_VERSION")),
+            debug: false,
         }
     }
 
@@ -192,9 +196,22 @@ impl HcloudConfig {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
 
-    /// Like [`from_env`](Self::from_env) with an injectable lookup (tests, clap-provided maps).
-    /// Empty values count as unset.
+    /// Like [`from_env`](Self::from_env) with an injectable lookup (tests, maps).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, CloudError> {
+        Self::from_settings(lookup("HCLOUD_TOKEN").map(Token::new), lookup)
+    }
+
+    /// The one parser of HCCM's `HCLOUD_*` settings: `token` is `HCLOUD_TOKEN` as given (kept out
+    /// of `lookup` so that it never travels as a plain string), `lookup` answers every other
+    /// variable by name with its raw value. Every problem is returned at once, each naming the
+    /// variable, its value (never the token's) and what is accepted.
+    ///
+    /// An empty value counts as unset, except for `HCLOUD_ENDPOINT` and `HCLOUD_NETWORK`, where an
+    /// empty value is more likely a broken Secret or template than a wish for the default.
+    pub fn from_settings(
+        token: Option<Token>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, CloudError> {
         let get = |k: &str| {
             lookup(k)
                 .filter(|v| !v.trim().is_empty())
@@ -202,117 +219,156 @@ impl HcloudConfig {
         };
         let mut problems = Vec::new();
 
-        let token = match (get("HCLOUD_TOKEN"), get("HCLOUD_TOKEN_FILE")) {
-            (Some(t), None) => Token::new(t),
+        let token_file = get("HCLOUD_TOKEN_FILE");
+        let token = match (token, token_file) {
+            (Some(t), None) => {
+                if t.is_empty() {
+                    problems.push("HCLOUD_TOKEN is empty".to_string());
+                }
+                t
+            }
             (None, Some(path)) => match std::fs::read_to_string(&path) {
+                Ok(t) if t.trim().is_empty() => {
+                    problems.push(format!("HCLOUD_TOKEN_FILE={path}: the file is empty"));
+                    Token::new("")
+                }
                 Ok(t) => Token::new(t),
                 Err(e) => {
-                    problems.push(format!("HCLOUD_TOKEN_FILE: cannot read {path}: {e}"));
+                    problems.push(format!("HCLOUD_TOKEN_FILE={path}: cannot read: {e}"));
                     Token::new("")
                 }
             },
             (Some(_), Some(_)) => {
-                problems.push("HCLOUD_TOKEN and HCLOUD_TOKEN_FILE are mutually exclusive".into());
+                problems
+                    .push("HCLOUD_TOKEN and HCLOUD_TOKEN_FILE are both set; set only one".into());
                 Token::new("")
             }
-            (None, None) => Token::new(""),
+            (None, None) => {
+                problems.push(TOKEN_REQUIRED.to_string());
+                Token::new("")
+            }
         };
+        // A space, newline or control character inside cannot go into the Authorization header
+        // (typically a Secret holding two lines). Never quote the value: it is a credential.
+        if token
+            .expose()
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+        {
+            problems.push(format!(
+                "HCLOUD_TOKEN contains whitespace or control characters ({} characters, value not \
+                 shown): expected the 64-character API token alone",
+                token.len()
+            ));
+        }
         let mut c = Self::new(token);
 
-        let bool_var = |name: &str, target: &mut bool, problems: &mut Vec<String>| {
-            if let Some(v) = get(name) {
-                match parse_bool(&v) {
-                    Some(b) => *target = b,
-                    None => problems.push(format!("{name}={v:?}: expected {BOOL_EXPECTED}")),
-                }
-            }
-        };
-        bool_var(
-            "HCLOUD_NETWORK_ROUTES_ENABLED",
-            &mut c.network_routes_enabled,
-            &mut problems,
-        );
-        bool_var(
-            "HCLOUD_LOAD_BALANCERS_ENABLED",
-            &mut c.load_balancers_enabled,
-            &mut problems,
-        );
-        bool_var(
-            "HCLOUD_INSTANCES_ZONE_LABEL_ENABLED",
-            &mut c.zone_label_enabled,
-            &mut problems,
-        );
-        bool_var(
-            "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP",
-            &mut c.lb_defaults.use_private_ip,
-            &mut problems,
-        );
-        bool_var(
-            "HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS",
-            &mut c.lb_defaults.disable_private_ingress,
-            &mut problems,
-        );
-        bool_var(
-            "HCLOUD_LOAD_BALANCERS_DISABLE_IPV6",
-            &mut c.lb_defaults.disable_ipv6,
-            &mut problems,
-        );
-        for (name, target) in [
-            (
-                "HCLOUD_LOAD_BALANCERS_DISABLE_PUBLIC_NETWORK",
-                &mut c.lb_defaults.disable_public_network,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL",
-                &mut c.lb_defaults.uses_proxyprotocol,
-            ),
-        ] {
-            if let Some(v) = get(name) {
-                match parse_bool(&v) {
-                    Some(b) => *target = Some(b),
-                    None => problems.push(format!("{name}={v:?}: expected {BOOL_EXPECTED}")),
-                }
+        if let Some(v) = lookup("HCLOUD_ENDPOINT") {
+            c.endpoint = v.trim().trim_end_matches('/').to_string();
+            if !(c.endpoint.starts_with("http://") || c.endpoint.starts_with("https://")) {
+                problems.push(format!(
+                    "HCLOUD_ENDPOINT={v:?}: must be an http:// or https:// URL"
+                ));
             }
         }
-
-        if let Some(v) = get("HCLOUD_ENDPOINT") {
-            c.endpoint = v.trim_end_matches('/').to_string();
+        match lookup("HCLOUD_NETWORK") {
+            Some(v) if v.trim().is_empty() => {
+                problems.push("HCLOUD_NETWORK is set but empty".to_string())
+            }
+            v => c.network = v.map(|v| v.trim().to_string()),
         }
-        c.network = get("HCLOUD_NETWORK");
         if let Some(v) = get("HCLOUD_INSTANCES_ADDRESS_FAMILY") {
             match AddressFamily::parse(&v) {
                 Some(f) => c.address_family = f,
                 None => problems.push(format!(
-                    "HCLOUD_INSTANCES_ADDRESS_FAMILY={v:?}: expected one of ipv4, ipv6, dualstack"
+                    "HCLOUD_INSTANCES_ADDRESS_FAMILY={v:?}: must be ipv4, ipv6 or dualstack"
                 )),
             }
         }
+
+        let bool_var = |name: &str, problems: &mut Vec<String>| {
+            let v = get(name)?;
+            let b = parse_bool(&v);
+            if b.is_none() {
+                problems.push(format!("{name}={v:?}: not {BOOL_EXPECTED}"));
+            }
+            b
+        };
+        let d = &mut c;
         for (name, target) in [
-            ("HCLOUD_SERVER_CACHE_MAX_AGE", &mut c.server_cache_max_age),
-            ("HCLOUD_REQUEST_TIMEOUT", &mut c.request_timeout),
+            (
+                "HCLOUD_NETWORK_ROUTES_ENABLED",
+                &mut d.network_routes_enabled,
+            ),
+            (
+                "HCLOUD_LOAD_BALANCERS_ENABLED",
+                &mut d.load_balancers_enabled,
+            ),
+            (
+                "HCLOUD_INSTANCES_ZONE_LABEL_ENABLED",
+                &mut d.zone_label_enabled,
+            ),
+            ("HCLOUD_DEBUG", &mut d.debug),
+            (
+                "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP",
+                &mut d.lb_defaults.use_private_ip,
+            ),
+            (
+                "HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS",
+                &mut d.lb_defaults.disable_private_ingress,
+            ),
+            (
+                "HCLOUD_LOAD_BALANCERS_DISABLE_IPV6",
+                &mut d.lb_defaults.disable_ipv6,
+            ),
         ] {
-            if let Some(v) = get(name) {
-                match parse_duration(&v) {
-                    Some(d) => *target = d,
-                    None => problems.push(format!("{name}={v:?}: expected {DURATION_EXPECTED}")),
-                }
+            if let Some(b) = bool_var(name, &mut problems) {
+                *target = b;
+            }
+        }
+        for (name, target) in [
+            (
+                "HCLOUD_LOAD_BALANCERS_DISABLE_PUBLIC_NETWORK",
+                &mut d.lb_defaults.disable_public_network,
+            ),
+            (
+                "HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL",
+                &mut d.lb_defaults.uses_proxyprotocol,
+            ),
+        ] {
+            if let Some(b) = bool_var(name, &mut problems) {
+                *target = Some(b);
+            }
+        }
+
+        let duration_var = |name: &str, problems: &mut Vec<String>| {
+            let v = get(name)?;
+            let d = parse_duration(&v);
+            if d.is_none() {
+                problems.push(format!("{name}={v:?}: expected {DURATION_EXPECTED}"));
+            }
+            d
+        };
+        for (name, target) in [
+            ("HCLOUD_SERVER_CACHE_MAX_AGE", &mut d.server_cache_max_age),
+            ("HCLOUD_REQUEST_TIMEOUT", &mut d.request_timeout),
+        ] {
+            if let Some(v) = duration_var(name, &mut problems) {
+                *target = v;
             }
         }
         for (name, target) in [
             (
                 "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL",
-                &mut c.lb_defaults.health_check_interval,
+                &mut d.lb_defaults.health_check_interval,
             ),
             (
                 "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT",
-                &mut c.lb_defaults.health_check_timeout,
+                &mut d.lb_defaults.health_check_timeout,
             ),
         ] {
-            if let Some(v) = get(name) {
-                match parse_duration(&v) {
-                    Some(d) => *target = Some(d),
-                    None => problems.push(format!("{name}={v:?}: expected {DURATION_EXPECTED}")),
-                }
+            if let Some(v) = duration_var(name, &mut problems) {
+                *target = Some(v);
             }
         }
         if let Some(v) = get("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES") {
@@ -332,34 +388,43 @@ impl HcloudConfig {
         c.lb_defaults.private_subnet_ip_range =
             get("HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE");
 
-        if let Err(CloudError::InvalidConfig { problems: more }) = c.validate() {
-            problems.extend(more);
-        }
+        problems.extend(c.combination_problems());
         if problems.is_empty() {
             Ok(c)
         } else {
-            problems.dedup();
             Err(CloudError::InvalidConfig { problems })
         }
     }
 
-    /// Checks the whole configuration and returns every problem found, not just the first.
+    /// Checks the whole configuration and returns every problem found, not just the first (for a
+    /// configuration built in code; [`from_settings`](Self::from_settings) checks as it parses).
     pub fn validate(&self) -> Result<(), CloudError> {
         let mut problems = Vec::new();
         if self.token.is_empty() {
-            problems.push("HCLOUD_TOKEN (or HCLOUD_TOKEN_FILE) is required".to_string());
+            problems.push(TOKEN_REQUIRED.to_string());
         }
         if !(self.endpoint.starts_with("http://") || self.endpoint.starts_with("https://")) {
             problems.push(format!(
-                "HCLOUD_ENDPOINT={:?}: expected an http(s) URL",
+                "HCLOUD_ENDPOINT={:?}: must be an http:// or https:// URL",
                 self.endpoint
             ));
         }
+        problems.extend(self.combination_problems());
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(CloudError::InvalidConfig { problems })
+        }
+    }
+
+    /// Values that are each well-formed but wrong in themselves or together.
+    fn combination_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
         if self.request_timeout.is_zero() {
-            problems.push("request timeout must be > 0".to_string());
+            problems.push("HCLOUD_REQUEST_TIMEOUT must be greater than zero".to_string());
         }
         if self.server_cache_max_age.is_zero() {
-            problems.push("HCLOUD_SERVER_CACHE_MAX_AGE must be > 0".to_string());
+            problems.push("HCLOUD_SERVER_CACHE_MAX_AGE must be greater than zero".to_string());
         }
         if self.lb_defaults.location.is_some() && self.lb_defaults.network_zone.is_some() {
             problems.push(
@@ -392,13 +457,12 @@ impl HcloudConfig {
         if self.retry.max_attempts == 0 {
             problems.push("retry attempts must be >= 1".to_string());
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(CloudError::InvalidConfig { problems })
-        }
+        problems
     }
 }
+
+/// What a missing token is called, whichever way it was (not) given.
+const TOKEN_REQUIRED: &str = "HCLOUD_TOKEN (or HCLOUD_TOKEN_FILE) is required";
 
 #[cfg(test)]
 mod tests {
@@ -440,7 +504,7 @@ mod tests {
         let CloudError::InvalidConfig { problems } = &err else {
             panic!("{err}")
         };
-        assert_eq!(problems.len(), 6, "{problems:#?}");
+        assert_eq!(problems.len(), 6, "one line per problem: {problems:#?}");
         for needle in [
             "HCLOUD_TOKEN",
             "ipv5",
@@ -510,6 +574,48 @@ mod tests {
             c.lb_defaults.algorithm.as_deref(),
             Some("least_connections")
         );
+    }
+
+    #[test]
+    fn empty_endpoint_or_network_is_refused_other_empty_values_are_unset() {
+        let err = cfg(&[
+            ("HCLOUD_TOKEN", TOKEN),
+            ("HCLOUD_ENDPOINT", ""),
+            ("HCLOUD_NETWORK", " "),
+            ("HCLOUD_INSTANCES_ADDRESS_FAMILY", ""),
+        ])
+        .unwrap_err();
+        let CloudError::InvalidConfig { problems } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(
+            problems,
+            &[
+                "HCLOUD_ENDPOINT=\"\": must be an http:// or https:// URL",
+                "HCLOUD_NETWORK is set but empty"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_token_is_given_one_way_and_never_quoted() {
+        let both = HcloudConfig::from_settings(Some(Token::new(TOKEN)), |k| {
+            (k == "HCLOUD_TOKEN_FILE").then(|| "/etc/hostname".to_string())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(both.contains("set only one"), "{both}");
+        let spaced = HcloudConfig::from_settings(Some(Token::new("ab cd\nef")), |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            spaced.contains("value not shown") && !spaced.contains("ab cd"),
+            "{spaced}"
+        );
+        let empty = HcloudConfig::from_settings(Some(Token::new("  \n")), |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(empty.contains("HCLOUD_TOKEN is empty"), "{empty}");
     }
 
     #[test]

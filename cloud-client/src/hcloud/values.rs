@@ -1,5 +1,5 @@
-//! Value parsers shared by env vars and Service annotations, matching Go's semantics so the same
-//! strings that HCCM accepts are accepted here.
+//! Value parsers shared by env vars, flags and Service annotations, matching Go's semantics so the
+//! same strings that HCCM and upstream accept are accepted here. The one place that parses them.
 
 use std::time::Duration;
 
@@ -19,32 +19,42 @@ pub fn parse_bool(s: &str) -> Option<bool> {
     }
 }
 
-/// Accepts a bare integer (seconds; HCCM documents several annotations as ints) or a Go duration
-/// string (`300ms`, `15s`, `1m`, `1h2m3.5s`; units ns, us, µs, ms, s, m, h).
+/// Accepts a bare integer (seconds; HCCM documents several annotations and variables as ints) or a
+/// Go duration string ([`parse_go_duration`]).
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
     if let Ok(secs) = s.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
+    parse_go_duration(s).ok()
+}
+
+/// Go's `time.ParseDuration` for non-negative values (`300ms`, `15s`, `1m`, `1h2m3.5s`; units ns,
+/// us, µs, ms, s, m, h; `0` alone), as upstream's duration flags take them: a bare number other
+/// than 0 is an error, as in Go. The error says what is accepted.
+pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
     if s == "0" {
-        return Some(Duration::ZERO);
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    if s.starts_with('-') {
+        return Err("negative duration".into());
     }
     let mut rest = s.strip_prefix('+').unwrap_or(s);
-    if rest.starts_with('-') {
-        return None;
-    }
     let mut total = 0f64;
     while !rest.is_empty() {
         let num_len = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+            .ok_or_else(|| format!("missing unit in duration {s:?} (e.g. 15s, 5m, 500ms)"))?;
         if num_len == 0 {
-            return None;
+            return Err(format!("invalid duration {s:?} (e.g. 15s, 5m, 500ms)"));
         }
-        let value: f64 = rest[..num_len].parse().ok()?;
+        let value: f64 = rest[..num_len]
+            .parse()
+            .map_err(|_| format!("invalid number in duration {s:?}"))?;
         rest = &rest[num_len..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit() || c == '.')
@@ -56,12 +66,16 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            _ => return None,
+            u => {
+                return Err(format!(
+                    "unknown unit {u:?} in duration {s:?} (ns, us, ms, s, m, h)"
+                ));
+            }
         };
         rest = &rest[unit_len..];
         total += value * factor;
     }
-    Duration::try_from_secs_f64(total).ok()
+    Duration::try_from_secs_f64(total).map_err(|_| format!("duration {s:?} out of range"))
 }
 
 #[cfg(test)]
@@ -93,5 +107,24 @@ mod tests {
         for bad in ["", "s", "15x", "-1s", "abc", "1.2.3s"] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn go_durations_refuse_bare_numbers_and_say_what_is_accepted() {
+        assert_eq!(parse_go_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
+        let err = parse_go_duration("15").unwrap_err();
+        assert!(
+            err.contains("missing unit") && err.contains("e.g. 15s"),
+            "{err}"
+        );
+        assert!(
+            parse_go_duration("5x")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert_eq!(parse_go_duration("-5s").unwrap_err(), "negative duration");
+        assert_eq!(parse_go_duration("").unwrap_err(), "empty duration");
     }
 }

@@ -100,7 +100,7 @@ pub const COMMON: &[ConfigCase] = &[
         env: &[("HCLOUD_SERVER_CACHE_MAX_AGE", "soon")],
         expect: &[
             "HCLOUD_SERVER_CACHE_MAX_AGE=\"soon\"",
-            "e.g. 15s, 5m, 500ms",
+            "whole seconds (\"15\") or a Go duration (\"15s\"",
         ],
     },
     ConfigCase {
