@@ -253,6 +253,39 @@ fn skaffold_accepts_the_config_and_every_profile_builds_and_enables_what_it_says
     }
 }
 
+/// podman's Docker API has no BuildKit: the `podman` profile turns it off, by name or by itself when
+/// DOCKER_HOST names a podman socket, and nothing else changes.
+#[test]
+fn the_podman_profile_builds_without_buildkit_and_comes_on_with_a_podman_docker_host() {
+    let local = |profile: &str, docker_host: Option<&str>| {
+        let mut cmd = skaffold_cmd(&["diagnose", "--yaml-only", "--profile", profile]);
+        match docker_host {
+            Some(host) => cmd.env("DOCKER_HOST", host),
+            None => cmd.env_remove("DOCKER_HOST"),
+        };
+        let out = run(cmd);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cfg = parse_yaml_stream(&String::from_utf8_lossy(&out.stdout)).remove(0);
+        (
+            cfg["build"]["local"].clone(),
+            cfg["build"]["artifacts"].clone(),
+        )
+    };
+    let (docker, artifacts) = local("node-controller", None);
+    assert_eq!(docker["useBuildkit"], true);
+    let (by_name, same) = local("podman,node-controller", None);
+    assert_eq!(by_name["useBuildkit"], false);
+    assert_eq!(same, artifacts, "only the builder changes");
+    let (by_socket, _) = local("node-controller", Some("unix:///run/podman/podman.sock"));
+    assert_eq!(by_socket["useBuildkit"], false);
+    let (other_socket, _) = local("node-controller", Some("unix:///var/run/docker.sock"));
+    assert_eq!(other_socket["useBuildkit"], true);
+}
+
 #[test]
 fn skaffold_render_equals_helm_template_for_the_default_and_every_profile() {
     const TAG: &str = "chart-test";

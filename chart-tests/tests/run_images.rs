@@ -84,3 +84,67 @@ async fn broken_images_fail_and_the_image_as_built_does_not() {
     let err = dynamic.expect_err("a dynamically linked binary cannot start on the static base");
     eprintln!("missing library, as expected: {err}");
 }
+
+/// `skaffold build` through podman's Docker-compatible API (`podman system service`): the podman
+/// profile turns BuildKit off by itself because DOCKER_HOST names a podman socket.
+#[test]
+#[ignore = "builds images: run by cargo xtask test after `cargo xtask images`, with `--ignored`"]
+fn skaffold_builds_the_images_through_podmans_docker_api() {
+    let podman = testenv::ensure_podman().expect("podman");
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("podman.sock");
+    let mut service = podman
+        .command()
+        .args(["system", "service", "--time=0"])
+        .arg(format!("unix://{}", socket.display()))
+        .stderr(std::fs::File::create(dir.path().join("service.log")).unwrap())
+        .spawn()
+        .expect("podman system service");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !socket.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no podman socket after 20 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let report = dir.path().join("builds.json");
+    let out = chart_tests::run({
+        let mut cmd = chart_tests::tool(chart_tests::skaffold());
+        cmd.args(["build", "--profile", "node-controller", "--push=false"])
+            .arg(format!("--file-output={}", report.display()))
+            .env("DOCKER_HOST", format!("unix://{}", socket.display()));
+        cmd
+    });
+    let _ = service.kill();
+    let _ = service.wait();
+    assert!(
+        out.status.success(),
+        "skaffold build through podman:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let builds: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let built: Vec<(&str, &str)> = builds["builds"]
+        .as_array()
+        .expect("builds")
+        .iter()
+        .map(|b| (b["imageName"].as_str().unwrap(), b["tag"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        built.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+        ["node-controller", "cloud-sim"]
+    );
+    for (name, tag) in built {
+        let exists = podman
+            .command()
+            .args(["image", "exists", tag])
+            .status()
+            .unwrap();
+        assert!(exists.success(), "{name}: {tag} is not in podman's store");
+        eprintln!("skaffold built {name} as {tag} through podman");
+        // Tags by input digest: each run would leave another pair behind.
+        let _ = podman.command().args(["rmi", tag]).output();
+    }
+}

@@ -208,8 +208,9 @@ fn start_time(podman: &testenv::Podman, name: &str) -> anyhow::Result<Duration> 
     Ok(took)
 }
 
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
+/// Megabytes of 10⁶ bytes, as `podman images` and registries show sizes.
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
 }
 
 fn print_table(built: &[Built], profile: &str) {
@@ -220,10 +221,10 @@ fn print_table(built: &[Built], profile: &str) {
     );
     for b in built {
         println!(
-            "{:<38} {:>6.1} MiB {:>6.1} MiB {:>7.1} s {:>12.2} s",
+            "{:<38} {:>7.1} MB {:>7.1} MB {:>7.1} s {:>12.2} s",
             b.image,
-            mib(b.size),
-            mib(b.binary_size),
+            mb(b.size),
+            mb(b.binary_size),
             b.build.as_secs_f64(),
             b.start.as_secs_f64()
         );
