@@ -13,6 +13,7 @@ pub mod reasons;
 use std::sync::Arc;
 
 use clap::Args;
+use cloud_client::hcloud::label_selector::LabelSelector;
 use cloud_client::{Cloud, Instances};
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
@@ -20,7 +21,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-use crate::filter::{LabelSelector, NodeFilter};
+use crate::filter::NodeFilter;
 use crate::monitor::Monitor;
 
 /// Identity of this controller.
@@ -48,10 +49,13 @@ pub struct LifecycleArgs {
 impl LifecycleArgs {
     /// Validates into the shared problem list.
     pub fn validate(&self, p: &mut Problems) -> NodeFilter {
-        let exclude = LabelSelector::parse(&self.exclude_nodes_selector).unwrap_or_else(|e| {
-            p.push(format!("--exclude-nodes-selector: {e}"));
-            LabelSelector::default()
-        });
+        let exclude = Some(self.exclude_nodes_selector.trim())
+            .filter(|s| !s.is_empty())
+            .and_then(|s| {
+                LabelSelector::parse("--exclude-nodes-selector", s)
+                    .map_err(|e| p.push(e.to_string()))
+                    .ok()
+            });
         let provider_id_prefixes: Vec<String> = self
             .provider_id_prefixes
             .split(',')

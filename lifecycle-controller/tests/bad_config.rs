@@ -17,7 +17,7 @@ const CASES: &[ConfigCase] = &[
         expect: &[
             "--exclude-nodes-selector",
             "role in (edge",
-            "parenthesised value list",
+            "unbalanced parentheses",
         ],
     },
     ConfigCase {

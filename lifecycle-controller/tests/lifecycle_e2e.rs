@@ -7,7 +7,8 @@ mod support;
 use std::time::Duration;
 
 use cloud_client::Cloud;
-use lifecycle_controller::filter::{LabelSelector, NodeFilter};
+use cloud_client::hcloud::label_selector::LabelSelector;
+use lifecycle_controller::filter::NodeFilter;
 use support::run::{cloud_for, spawn, test_config};
 use support::{
     NodeSpecT, create_node, event_with_reason, eventually, get_node, has_taint, set_ready, unique,
@@ -319,7 +320,10 @@ async fn excluded_hybrid_nodes_are_never_deleted() {
     .await;
     support::sim::delete_server(&sim, s.id).await;
     let filter = NodeFilter {
-        exclude: LabelSelector::parse("hybrid.example/on-prem=true").unwrap(),
+        exclude: Some(
+            LabelSelector::parse("--exclude-nodes-selector", "hybrid.example/on-prem=true")
+                .unwrap(),
+        ),
         provider_id_prefixes: vec!["hcloud://".into(), "hrobot://".into()],
     };
     let ctl = start_lifecycle(client.clone(), &run, cloud_for(&sim).await, filter).await;

@@ -1,5 +1,7 @@
-//! Kubernetes/Hetzner label selectors: parsing the `node-selector` annotation to filter nodes, and
-//! building the selector that finds a Service's load balancer.
+//! Kubernetes/Hetzner label selectors: the Kubernetes grammar (the `node-selector` annotation; the
+//! lifecycle controller's `--exclude-nodes-selector`), and the selector that finds a Service's load
+//! balancer. cloud-sim parses `label_selector` queries with a parser of its own on purpose: a bug
+//! shared by client and simulator would pass every contract test.
 
 use std::collections::BTreeMap;
 
@@ -80,6 +82,7 @@ impl LabelSelector {
         Ok(Self { reqs })
     }
 
+    /// Whether `labels` meet every requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.reqs.iter().all(|r| match r {
             Req::Eq(k, v) => labels.get(k) == Some(v),
@@ -99,6 +102,7 @@ impl LabelSelector {
         })
     }
 
+    /// True when there is no requirement (it matches everything).
     pub fn is_empty(&self) -> bool {
         self.reqs.is_empty()
     }

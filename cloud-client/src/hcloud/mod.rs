@@ -6,13 +6,13 @@
 
 pub mod config;
 pub mod instances;
+pub mod label_selector;
 pub mod load_balancer;
 pub mod provider_id;
 pub mod routes;
 pub mod values;
 
 pub(crate) mod actions;
-pub(crate) mod label_selector;
 pub(crate) mod pagination;
 pub(crate) mod rate_limit;
 pub(crate) mod retry;
