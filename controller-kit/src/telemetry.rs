@@ -73,7 +73,11 @@ fn otlp_provider(service: &str) -> Result<Option<SdkTracerProvider>, String> {
 pub fn init(service: &str, format: LogFormat) -> TelemetryGuard {
     let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let fmt_layer = match format {
-        LogFormat::Text => tracing_subscriber::fmt::layer().with_target(true).boxed(),
+        // Colours only on a terminal: `kubectl logs` and log collectors would show the escapes.
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_target(true)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
