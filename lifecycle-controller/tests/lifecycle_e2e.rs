@@ -1,16 +1,14 @@
 //! End-to-end tests of the lifecycle controller: real kube-apiserver (testenv), cloud-sim over HTTP,
 //! the controller in-process through its library entry point.
 
-use std::time::Duration;
-
 use cloud_client::Cloud;
 use lifecycle_controller::filter::{LabelSelector, NodeFilter};
 use test_support::run::{cloud_for, spawn, test_config};
 use test_support::{
-    NodeSpecT, create_node, event_with_reason, eventually, get_node, has_taint, set_ready, unique,
+    NodeSpecT, T, create_node, event_with_reason, eventually, get_node, has_taint, set_ready,
+    unique,
 };
 
-const T: Duration = Duration::from_secs(30);
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 
 async fn start_lifecycle(

@@ -4,10 +4,10 @@
 //! providerID, the controller makes no cloud write and keeps running, and a good node next to the
 //! bad ones initializes. The README's "Messages for bad input" table lists the same.
 
-use std::time::Duration;
-
 use test_support::run::{cloud_for, spawn, test_config};
-use test_support::{NodeSpecT, create_node, eventually, get_node, has_taint, node_events, unique};
+use test_support::{
+    NodeSpecT, T, create_node, eventually, get_node, has_taint, node_events, unique,
+};
 
 /// One bad Node and what its Warning must contain.
 #[derive(Debug)]
@@ -20,9 +20,6 @@ struct Case {
     /// Field, value and accepted forms, as the note must say them.
     expect: &'static [&'static str],
 }
-
-/// Poll deadline.
-const T: Duration = Duration::from_secs(30);
 
 const PID: &str = "spec.providerID";
 const CLOUD_FORM: &str = "hcloud://<server id>";

@@ -13,10 +13,8 @@ use kube::api::{Patch, PatchParams};
 use test_support::process::{Binary, assert_leads_then_releases_on_sigterm};
 use test_support::run::{cloud_for, spawn, test_config};
 use test_support::{
-    NodeSpecT, create_node, event_with_reason, eventually, get_node, has_taint, unique,
+    NodeSpecT, T, create_node, event_with_reason, eventually, get_node, has_taint, unique,
 };
-
-const T: Duration = Duration::from_secs(30);
 
 fn label(n: &Node, k: &str) -> Option<String> {
     n.metadata.labels.as_ref().and_then(|l| l.get(k).cloned())
