@@ -33,6 +33,7 @@ COPY lifecycle-controller/ lifecycle-controller/
 COPY service-controller/ service-controller/
 COPY route-controller/ route-controller/
 COPY testenv/ testenv/
+COPY test-support/ test-support/
 COPY xtask/ xtask/
 COPY chart-tests/ chart-tests/
 # One cargo invocation for all five binaries; they are copied out of the cache-mounted target dir in

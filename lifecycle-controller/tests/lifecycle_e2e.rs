@@ -1,20 +1,15 @@
 //! End-to-end tests of the lifecycle controller: real kube-apiserver (testenv), cloud-sim over HTTP,
 //! the controller in-process through its library entry point.
 
-#[path = "../../node-controller/tests/support/mod.rs"]
-mod support;
-
-use std::time::Duration;
-
 use cloud_client::Cloud;
 use cloud_client::hcloud::label_selector::LabelSelector;
 use lifecycle_controller::filter::NodeFilter;
-use support::run::{cloud_for, spawn, test_config};
-use support::{
-    NodeSpecT, create_node, event_with_reason, eventually, get_node, has_taint, set_ready, unique,
+use test_support::run::{cloud_for, spawn, test_config};
+use test_support::{
+    NodeSpecT, T, create_node, event_with_reason, eventually, get_node, has_taint, set_ready,
+    unique,
 };
 
-const T: Duration = Duration::from_secs(30);
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 
 async fn start_lifecycle(
@@ -22,7 +17,7 @@ async fn start_lifecycle(
     run: &str,
     cloud: Cloud,
     filter: NodeFilter,
-) -> support::run::Running {
+) -> test_support::run::Running {
     let cfg = test_config(&lifecycle_controller::INFO, run);
     spawn(&lifecycle_controller::INFO, cfg, client, move |rt| {
         lifecycle_controller::start(rt, cloud, filter)
@@ -55,8 +50,8 @@ async fn not_ready_node_whose_server_is_deleted_is_deleted_and_ready_node_is_kep
     let sim = cloud_sim::Sim::start().await;
     let run = unique("gone");
     let (a, b) = (unique("notready"), unique("ready"));
-    let sa = support::sim::create_server(&sim, &a).await;
-    let sb = support::sim::create_server(&sim, &b).await;
+    let sa = test_support::sim::create_server(&sim, &a).await;
+    let sb = test_support::sim::create_server(&sim, &b).await;
     create_node(
         &client,
         &run,
@@ -79,8 +74,8 @@ async fn not_ready_node_whose_server_is_deleted_is_deleted_and_ready_node_is_kep
         },
     )
     .await;
-    support::sim::delete_server(&sim, sa.id).await;
-    support::sim::delete_server(&sim, sb.id).await;
+    test_support::sim::delete_server(&sim, sa.id).await;
+    test_support::sim::delete_server(&sim, sb.id).await;
     let ctl = start_lifecycle(
         client.clone(),
         &run,
@@ -114,8 +109,8 @@ async fn powered_off_server_gets_shutdown_taint_until_node_is_ready_again() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("off");
     let name = unique("node");
-    let s = support::sim::create_server(&sim, &name).await;
-    support::sim::power(&sim, s.id, false).await;
+    let s = test_support::sim::create_server(&sim, &name).await;
+    test_support::sim::power(&sim, s.id, false).await;
     create_node(
         &client,
         &run,
@@ -151,7 +146,7 @@ async fn powered_off_server_gets_shutdown_taint_until_node_is_ready_again() {
         .unwrap();
     assert_eq!(t.effect, "NoSchedule");
 
-    support::sim::power(&sim, s.id, true).await;
+    test_support::sim::power(&sim, s.id, true).await;
     set_ready(&client, &name, true).await;
     eventually("shutdown taint removed", T, || async {
         get_node(&client, &name)
@@ -169,9 +164,9 @@ async fn cloud_errors_never_delete_a_node() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("faults");
     let name = unique("node");
-    let s = support::sim::create_server(&sim, &name).await;
+    let s = test_support::sim::create_server(&sim, &name).await;
     let cloud = cloud_for(&sim).await;
-    support::sim::delete_server(&sim, s.id).await;
+    test_support::sim::delete_server(&sim, s.id).await;
     let fault = sim.faults().error_rate(None, 1.0, 503, "unavailable");
     create_node(
         &client,
@@ -220,9 +215,9 @@ async fn lagging_server_lists_never_delete_a_node() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("lag");
     let (known, nameless, deleted) = (unique("known"), unique("nameless"), unique("deleted"));
-    let s_known = support::sim::create_server(&sim, &known).await;
-    let s_deleted = support::sim::create_server(&sim, &deleted).await;
-    support::sim::delete_server(&sim, s_deleted.id).await;
+    let s_known = test_support::sim::create_server(&sim, &known).await;
+    let s_deleted = test_support::sim::create_server(&sim, &deleted).await;
+    test_support::sim::delete_server(&sim, s_deleted.id).await;
     sim.faults().omit_items(Some("GET /servers"), 1.0);
     for (name, provider_id) in [
         (&known, pid(s_known.id)),
@@ -306,7 +301,7 @@ async fn excluded_hybrid_nodes_are_never_deleted() {
         },
     )
     .await;
-    let s = support::sim::create_server(&sim, &cloud_node).await;
+    let s = test_support::sim::create_server(&sim, &cloud_node).await;
     create_node(
         &client,
         &run,
@@ -318,7 +313,7 @@ async fn excluded_hybrid_nodes_are_never_deleted() {
         },
     )
     .await;
-    support::sim::delete_server(&sim, s.id).await;
+    test_support::sim::delete_server(&sim, s.id).await;
     let filter = NodeFilter {
         exclude: Some(
             LabelSelector::parse("--exclude-nodes-selector", "hybrid.example/on-prem=true")
@@ -346,11 +341,12 @@ async fn runs_with_only_the_chart_rbac_and_leader_election() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("rbac");
     let ns = unique("lc-rbac");
-    let sa_client = support::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
+    let sa_client =
+        test_support::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
 
     let (gone_node, off_node) = (unique("gone"), unique("off"));
-    let s1 = support::sim::create_server(&sim, &gone_node).await;
-    let s2 = support::sim::create_server(&sim, &off_node).await;
+    let s1 = test_support::sim::create_server(&sim, &gone_node).await;
+    let s2 = test_support::sim::create_server(&sim, &off_node).await;
     create_node(
         &admin,
         &run,
@@ -373,11 +369,15 @@ async fn runs_with_only_the_chart_rbac_and_leader_election() {
         },
     )
     .await;
-    support::sim::delete_server(&sim, s1.id).await;
-    support::sim::power(&sim, s2.id, false).await;
+    test_support::sim::delete_server(&sim, s1.id).await;
+    test_support::sim::power(&sim, s2.id, false).await;
 
     let mut cfg = test_config(&lifecycle_controller::INFO, &run);
-    cfg.leader_election = Some(support::run::lease(&lifecycle_controller::INFO, &ns, "a"));
+    cfg.leader_election = Some(test_support::run::lease(
+        &lifecycle_controller::INFO,
+        &ns,
+        "a",
+    ));
     let cloud = cloud_for(&sim).await;
     let ctl = spawn(&lifecycle_controller::INFO, cfg, sa_client, move |rt| {
         lifecycle_controller::start(rt, cloud, NodeFilter::default())
@@ -419,8 +419,8 @@ async fn unusable_provider_ids_warn_and_are_never_deleted() {
         bad.push((name, provider_id));
     }
     let control = unique("node");
-    let s = support::sim::create_server(&sim, &control).await;
-    support::sim::delete_server(&sim, s.id).await;
+    let s = test_support::sim::create_server(&sim, &control).await;
+    test_support::sim::delete_server(&sim, s.id).await;
     let spec = NodeSpecT {
         provider_id: pid(s.id),
         ready: Some(false),
@@ -467,12 +467,12 @@ async fn chart_rbac_refuses_services_node_status_and_secrets() {
     use k8s_openapi::api::core::v1::{Node, Secret, Service, ServicePort, ServiceSpec};
     use kube::Api;
     use kube::api::{ListParams, Patch, PatchParams, PostParams};
-    use support::forbidden;
+    use test_support::forbidden;
     let k = testenv::kube().await;
     let admin = k.client().await;
     let run = unique("rbac-deny");
     let ns = unique("lc-deny");
-    let sa = support::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
+    let sa = test_support::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
     let name = unique("node");
     create_node(&admin, &run, &name, NodeSpecT::default()).await;
     let mut svc = Service::default();

@@ -2,10 +2,7 @@
 //! controller plus its own flags, each exiting 2 with the flag or variable, its value and what is
 //! accepted.
 
-#[path = "support/bad_config.rs"]
-mod bad_config;
-
-use bad_config::{ConfigCase, assert_all};
+use test_support::bad_config::{ConfigCase, assert_all};
 
 const BIN: &str = env!("CARGO_BIN_EXE_node-controller");
 

@@ -4,12 +4,10 @@
 //! providerID, the controller makes no cloud write and keeps running, and a good node next to the
 //! bad ones initializes. The README's "Messages for bad input" table lists the same.
 
-mod support;
-
-use std::time::Duration;
-
-use support::run::{cloud_for, spawn, test_config};
-use support::{NodeSpecT, create_node, eventually, get_node, has_taint, node_events, unique};
+use test_support::run::{cloud_for, spawn, test_config};
+use test_support::{
+    NodeSpecT, T, create_node, eventually, get_node, has_taint, node_events, unique,
+};
 
 /// One bad Node and what its Warning must contain.
 #[derive(Debug)]
@@ -22,9 +20,6 @@ struct Case {
     /// Field, value and accepted forms, as the note must say them.
     expect: &'static [&'static str],
 }
-
-/// Poll deadline.
-const T: Duration = Duration::from_secs(30);
 
 const PID: &str = "spec.providerID";
 const CLOUD_FORM: &str = "hcloud://<server id>";
@@ -132,7 +127,7 @@ async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
     for c in CASES {
         let name = unique("bad");
         if c.node_ip.is_some() {
-            support::sim::create_server(&sim, &name).await;
+            test_support::sim::create_server(&sim, &name).await;
         }
         let spec = NodeSpecT {
             tainted: true,
@@ -145,7 +140,7 @@ async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
     }
     // A good node next to the bad ones initializes.
     let good = unique("good");
-    support::sim::create_server(&sim, &good).await;
+    test_support::sim::create_server(&sim, &good).await;
     let spec = NodeSpecT {
         tainted: true,
         ..Default::default()
@@ -154,7 +149,7 @@ async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
     eventually("the good node initialized", T, || async {
         get_node(&client, &good)
             .await
-            .filter(|n| !has_taint(n, support::UNINITIALIZED))
+            .filter(|n| !has_taint(n, test_support::UNINITIALIZED))
     })
     .await;
 
@@ -178,7 +173,7 @@ async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
             }
         }
         let node = get_node(&client, name).await.expect("the node exists");
-        if !has_taint(&node, support::UNINITIALIZED) {
+        if !has_taint(&node, test_support::UNINITIALIZED) {
             failures.push(format!("{what}: the taint was removed"));
         }
         let pid = node.spec.and_then(|s| s.provider_id);

@@ -1,8 +1,6 @@
 //! End-to-end tests of the node controller: real kube-apiserver (testenv), cloud-sim over HTTP, the
 //! controller in-process through its library entry point.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,10 +10,11 @@ use cloud_client::{Cloud, CloudError, InstanceMetadata, Instances, NodeRef};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use support::run::{cloud_for, spawn, test_config};
-use support::{NodeSpecT, create_node, event_with_reason, eventually, get_node, has_taint, unique};
-
-const T: Duration = Duration::from_secs(30);
+use test_support::process::{Binary, assert_leads_then_releases_on_sigterm};
+use test_support::run::{cloud_for, spawn, test_config};
+use test_support::{
+    NodeSpecT, T, create_node, event_with_reason, eventually, get_node, has_taint, unique,
+};
 
 fn label(n: &Node, k: &str) -> Option<String> {
     n.metadata.labels.as_ref().and_then(|l| l.get(k).cloned())
@@ -37,7 +36,7 @@ async fn start_node_controller(
     client: kube::Client,
     run: &str,
     cloud: Cloud,
-) -> support::run::Running {
+) -> test_support::run::Running {
     let cfg = test_config(&node_controller::INFO, run);
     spawn(&node_controller::INFO, cfg, client, move |rt| {
         node_controller::start(rt, cloud)
@@ -49,7 +48,7 @@ async fn initialized(client: &kube::Client, name: &str) -> Node {
     eventually(&format!("node {name} initialized"), T, || async {
         get_node(client, name)
             .await
-            .filter(|n| !has_taint(n, support::UNINITIALIZED))
+            .filter(|n| !has_taint(n, test_support::UNINITIALIZED))
     })
     .await
 }
@@ -63,7 +62,7 @@ async fn node_initialized_by(
     instance: &str,
 ) {
     let name = unique("node");
-    support::sim::create_server(sim, &name).await;
+    test_support::sim::create_server(sim, &name).await;
     let spec = NodeSpecT {
         tainted: true,
         ..Default::default()
@@ -84,7 +83,7 @@ async fn initializes_node_with_labels_addresses_provider_id_and_removes_taint() 
     let sim = cloud_sim::Sim::start().await;
     let run = unique("init");
     let name = unique("node");
-    let server = support::sim::create_server(&sim, &name).await;
+    let server = test_support::sim::create_server(&sim, &name).await;
     let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
 
     create_node(
@@ -179,7 +178,7 @@ async fn existing_provider_id_is_used_and_never_overwritten() {
     let client = k.client().await;
     let sim = cloud_sim::Sim::start().await;
     let run = unique("pid");
-    let server = support::sim::create_server(&sim, &unique("srv")).await;
+    let server = test_support::sim::create_server(&sim, &unique("srv")).await;
     let name = unique("node-other-name");
     let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
 
@@ -214,7 +213,7 @@ async fn node_ip_mismatch_keeps_taint_and_warns_with_cloud_addresses() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("nodeip");
     let name = unique("node");
-    let server = support::sim::create_server(&sim, &name).await;
+    let server = test_support::sim::create_server(&sim, &name).await;
     let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
 
     create_node(
@@ -239,7 +238,10 @@ async fn node_ip_mismatch_keeps_taint_and_warns_with_cloud_addresses() {
         "{note}"
     );
     let n = get_node(&client, &name).await.unwrap();
-    assert!(has_taint(&n, support::UNINITIALIZED), "taint must stay");
+    assert!(
+        has_taint(&n, test_support::UNINITIALIZED),
+        "taint must stay"
+    );
     assert!(
         n.spec.as_ref().unwrap().provider_id.is_none(),
         "nothing written half-way"
@@ -247,7 +249,7 @@ async fn node_ip_mismatch_keeps_taint_and_warns_with_cloud_addresses() {
 
     // An invalid annotation is bad input: a Warning, the controller keeps running.
     let bad = unique("node-bad");
-    support::sim::create_server(&sim, &bad).await;
+    test_support::sim::create_server(&sim, &bad).await;
     create_node(
         &client,
         &run,
@@ -296,7 +298,7 @@ async fn server_not_found_keeps_taint_and_warns_listing_what_was_tried() {
     );
     assert!(has_taint(
         &get_node(&client, &name).await.unwrap(),
-        support::UNINITIALIZED
+        test_support::UNINITIALIZED
     ));
     eventually("backlog gauge shows the stuck node", T, || async {
         ctl.metrics()
@@ -337,7 +339,10 @@ async fn bad_provider_ids_warn_and_keep_the_taint() {
         let note = ev.note.unwrap_or_default();
         assert!(note.contains(expected_in_note), "{provider_id}: {note}");
         let node = get_node(&client, &name).await.unwrap();
-        assert!(has_taint(&node, support::UNINITIALIZED), "{provider_id}");
+        assert!(
+            has_taint(&node, test_support::UNINITIALIZED),
+            "{provider_id}"
+        );
         assert_eq!(
             node.spec.and_then(|s| s.provider_id).as_deref(),
             Some(provider_id)
@@ -357,7 +362,7 @@ async fn bad_provider_ids_warn_and_keep_the_taint() {
 
     // The controller is still working: a good node next to the bad ones initializes.
     let good = unique("node");
-    support::sim::create_server(&sim, &good).await;
+    test_support::sim::create_server(&sim, &good).await;
     let spec = NodeSpecT {
         tainted: true,
         ..Default::default()
@@ -401,7 +406,7 @@ async fn reserved_domain_labels_are_dropped_and_user_labels_kept() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("labels");
     let name = unique("node");
-    support::sim::create_server(&sim, &name).await;
+    test_support::sim::create_server(&sim, &name).await;
     let mut cloud = cloud_for(&sim).await;
     cloud.instances = Some(Arc::new(ExtraLabels(cloud.instances.clone().unwrap())));
     let ctl = start_node_controller(client.clone(), &run, cloud).await;
@@ -477,7 +482,7 @@ async fn periodic_address_sync_repairs_changed_addresses() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("addr");
     let name = unique("node");
-    let server = support::sim::create_server(&sim, &name).await;
+    let server = test_support::sim::create_server(&sim, &name).await;
     let mut cfg = test_config(&node_controller::INFO, &run);
     cfg.node_status_update_frequency = Duration::from_millis(500);
     let cloud = cloud_for(&sim).await;
@@ -534,7 +539,7 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("le");
     let ns = unique("nc-rbac");
-    let sa = support::chart_service_account(&k, &admin, "node-controller", &ns).await;
+    let sa = test_support::chart_service_account(&k, &admin, "node-controller", &ns).await;
 
     let start = |id: &'static str| {
         let sa = sa.clone();
@@ -543,7 +548,7 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
         let sim = &sim;
         async move {
             let mut cfg = test_config(&node_controller::INFO, &run);
-            cfg.leader_election = Some(support::run::lease(&node_controller::INFO, &ns, id));
+            cfg.leader_election = Some(test_support::run::lease(&node_controller::INFO, &ns, id));
             let cloud = cloud_for(sim).await;
             spawn(&node_controller::INFO, cfg, sa, move |rt| {
                 node_controller::start(rt, cloud)
@@ -565,7 +570,7 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
         (b, a, "instance-b", "instance-a")
     };
     assert!(
-        support::run::http_get(standby.admin, "/readyz")
+        test_support::run::http_get(standby.admin, "/readyz")
             .await
             .lines()
             .next()
@@ -601,9 +606,9 @@ async fn losing_the_lease_stops_the_controller_with_an_error() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("lost");
     let ns = unique("lease-lost");
-    support::ensure_namespace(&admin, &ns).await;
+    test_support::ensure_namespace(&admin, &ns).await;
     let mut cfg = test_config(&node_controller::INFO, &run);
-    let le = support::run::lease(&node_controller::INFO, &ns, "victim");
+    let le = test_support::run::lease(&node_controller::INFO, &ns, "victim");
     let lease_name = le.lease_name.clone();
     cfg.leader_election = Some(le);
     let cloud = cloud_for(&sim).await;
@@ -647,29 +652,15 @@ async fn binary_initializes_and_releases_the_lease_on_sigterm() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("bin");
     let ns = unique("bin-lease");
-    support::ensure_namespace(&admin, &ns).await;
+    test_support::ensure_namespace(&admin, &ns).await;
     let name = unique("node");
-    support::sim::create_server(&sim, &name).await;
+    test_support::sim::create_server(&sim, &name).await;
 
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_node-controller"))
-        .args([
-            "--kubeconfig",
-            &k.kubeconfig().display().to_string(),
-            "--admin-address=127.0.0.1:0",
-            "--leader-elect-resource-namespace",
-            &ns,
-            "--leader-elect-lease-duration=4s",
-            "--leader-elect-renew-deadline=3s",
-            "--leader-elect-retry-period=500ms",
-            "--leader-elect-identity=bin-test",
-            "--node-label-selector",
-            &format!("{}={run}", support::TEST_LABEL),
-        ])
-        .env("HCLOUD_TOKEN", sim.token())
-        .env("HCLOUD_ENDPOINT", sim.endpoint())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the node-controller binary");
+    let mut child = Binary::new(env!("CARGO_BIN_EXE_node-controller"), &k)
+        .leader_elect(&ns)
+        .nodes_of(&run)
+        .sim(&sim)
+        .spawn();
 
     create_node(
         &admin,
@@ -682,19 +673,7 @@ async fn binary_initializes_and_releases_the_lease_on_sigterm() {
     )
     .await;
     initialized(&admin, &name).await;
-    let lease_name = "cloud-controller-manager-node-controller";
-    let h = support::run::lease_holder(&admin, &ns, lease_name)
-        .await
-        .expect("the binary holds the Lease");
-    assert!(h.starts_with("bin-test"), "{h}");
-
-    let status = support::run::sigterm(&mut child).await;
-    assert!(status.success(), "graceful shutdown exits 0: {status}");
-    assert_eq!(
-        support::run::lease_holder(&admin, &ns, lease_name).await,
-        None,
-        "Lease released on shutdown"
-    );
+    assert_leads_then_releases_on_sigterm(&mut child, &admin, &ns, "node-controller").await;
 }
 
 /// The chart's role lets the node-controller patch Nodes, but it never deletes one (that is the
@@ -703,12 +682,12 @@ async fn binary_initializes_and_releases_the_lease_on_sigterm() {
 async fn chart_rbac_refuses_deleting_nodes_and_reading_secrets() {
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::{DeleteParams, ListParams};
-    use support::forbidden;
+    use test_support::forbidden;
     let k = testenv::kube().await;
     let admin = k.client().await;
     let run = unique("rbac-deny");
     let ns = unique("nc-deny");
-    let sa = support::chart_service_account(&k, &admin, "node-controller", &ns).await;
+    let sa = test_support::chart_service_account(&k, &admin, "node-controller", &ns).await;
     let name = unique("node");
     create_node(&admin, &run, &name, NodeSpecT::default()).await;
     let nodes: Api<Node> = Api::all(sa.clone());

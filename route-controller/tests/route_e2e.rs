@@ -1,17 +1,14 @@
 //! End-to-end tests of the route controller: real kube-apiserver (testenv), cloud-sim over HTTP,
 //! the controller in-process under its chart RBAC (impersonated ServiceAccount).
 
-#[path = "../../node-controller/tests/support/mod.rs"]
 mod support;
-
-mod net;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use net::{Fixture, T};
 use serde_json::json;
-use support::eventually;
+use support::{Fixture, T};
+use test_support::eventually;
 
 fn pair(cidr: &str, gw: &str) -> (String, String) {
     (cidr.to_string(), gw.to_string())
@@ -102,7 +99,7 @@ async fn twenty_nodes_at_once_get_their_routes_without_a_single_423() {
     let fx = Fixture::start().await;
     let mut servers = Vec::new();
     for i in 0..20 {
-        let name = support::unique(&format!("n{i}"));
+        let name = test_support::unique(&format!("n{i}"));
         let (id, ip) = fx.server(&name, true).await;
         servers.push((name, id, ip, fx.pod_cidr()));
     }
@@ -169,7 +166,7 @@ async fn locked_conflict_and_server_errors_converge_without_duplicates() {
 async fn unroutable_nodes_get_a_warning_and_network_unavailable() {
     let fx = Fixture::start().await;
     // The server is not in the network.
-    let name = support::unique("detached");
+    let name = test_support::unique("detached");
     let (id, _) = fx.server(&name, false).await;
     fx.create_node(&name, id, "", &[fx.pod_cidr()]).await;
     // The podCIDR is outside --cluster-cidr.
@@ -235,11 +232,11 @@ async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
         )
         .await;
     assert!(
-        support::forbidden(&refused),
+        test_support::forbidden(&refused),
         "patching a Node itself is refused: {refused:?}"
     );
     let refused = nodes.delete(&node.name, &DeleteParams::default()).await;
-    assert!(support::forbidden(&refused), "{refused:?}");
+    assert!(test_support::forbidden(&refused), "{refused:?}");
     eventually("route exists", T, || async {
         (!fx.routes().await.is_empty()).then_some(())
     })

@@ -3,17 +3,10 @@
 //! with the flag or variable, its value and what is accepted. A network that does not exist can
 //! only be found out by asking the cloud, and so can a token it refuses: both exit 2 too, once asked.
 
-#[path = "../../node-controller/tests/support/mod.rs"]
 mod support;
 
-mod lb;
-
-#[path = "../../node-controller/tests/support/bad_config.rs"]
-mod bad_config;
-
-use std::time::Duration;
-
-use bad_config::{ConfigCase, assert_all};
+use test_support::bad_config::{ConfigCase, assert_all};
+use test_support::process::Binary;
 
 const BIN: &str = env!("CARGO_BIN_EXE_service-controller");
 
@@ -124,37 +117,23 @@ fn every_bad_configuration_exits_2_naming_flag_value_and_accepted_forms() {
 /// Starts the binary against `sim` with `token` and `network`; its exit code and all it printed.
 async fn start_against(sim: &cloud_sim::Sim, token: &str, network: &str) -> (Option<i32>, String) {
     let k = testenv::kube().await;
-    let child = tokio::process::Command::new(BIN)
-        .args([
-            "--kubeconfig",
-            &k.kubeconfig().display().to_string(),
-            "--admin-address=127.0.0.1:0",
-            "--leader-elect=false",
-        ])
+    let (code, all) = Binary::new(BIN, &k)
+        .args(&["--leader-elect=false"])
         .env("HCLOUD_TOKEN", token)
         .env("HCLOUD_ENDPOINT", sim.endpoint())
         .env("HCLOUD_NETWORK", network)
         .env("NO_COLOR", "1")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), child)
-        .await
-        .expect("exits within 30 s")
-        .expect("run the binary");
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
+        .output()
+        .await;
     assert!(!all.contains(token), "the token was printed");
-    (out.status.code(), all)
+    (code, all)
 }
 
 /// Whether the network exists is the cloud's to say: the binary fails at startup after asking it,
 /// with the configuration exit code 2, naming `HCLOUD_NETWORK` and the value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_network_fails_startup_naming_it() {
-    let fx = lb::Fixture::without_controller(None).await;
+    let fx = support::Fixture::without_controller(None).await;
     let (code, all) = start_against(&fx.sim, &fx.sim.token(), "no-such-network").await;
     assert_eq!(code, Some(2), "{all}");
     assert!(

@@ -4,10 +4,7 @@
 //! what is accepted, with no cloud write, while the controller keeps running and a good Service
 //! next to the bad ones converges. The README's "Messages for bad input" table lists the same.
 
-#[path = "../../node-controller/tests/support/mod.rs"]
 mod support;
-
-mod lb;
 
 use std::collections::BTreeMap;
 
@@ -15,8 +12,8 @@ use k8s_openapi::api::core::v1::ServicePort;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
-use lb::{Fixture, T, annotation_patch};
-use support::{NodeSpecT, create_node, eventually, unique};
+use support::{Fixture, T, annotation_patch};
+use test_support::{NodeSpecT, create_node, eventually, unique};
 
 /// The ports of a case's Service.
 #[derive(Debug, Clone, Copy)]
@@ -467,7 +464,8 @@ async fn every_bad_input_warns_with_field_value_and_accepted_forms_and_writes_no
                 failures.push(format!("{}: {part:?} missing from {note:?}", c.name));
             }
         }
-        if c.field != "Service ports" && !note.contains(&format!("{}{}", lb::PREFIX, c.field)) {
+        if c.field != "Service ports" && !note.contains(&format!("{}{}", support::PREFIX, c.field))
+        {
             failures.push(format!(
                 "{}: the full annotation key is missing: {note}",
                 c.name
@@ -503,7 +501,11 @@ async fn every_bad_input_warns_with_field_value_and_accepted_forms_and_writes_no
             "{}: no load balancer",
             c.name
         );
-        assert!(lb::ingress_ips(&svc).is_empty(), "{}: no ingress", c.name);
+        assert!(
+            support::ingress_ips(&svc).is_empty(),
+            "{}: no ingress",
+            c.name
+        );
     }
     let ctl = fx.ctl.as_ref().expect("started");
     assert!(!ctl.task.is_finished(), "the controller is still running");
@@ -546,7 +548,7 @@ async fn private_network_annotations_without_a_network_warn_and_still_serve() {
             .wait_event("Service", name, "PrivateNetworkIgnored")
             .await;
         assert!(
-            note.contains(&format!("{}{key}", lb::PREFIX))
+            note.contains(&format!("{}{key}", support::PREFIX))
                 && note.contains(value)
                 && note.contains("HCLOUD_NETWORK"),
             "{note}"

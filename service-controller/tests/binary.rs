@@ -1,12 +1,10 @@
 //! The built service-controller binary: configuration errors exit 2, a Service gets its load
 //! balancer, SIGTERM exits 0 and releases the Lease.
 
-#[path = "../../node-controller/tests/support/mod.rs"]
 mod support;
 
-mod lb;
-
-use lb::Fixture;
+use support::Fixture;
+use test_support::process::{Binary, assert_leads_then_releases_on_sigterm};
 
 const BIN: &str = env!("CARGO_BIN_EXE_service-controller");
 
@@ -34,43 +32,17 @@ async fn serves_a_service_and_releases_the_lease_on_sigterm() {
     let fx = Fixture::without_controller(None).await;
     let node = fx.nodes(1).await.remove(0);
     let k = testenv::kube().await;
-    let mut child = tokio::process::Command::new(BIN)
-        .args([
-            "--kubeconfig",
-            &k.kubeconfig().display().to_string(),
-            "--admin-address=127.0.0.1:0",
-            "--leader-elect-resource-namespace",
-            &fx.ns,
-            "--leader-elect-lease-duration=4s",
-            "--leader-elect-renew-deadline=3s",
-            "--leader-elect-retry-period=500ms",
-            "--leader-elect-identity=bin-test",
-            "--node-label-selector",
-            &format!("{}={}", support::TEST_LABEL, fx.run),
-            "--watch-namespace",
-            &fx.ns,
-        ])
-        .env("HCLOUD_TOKEN", fx.sim.token())
-        .env("HCLOUD_ENDPOINT", fx.sim.endpoint())
+    let mut child = Binary::new(BIN, &k)
+        .leader_elect(&fx.ns)
+        .nodes_of(&fx.run)
+        .args(&["--watch-namespace", &fx.ns])
+        .sim(&fx.sim)
         .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the service-controller binary");
+        .spawn();
 
     fx.service("web", &[80], &[]).await;
     let svc = fx.wait_ingress("web").await;
     fx.wait_targets(&svc, &[node.server]).await;
-    let lease_name = "cloud-controller-manager-service-controller";
-    let h = support::run::lease_holder(&fx.admin, &fx.ns, lease_name)
-        .await
-        .expect("the binary holds the Lease");
-    assert!(h.starts_with("bin-test"), "{h}");
-
-    let status = support::run::sigterm(&mut child).await;
-    assert!(status.success(), "graceful shutdown exits 0: {status}");
-    assert_eq!(
-        support::run::lease_holder(&fx.admin, &fx.ns, lease_name).await,
-        None,
-        "Lease released on shutdown"
-    );
+    assert_leads_then_releases_on_sigterm(&mut child, &fx.admin, &fx.ns, "service-controller")
+        .await;
 }

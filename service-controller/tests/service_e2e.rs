@@ -1,23 +1,20 @@
 //! End-to-end tests of the service controller: real kube-apiserver (testenv), cloud-sim over HTTP,
 //! the controller in-process under its chart RBAC (impersonated ServiceAccount).
 
-#[path = "../../node-controller/tests/support/mod.rs"]
 mod support;
-
-mod lb;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use lb::{
-    Fixture, Options, T, annotation_patch, has_finalizer, ingress_ips, lb_ports, node_ports,
-    target_ids,
-};
 use serde_json::json;
 use service_controller::Settings;
 use service_controller::service::ClassFilter;
-use support::eventually;
+use support::{
+    Fixture, Options, T, annotation_patch, has_finalizer, ingress_ips, lb_ports, node_ports,
+    target_ids,
+};
+use test_support::eventually;
 
 fn writes_named(writes: &[(String, String)], action: &str) -> usize {
     writes.iter().filter(|(_, e)| e.ends_with(action)).count()
@@ -103,8 +100,8 @@ async fn unchanged_reconciles_write_nothing_and_ready_flips_cost_no_call() {
     // An unrelated label on the Service, a Ready flip and a heartbeat-like status write on a node.
     fx.patch("web", json!({"metadata": {"labels": {"team": "a"}}}))
         .await;
-    support::set_ready(&fx.admin, &nodes[0].name, false).await;
-    support::set_ready(&fx.admin, &nodes[0].name, true).await;
+    test_support::set_ready(&fx.admin, &nodes[0].name, false).await;
+    test_support::set_ready(&fx.admin, &nodes[0].name, true).await;
     // A node change that does matter, as the barrier: once it is applied, the ones before it were
     // seen and ignored.
     let third = fx.node(BTreeMap::new()).await;
@@ -530,7 +527,7 @@ async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
     use k8s_openapi::api::core::v1::{Node, Secret, Service};
     use kube::Api;
     use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
-    use support::forbidden;
+    use test_support::forbidden;
     let fx = Fixture::start().await;
     let node = fx.nodes(1).await.remove(0);
     fx.service("web", &[80], &[]).await;

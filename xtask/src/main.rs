@@ -5,6 +5,7 @@ mod build;
 mod chaos;
 mod control_plane;
 mod demo;
+mod fleet;
 mod images;
 
 use std::process::ExitCode;

@@ -13,7 +13,6 @@ mod services;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -22,6 +21,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde::Serialize;
+
+pub use crate::fleet::Memory;
+use crate::fleet::{Launch, Output, Process};
 
 /// Which benchmark(s) to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -270,61 +272,33 @@ impl Env {
         flags: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Controller> {
-        let mut cmd = match &args.wrapper {
-            Some(w) => {
-                let mut c = tokio::process::Command::new(w);
-                c.arg(binary);
-                c
-            }
-            None => tokio::process::Command::new(binary),
-        };
-        let child = cmd
-            .arg("--kubeconfig")
-            .arg(self.plane.kubeconfig())
+        let process = Launch::new(binary, self.plane.kubeconfig())
+            .wrapper(args.wrapper.as_deref())
             .args(["--leader-elect=false", "--admin-address=127.0.0.1:0"])
-            .args(flags)
+            .args(flags.iter().copied())
             .args(&args.extra)
-            .env("HCLOUD_TOKEN", self.sim.token())
-            .env("HCLOUD_ENDPOINT", self.sim.endpoint())
-            .env("RUST_LOG", "warn")
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
-        let pid = child.id().context("child pid")?;
+            .sim(&self.sim)
+            .env("RUST_LOG", "warn");
+        let process = env
+            .iter()
+            .fold(process, |l, (k, v)| l.env(k, v))
+            .output(Output::Stderr)
+            .spawn()?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         self.sim.reset_counters();
-        Ok(Controller { child, pid })
+        Ok(Controller { process })
     }
 }
 
 /// A controller binary running as a child process (killed when dropped).
 pub struct Controller {
-    child: tokio::process::Child,
-    pid: u32,
+    process: Process,
 }
 
 impl Controller {
     /// The process's memory and threads now.
     pub fn memory(&self) -> Memory {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
-        let kib = |key: &str| -> u64 {
-            status
-                .lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-                .unwrap_or(0)
-        };
-        Memory {
-            peak_rss_kib: kib("VmHWM:"),
-            rss_kib: kib("VmRSS:"),
-            rss_anon_kib: kib("RssAnon:"),
-            rss_file_kib: kib("RssFile:"),
-            threads: kib("Threads:"),
-        }
+        self.process.memory()
     }
 
     /// Polls `done` every 200 ms until it says yes (→ `true`) or `timeout` passes (→ `false`);
@@ -342,7 +316,7 @@ impl Controller {
             if Instant::now() > deadline {
                 return Ok(false);
             }
-            if let Some(status) = self.child.try_wait()? {
+            if let Some(status) = self.process.try_wait()? {
                 anyhow::bail!("the controller exited early: {status}");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -350,22 +324,9 @@ impl Controller {
     }
 
     /// Stops the process.
-    pub async fn stop(mut self) {
-        let _ = self.child.start_kill();
-        let _ = self.child.wait().await;
+    pub async fn stop(self) {
+        self.process.kill().await;
     }
-}
-
-/// `/proc/<pid>/status` figures of a controller.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Memory {
-    /// VmHWM: peak resident set.
-    pub peak_rss_kib: u64,
-    pub rss_kib: u64,
-    pub rss_anon_kib: u64,
-    /// File-backed resident pages, mostly the binary's code.
-    pub rss_file_kib: u64,
-    pub threads: u64,
 }
 
 /// MiB, for printing.

@@ -6,10 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::World;
-use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, start_fleet, tear_down};
 
 /// How long the apiserver stays down.
 const DOWN: Duration = Duration::from_secs(5);
@@ -22,7 +21,7 @@ pub async fn run(
 ) -> anyhow::Result<Row> {
     let size = args.size();
     let mut world = World::build(size, cloud::sim_config()).await?;
-    let fleet = Fleet::start(&world, binaries, 1, "debug", &log_dir(logs, "apiserver")).await?;
+    let fleet = start_fleet(&world, binaries, 1, "debug", &log_dir(logs, "apiserver")).await?;
     let started = Instant::now();
     // Mid-reconciliation: the first route or load balancer is done, the rest still to do.
     let midway = world

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use cloud_sim::{FaultKind, FaultRule};
 
-use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::World;
-use super::{ChaosArgs, Row, await_convergence, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, log_dir, start_fleet, tear_down};
 
 /// One fault scenario.
 #[derive(Debug, Clone)]
@@ -153,7 +152,7 @@ pub async fn run(
         world.sim.set_rate_limit(limit, remaining);
     }
     let dir = log_dir(logs, fault.name);
-    let fleet = Fleet::start(&world, binaries, 1, "debug", &dir).await?;
+    let fleet = start_fleet(&world, binaries, 1, "debug", &dir).await?;
 
     let converged_s = await_convergence(&world, &fleet, args, fault.name)
         .await?

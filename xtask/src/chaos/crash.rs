@@ -5,10 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::World;
-use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, tear_down};
+use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, start_fleet, tear_down};
 
 const KILLS_CONVERGING: usize = 15;
 const KILLS_DELETING: usize = 5;
@@ -21,7 +20,7 @@ pub async fn run(
 ) -> anyhow::Result<Row> {
     let size = args.size();
     let world = World::build(size, cloud::sim_config()).await?;
-    let mut fleet = Fleet::start(&world, binaries, 1, "debug", &log_dir(logs, "crash")).await?;
+    let mut fleet = start_fleet(&world, binaries, 1, "debug", &log_dir(logs, "crash")).await?;
     // Seeded, so a failing run can be repeated; printed so it can be.
     let seed = std::process::id() as u64;
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -38,7 +37,7 @@ pub async fn run(
         tokio::time::sleep(pause(&mut rng)).await;
         let i = rng.usize(..fleet.replicas.len());
         killed.push(fleet.replicas[i].spec.name);
-        fleet.crash_and_restart(&world, i).await?;
+        fleet.crash_and_restart(i).await?;
     }
     let last_kill = started.elapsed();
     let converged_s = await_convergence(&world, &fleet, args, "crash")
@@ -51,14 +50,14 @@ pub async fn run(
         tokio::time::sleep(pause(&mut rng)).await;
         let i = rng.usize(..fleet.replicas.len());
         killed.push(fleet.replicas[i].spec.name);
-        fleet.crash_and_restart(&world, i).await?;
+        fleet.crash_and_restart(i).await?;
     }
     let cleaned = world
         .wait_for(args.converge_timeout(), |a| a.services == 0 && a.leaks == 0)
         .await?;
     let after = world.audit().await?;
     let end = tear_down(world, fleet, scan).await?;
-    let per_controller: Vec<String> = crate::demo::controllers::ALL
+    let per_controller: Vec<String> = crate::fleet::ALL
         .iter()
         .map(|c| {
             format!(

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::fleet::Fleet;
 use super::secrets::Scanner;
 use super::world::{Size, World};
-use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, tear_down};
-use crate::demo::controllers;
+use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, start_fleet, tear_down};
+use crate::fleet::{self, Fleet};
 
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -40,28 +39,28 @@ pub async fn run(
         services: 5,
     };
     let mut world = World::build(size, cloud::sim_config()).await?;
-    let mut fleet = Fleet::start(&world, binaries, 2, "trace", &log_dir(logs, "failover")).await?;
+    let mut fleet = start_fleet(&world, binaries, 2, "trace", &log_dir(logs, "failover")).await?;
     let first = await_convergence(&world, &fleet, args, "failover").await?;
     anyhow::ensure!(first.is_some(), "the failover world never converged");
 
     let mut gaps = Vec::new();
-    for spec in controllers::ALL {
-        let leader = wait_leader(&fleet, &world, spec.name).await?;
+    for spec in fleet::ALL {
+        let leader = wait_leader(&fleet, spec.name).await?;
         let killed = Instant::now();
         fleet.kill(leader).await;
         let (standby, _) = fleet
-            .wait_new_leader(&world, spec.name, leader, TAKEOVER_TIMEOUT)
+            .wait_new_leader(spec.name, leader, TAKEOVER_TIMEOUT)
             .await?;
         let kill_s = killed.elapsed().as_secs_f64();
-        fleet.restart(&world, leader)?;
+        fleet.restart(leader)?;
 
         let terminated = Instant::now();
         let sigterm_exit = fleet.terminate(standby, Duration::from_secs(10)).await?;
         fleet
-            .wait_new_leader(&world, spec.name, standby, TAKEOVER_TIMEOUT)
+            .wait_new_leader(spec.name, standby, TAKEOVER_TIMEOUT)
             .await?;
         let sigterm_s = terminated.elapsed().as_secs_f64();
-        fleet.restart(&world, standby)?;
+        fleet.restart(standby)?;
         gaps.push(Gap {
             controller: spec.name.into(),
             kill_s,
@@ -109,10 +108,10 @@ pub async fn run(
 }
 
 /// The replica holding `spec`'s Lease, waiting for one to.
-async fn wait_leader(fleet: &Fleet, world: &World, spec: &str) -> anyhow::Result<usize> {
+async fn wait_leader(fleet: &Fleet, spec: &str) -> anyhow::Result<usize> {
     let deadline = Instant::now() + TAKEOVER_TIMEOUT;
     loop {
-        if let Some(i) = fleet.leader(world, spec).await? {
+        if let Some(i) = fleet.leader(spec).await? {
             return Ok(i);
         }
         anyhow::ensure!(

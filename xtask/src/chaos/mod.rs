@@ -2,7 +2,7 @@
 //!
 //! Every scenario builds a [`world::World`] (a real kube-apiserver + etcd, cloud-sim, servers in a
 //! private network with their Nodes, LoadBalancer Services), runs the four controllers as
-//! processes under their chart RBAC ([`fleet::Fleet`]), does something bad to them, and audits the
+//! processes under their chart RBAC ([`Fleet`]), does something bad to them, and audits the
 //! end state: converged, no duplicate load balancer or route, nothing leaked, no Node deleted
 //! whose server exists. An audit that fails, a controller that exits on its own, a panic or the
 //! API token in any log, Event or metric fails the suite (exit 1). Timings, 429s, failover gaps
@@ -15,7 +15,6 @@ mod apiserver;
 mod cloud;
 mod crash;
 mod failover;
-mod fleet;
 mod secrets;
 mod soak;
 mod world;
@@ -27,8 +26,7 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::build::build_controllers;
-use crate::demo::controllers;
-use fleet::Fleet;
+use crate::fleet::{self, Fleet};
 use world::{Size, World};
 
 /// Which part of the suite to run.
@@ -129,7 +127,7 @@ pub struct Report {
 
 /// Runs the suite; fails when any scenario did.
 pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
-    let names: Vec<&str> = controllers::ALL.iter().map(|c| c.name).collect();
+    let names: Vec<&str> = fleet::ALL.iter().map(|c| c.name).collect();
     let binaries = build_controllers(&names, &args.profile, true)?;
     testenv::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -274,6 +272,30 @@ async fn await_convergence(
             Ok(None)
         }
     }
+}
+
+/// Starts `replicas` of each controller against `world`, each replica with a stable identity (its
+/// pod name in a cluster) so a restarted process is the same "pod"; logs go to `dir`.
+async fn start_fleet(
+    world: &World,
+    binaries: &[PathBuf],
+    replicas: usize,
+    rust_log: &str,
+    dir: &Path,
+) -> anyhow::Result<Fleet> {
+    Fleet::start(
+        &world.plane,
+        &world.admin,
+        &world.sim,
+        binaries,
+        fleet::Options {
+            replicas,
+            stable_identities: true,
+            rust_log,
+            dir,
+        },
+    )
+    .await
 }
 
 /// Where a scenario's controllers log.

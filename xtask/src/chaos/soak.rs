@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::fleet::{Fleet, metric};
 use super::secrets::Scanner;
 use super::world::{Size, World};
-use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, tear_down};
-use crate::demo::controllers::cloud_calls;
+use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, start_fleet, tear_down};
+use crate::fleet::{Fleet, cloud_calls, metric};
 
 /// The soak's figures.
 #[derive(Debug, Clone, Serialize)]
@@ -72,7 +71,7 @@ pub async fn run(
         services: 2,
     };
     let mut world = World::build(size, cloud::sim_config()).await?;
-    let mut fleet = Fleet::start(&world, binaries, 1, "info", &log_dir(logs, "soak")).await?;
+    let mut fleet = start_fleet(&world, binaries, 1, "info", &log_dir(logs, "soak")).await?;
     let first = await_convergence(&world, &fleet, args, "soak").await?;
     anyhow::ensure!(first.is_some(), "the soak world never converged");
     let start = read(&fleet).await;

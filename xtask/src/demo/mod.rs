@@ -4,7 +4,6 @@
 //! that shows each of them at work. Every step waits for what it shows, with a deadline, so the
 //! demo is also an end-to-end check (`cargo xtask test` runs it).
 
-pub(crate) mod controllers;
 mod progress;
 pub(crate) mod story;
 pub(crate) mod world;
@@ -15,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::build::build_controllers;
+use crate::fleet::{self, Fleet};
 use progress::Progress;
 use story::Story;
 
@@ -32,7 +32,7 @@ pub struct DemoArgs {
 
 /// Runs the demo; Ctrl-C stops every process it started, at any point.
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
-    let names: Vec<&str> = controllers::ALL.iter().map(|c| c.name).collect();
+    let names: Vec<&str> = fleet::ALL.iter().map(|c| c.name).collect();
     let binaries = build_controllers(&names, &args.profile, false)?;
     testenv::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -84,19 +84,28 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
         )
         .await?;
     let logs = plane.dir().join("controllers");
-    std::fs::create_dir_all(&logs)?;
-    let mut running = Vec::new();
-    for (spec, binary) in controllers::ALL.iter().zip(binaries) {
-        running.push(controllers::start(*spec, binary, &plane, &admin, &sim, &logs).await?);
-    }
+    let fleet = Fleet::start(
+        &plane,
+        &admin,
+        &sim,
+        binaries,
+        fleet::Options {
+            replicas: 1,
+            stable_identities: false,
+            rust_log: "info",
+            dir: &logs,
+        },
+    )
+    .await?;
     println!(
         "  {} started as ServiceAccounts in {} (chart RBAC only), logs in {}",
-        running
+        fleet
+            .replicas
             .iter()
-            .map(|r| r.name)
+            .map(|r| r.spec.name)
             .collect::<Vec<_>>()
             .join(", "),
-        controllers::NAMESPACE,
+        fleet::NAMESPACE,
         logs.display()
     );
 
@@ -110,13 +119,13 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
     let outcome = match story.play().await {
         Ok(o) => o,
         Err(e) => {
-            for r in &running {
-                eprintln!("--- last lines of {} ---\n{}", r.name, r.log_tail(15));
+            for r in &fleet.replicas {
+                eprintln!("--- last lines of {} ---\n{}", r.spec.name, r.log_tail(15));
             }
             return Err(e);
         }
     };
-    summary(&story, &outcome, &running, &args.profile).await?;
+    summary(&story, &outcome, &fleet, &args.profile).await?;
 
     if args.keep {
         println!(
@@ -127,7 +136,7 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
         );
         std::future::pending::<()>().await;
     }
-    drop(running);
+    drop(fleet);
     plane.stop();
     Ok(())
 }
@@ -135,7 +144,7 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
 async fn summary(
     story: &Story<'_>,
     outcome: &story::Outcome,
-    running: &[controllers::Running],
+    fleet: &Fleet,
     profile: &str,
 ) -> anyhow::Result<()> {
     println!("\nNodes");
@@ -175,10 +184,10 @@ async fn summary(
     }
     println!("\nControllers (profile {profile})");
     println!("  {:<22} {:>11} {:>14}", "", "cloud calls", "peak RSS");
-    for r in running {
+    for r in &fleet.replicas {
         println!(
             "  {:<22} {:>11} {:>10.1} MiB",
-            r.name,
+            r.spec.name,
             r.cloud_calls().await,
             r.peak_rss_mib()
         );

@@ -1,26 +1,27 @@
 //! Service-controller test fixture: the controller in-process under its chart RBAC (impersonated
-//! ServiceAccount), watching one namespace and one run's Nodes, against its own cloud-sim.
+//! ServiceAccount), watching one namespace and one run's Nodes, against its own cloud-sim; the
+//! Services and load balancers of the tests.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_client::hcloud::HcloudConfig;
 use cloud_client::{ClientStats, StatsSnapshot};
-use cloud_sim::{Sim, SimConfig};
+use cloud_sim::SimConfig;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use service_controller::Settings;
-
-use crate::support::run::{Running, spawn, test_config};
-use crate::support::{NodeSpecT, apply_chart_rbac, create_node, eventually, rbac_file, unique};
+use test_support::run::{Running, sim_config};
+use test_support::world::{World, calls_since, writes};
+use test_support::{NodeSpecT, create_node, eventually, unique};
 
 /// Poll deadline of every wait.
-pub const T: Duration = Duration::from_secs(30);
+pub use test_support::T;
 pub const LB_UID_LABEL: &str = "hcloud-ccm/service-uid";
 pub const PREFIX: &str = "load-balancer.hetzner.cloud/";
 
@@ -32,16 +33,18 @@ pub struct TestNode {
 }
 
 pub struct Fixture {
-    /// Admin client (the test's own reads and writes).
-    pub admin: Client,
-    pub sim: Sim,
-    /// Node label value selecting this test's Nodes.
-    pub run: String,
-    /// The test's namespace (the controller watches only it).
-    pub ns: String,
+    pub world: World,
     pub ctl: Option<Running>,
     /// The running controller's cloud-client counters.
     pub stats: Option<Arc<ClientStats>>,
+}
+
+/// The tests read the world's parts (`fx.admin`, `fx.sim`, `fx.ns`) as the fixture's own.
+impl Deref for Fixture {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.world
+    }
 }
 
 /// Adjusts the cloud client of a test (retries, LB defaults).
@@ -69,58 +72,30 @@ impl Fixture {
 
     /// The world (namespace, chart RBAC, cloud-sim) without a controller, e.g. to run the binary.
     pub async fn without_controller(sim: Option<SimConfig>) -> Fixture {
-        let k = testenv::kube().await;
-        let admin = k.client().await;
-        let sim = Sim::start_with(sim.unwrap_or(SimConfig {
-            action_duration: Duration::from_millis(50),
-            ..SimConfig::default()
-        }))
-        .await;
-        let run = unique("svc");
-        let ns = run.clone();
-        apply_chart_rbac(
-            &admin,
-            &rbac_file("service-controller"),
-            &ns,
-            "service-controller",
-        )
-        .await;
         Fixture {
-            admin,
-            sim,
-            run,
-            ns,
+            world: World::start("service-controller", "svc", sim).await,
             ctl: None,
             stats: None,
         }
     }
 
-    /// A client acting as the controller's ServiceAccount (only the chart's RBAC applies).
-    pub async fn service_account(&self) -> Client {
-        testenv::kube()
-            .await
-            .service_account_client(&self.ns, "service-controller")
-            .await
-    }
-
     async fn spawn(&mut self, client: Client, mut settings: Settings, tweak: Option<CloudTweak>) {
-        let mut cfg = crate::support::run::sim_config(&self.sim);
+        let mut cfg = sim_config(&self.sim);
         cfg.lb_defaults.location = Some("fsn1".into());
         cfg.lb_defaults.lb_type = Some("lb11".into());
         if let Some(t) = tweak {
             t(&mut cfg);
         }
-        let cloud = crate::support::run::cloud_with(cfg).await;
-        self.stats = Some(cloud.stats.clone());
         settings.namespace = Some(self.ns.clone());
         settings.node_sync_window = Duration::from_millis(200);
-        let config = test_config(&service_controller::INFO, &self.run);
-        self.ctl = Some(
-            spawn(&service_controller::INFO, config, client, move |rt| {
+        let (ctl, stats) = self
+            .world
+            .spawn(&service_controller::INFO, client, cfg, move |rt, cloud| {
                 service_controller::start(rt, cloud, settings)
             })
-            .await,
-        );
+            .await;
+        self.ctl = Some(ctl);
+        self.stats = Some(stats);
     }
 
     /// Starts the controller again (default settings) with `client`.
@@ -148,7 +123,7 @@ impl Fixture {
     /// One server and its Node with `labels`.
     pub async fn node(&self, labels: BTreeMap<String, String>) -> TestNode {
         let name = unique("node");
-        let server = crate::support::sim::create_server(&self.sim, &name).await;
+        let server = self.server(&name).await;
         create_node(
             &self.admin,
             &self.run,
@@ -286,58 +261,12 @@ impl Fixture {
 
     /// `(method, endpoint)` of every cloud write the controller made after `mark`.
     pub fn writes_since(&self, mark: &StatsSnapshot) -> Vec<(String, String)> {
-        self.calls_since(mark)
-            .into_iter()
-            .filter(|(m, _)| m != "GET")
-            .collect()
+        writes(self.calls_since(mark))
     }
 
     /// `(method, endpoint)` of every cloud call the controller made after `mark`, one per call.
     pub fn calls_since(&self, mark: &StatsSnapshot) -> Vec<(String, String)> {
-        let now = self.mark();
-        let mut out = Vec::new();
-        for (k, n) in &now.calls {
-            let before = mark.calls.get(k).copied().unwrap_or(0);
-            for _ in before..*n {
-                out.push((k.method.clone(), k.endpoint.clone()));
-            }
-        }
-        out
-    }
-
-    /// Events about the Service `name`.
-    pub async fn events_of(&self, kind: &str, name: &str) -> Vec<Event> {
-        Api::<Event>::all(self.admin.clone())
-            .list(&ListParams::default())
-            .await
-            .expect("list events")
-            .items
-            .into_iter()
-            .filter(|e| {
-                e.regarding.as_ref().is_some_and(|r| {
-                    r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
-                })
-            })
-            .collect()
-    }
-
-    /// Waits for an event with `reason` about `kind/name`; returns its note.
-    pub async fn wait_event(&self, kind: &str, name: &str, reason: &str) -> String {
-        eventually(&format!("{reason} event on {kind} {name}"), T, || async {
-            self.events_of(kind, name)
-                .await
-                .into_iter()
-                .find(|e| e.reason.as_deref() == Some(reason))
-                .map(|e| e.note.unwrap_or_default())
-        })
-        .await
-    }
-
-    pub async fn has_event(&self, kind: &str, name: &str, reason: &str) -> bool {
-        self.events_of(kind, name)
-            .await
-            .iter()
-            .any(|e| e.reason.as_deref() == Some(reason))
+        calls_since(&self.mark(), mark)
     }
 
     /// The controller's /metrics text.

@@ -1,5 +1,4 @@
 //! Running a controller in-process against the test control plane and a cloud-sim.
-#![allow(dead_code)]
 
 use std::time::Duration;
 
@@ -37,40 +36,16 @@ pub async fn cloud_for(sim: &cloud_sim::Sim) -> Cloud {
     cloud_with(cfg).await
 }
 
-/// Sends SIGTERM to a controller process and waits (at most 30 s) for it to exit.
-pub async fn sigterm(child: &mut tokio::process::Child) -> std::process::ExitStatus {
-    let pid = child.id().expect("the child runs").to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("run kill");
-    assert!(killed.success());
-    tokio::time::timeout(Duration::from_secs(30), child.wait())
-        .await
-        .expect("exits after SIGTERM")
-        .expect("wait for the child")
-}
-
-/// The holder of Lease `ns/name`, if any.
-pub async fn lease_holder(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
-    use k8s_openapi::api::coordination::v1::Lease;
-    kube::Api::<Lease>::namespaced(client.clone(), ns)
-        .get_opt(name)
-        .await
-        .expect("get lease")
-        .and_then(|l| l.spec)
-        .and_then(|s| s.holder_identity)
-}
-
 /// The test configuration of `info`, watching only nodes labelled with `run`.
 pub fn test_config(info: &ControllerInfo, run: &str) -> Config {
     let mut c = Config::for_tests(info);
-    c.node_label_selector = Some(format!("{}={run}", super::TEST_LABEL));
+    c.node_label_selector = Some(format!("{}={run}", crate::TEST_LABEL));
     c.node_monitor_period = Duration::from_millis(500);
     c
 }
 
 /// A running in-process controller.
+#[derive(Debug)]
 pub struct Running {
     pub token: CancellationToken,
     pub task: JoinHandle<Result<(), RunError>>,

@@ -1,6 +1,7 @@
-//! Shared helpers of the end-to-end tests: the testenv control plane, a cloud-sim per test, Nodes as
-//! kubelet creates them, the chart's RBAC applied and bound, polling with a deadline.
-#![allow(dead_code)]
+//! What the controllers' end-to-end tests share: the testenv control plane, a cloud-sim per test,
+//! Nodes as kubelet creates them, the chart's RBAC applied and bound, polling with a deadline
+//! ([`world`] puts them together), controllers in-process ([`run`]) and as processes
+//! ([`process`]), and the bad-configuration runner ([`bad_config`]).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -13,11 +14,17 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 
+pub mod bad_config;
+pub mod process;
 pub mod run;
 pub mod sim;
+pub mod world;
 
 pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 pub const TEST_LABEL: &str = "cloud-controllers.test/run";
+
+/// Poll deadline of the tests' waits: generous, because tests share two cores and one apiserver.
+pub const T: Duration = Duration::from_secs(30);
 
 /// A unique, DNS-safe name.
 pub fn unique(prefix: &str) -> String {
@@ -178,7 +185,7 @@ pub async fn chart_service_account(
     k.service_account_client(ns, controller).await
 }
 
-/// Path of a chart RBAC file from a crate's manifest dir.
+/// Path of `controller`'s chart RBAC file.
 pub fn rbac_file(controller: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../charts/cloud-controllers/files/rbac")

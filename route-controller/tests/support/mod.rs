@@ -3,24 +3,24 @@
 //! chart RBAC (impersonated ServiceAccount).
 #![allow(dead_code)]
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_client::hcloud::HcloudConfig;
 use cloud_client::{ClientStats, StatsSnapshot};
-use cloud_sim::{Sim, SimConfig};
+use cloud_sim::SimConfig;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus};
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
 use route_controller::Settings;
 use route_controller::cidr::ClusterCidrs;
 use serde_json::json;
+use test_support::run::{Running, sim_config};
+use test_support::world::World;
+use test_support::{TEST_LABEL, eventually, unique};
 
-use crate::support::run::{Running, spawn, test_config};
-use crate::support::{TEST_LABEL, apply_chart_rbac, eventually, rbac_file, unique};
-
-pub const T: Duration = Duration::from_secs(30);
+pub use test_support::T;
 pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
 
 /// A server in the network and the Node standing for it.
@@ -32,45 +32,36 @@ pub struct TestNode {
 }
 
 pub struct Fixture {
-    pub admin: Client,
-    pub sim: Sim,
+    pub world: World,
     pub network: u64,
-    pub run: String,
     pub ctl: Option<Running>,
     pub stats: Option<Arc<ClientStats>>,
     /// Next free /24 of the cluster CIDR (tests of one binary share nothing but the apiserver).
     next_cidr: std::sync::atomic::AtomicU32,
 }
 
+/// The tests read the world's parts (`fx.admin`, `fx.sim`, `fx.run`) as the fixture's own.
+impl Deref for Fixture {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.world
+    }
+}
+
 impl Fixture {
     /// The world without a controller: sim, network (10.0.0.0/8, subnet 10.0.0.0/16), namespace
     /// with the chart RBAC bound to ServiceAccount `route-controller`.
     pub async fn world(sim: Option<SimConfig>) -> Fixture {
-        let k = testenv::kube().await;
-        let admin = k.client().await;
-        let sim = Sim::start_with(sim.unwrap_or(SimConfig {
-            action_duration: Duration::from_millis(50),
-            ..SimConfig::default()
-        }))
-        .await;
-        let network = sim
+        let world = World::start("route-controller", "rt", sim).await;
+        let network = world
+            .sim
             .world()
             .create_network("k8s", "10.0.0.0/8", "10.0.0.0/16")
             .await
             .expect("create network");
-        let run = unique("rt");
-        apply_chart_rbac(
-            &admin,
-            &rbac_file("route-controller"),
-            &run,
-            "route-controller",
-        )
-        .await;
         Fixture {
-            admin,
-            sim,
+            world,
             network,
-            run,
             ctl: None,
             stats: None,
             next_cidr: 1.into(),
@@ -85,27 +76,23 @@ impl Fixture {
 
     /// Starts the controller as the chart's ServiceAccount; `tweak` adjusts the cloud client.
     pub async fn spawn(&mut self, tweak: impl FnOnce(&mut HcloudConfig)) {
-        let mut cfg = crate::support::run::sim_config(&self.sim);
+        let mut cfg = sim_config(&self.sim);
         cfg.network = Some(self.network.to_string());
         tweak(&mut cfg);
-        let cloud = crate::support::run::cloud_with(cfg).await;
-        self.stats = Some(cloud.stats.clone());
         let settings = Settings {
             cluster: Some(ClusterCidrs::parse(CLUSTER_CIDR).unwrap()),
             resync: Duration::from_secs(300),
             window: Duration::from_millis(100),
         };
-        let sa = testenv::kube()
-            .await
-            .service_account_client(&self.run, "route-controller")
-            .await;
-        let config = test_config(&route_controller::INFO, &self.run);
-        self.ctl = Some(
-            spawn(&route_controller::INFO, config, sa, move |rt| {
+        let sa = self.service_account().await;
+        let (ctl, stats) = self
+            .world
+            .spawn(&route_controller::INFO, sa, cfg, move |rt, cloud| {
                 route_controller::start(rt, cloud, settings)
             })
-            .await,
-        );
+            .await;
+        self.ctl = Some(ctl);
+        self.stats = Some(stats);
     }
 
     /// A fresh /24 of the cluster CIDR.
@@ -263,33 +250,11 @@ impl Fixture {
 
     /// Waits for a Warning with `reason` on the node; returns its note.
     pub async fn wait_event(&self, node: &str, reason: &str) -> String {
-        eventually(&format!("{reason} event on {node}"), T, || async {
-            Api::<Event>::all(self.admin.clone())
-                .list(&ListParams::default())
-                .await
-                .expect("list events")
-                .items
-                .into_iter()
-                .find(|e| {
-                    e.reason.as_deref() == Some(reason)
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(node)
-                })
-                .map(|e| e.note.unwrap_or_default())
-        })
-        .await
+        self.world.wait_event("Node", node, reason).await
     }
 
     /// The controller's cloud calls so far.
     pub fn mark(&self) -> StatsSnapshot {
         self.stats.as_ref().expect("running").snapshot()
-    }
-
-    /// Responses with `status` cloud-sim sent (to anyone).
-    pub fn responses_with(&self, status: u16) -> usize {
-        self.sim
-            .request_log()
-            .iter()
-            .filter(|e| e.status == status)
-            .count()
     }
 }

@@ -1,5 +1,4 @@
 //! Building the cloud side of a test through cloud-sim's world client (over its public API).
-#![allow(dead_code)]
 
 /// What a test needs to know about a server.
 #[derive(Debug, Clone)]

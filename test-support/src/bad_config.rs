@@ -1,8 +1,7 @@
 //! Bad configuration, run against a built controller binary: each case must exit with
 //! code 2 before touching Kubernetes or the cloud, and say on stderr which flag or variable is
-//! wrong, with its value and what is accepted; the token never appears. Shared by every
-//! controller's `tests/bad_config.rs` (included by `#[path]`), which adds its own flags' cases.
-#![allow(dead_code)]
+//! wrong, with its value and what is accepted; the token never appears. Every controller's
+//! `tests/bad_config.rs` runs [`COMMON`] and adds its own flags' cases.
 
 use std::process::Command;
 
