@@ -7,6 +7,7 @@
 //! the images (`cargo xtask images`) and runs them with `--ignored`.
 
 use std::path::Path;
+use std::process::Command;
 
 use chart_tests::run::Fleet;
 use chart_tests::scenario::{lifecycle_controller_image_runs, rendered_controllers_do_their_jobs};
@@ -83,6 +84,13 @@ async fn broken_images_fail_and_the_image_as_built_does_not() {
     let dynamic = lifecycle_controller_image_runs("image-needs-libc", "needs-libc").await;
     let err = dynamic.expect_err("a dynamically linked binary cannot start on the static base");
     eprintln!("missing library, as expected: {err}");
+    let podman = testenv::ensure_podman().expect("podman");
+    for variant in ["wrong-binary", "needs-libc"] {
+        let _ = podman
+            .command()
+            .args(["rmi", &format!("localhost/lifecycle-controller:{variant}")])
+            .output();
+    }
 }
 
 /// `skaffold build` through podman's Docker-compatible API (`podman system service`): the podman
@@ -116,7 +124,10 @@ fn skaffold_builds_the_images_through_podmans_docker_api() {
             .env("DOCKER_HOST", format!("unix://{}", socket.display()));
         cmd
     });
-    let _ = service.kill();
+    // SIGTERM, so that the service unmounts what its builds mounted (SIGKILL leaves it mounted).
+    let _ = Command::new("kill")
+        .args(["-TERM", &service.id().to_string()])
+        .status();
     let _ = service.wait();
     assert!(
         out.status.success(),
