@@ -17,11 +17,13 @@ use crate::clock::now_ms;
 use crate::error::ApiError;
 use crate::label_selector::{Labels, Selector};
 use crate::pagination::{ListParams, Listable, SortKey};
-use crate::state::{LbPrivateNet, LoadBalancer, State, Target, TargetKind};
+use crate::state::{
+    HealthCheck, HealthCheckHttp, LbPrivateNet, LbService, LoadBalancer, ServiceHttp, State,
+    Target, TargetKind,
+};
 use crate::wire::{
-    self, AlgorithmReq, ChangeTypeReq, CreateLoadBalancerReq, DnsPtrReq, HealthCheck,
-    HealthCheckHttp, LbService, ListenPortReq, NetworkRef, ProtectionReq, ServiceHttp, ServiceReq,
-    TargetReq, UpdateReq,
+    self, AlgorithmReq, ChangeTypeReq, CreateLoadBalancerReq, DnsPtrReq, ListenPortReq, NetworkRef,
+    ProtectionReq, ServiceReq, TargetReq, UpdateReq,
 };
 
 pub fn routes() -> Router<App> {
@@ -242,7 +244,7 @@ fn default_ptr(ip: &IpAddr) -> String {
 
 async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
     let mut st = app.write();
-    super::apply_update(&mut st.load_balancers, id, req)?;
+    super::apply_update(&mut st.load_balancers, id, req.name, req.labels)?;
     ok(json!({"load_balancer": wire::load_balancer(&st, &st.load_balancers[&id])}))
 }
 
