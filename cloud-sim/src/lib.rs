@@ -20,8 +20,8 @@
 //!   lifecycle and locking), `resource` (naming and label rules every resource shares),
 //!   `config`, `app` (the shared handle), `persistence`, `catalog`, `cidr`, `clock`.
 //! - HTTP: `server` (router, request pipeline: rate limit, auth, faults, counters; [`Sim`]),
-//!   `handlers::*` (one module per API resource), `wire` (JSON shapes), `control` (`/_sim`
-//!   endpoints).
+//!   `handlers::*` (one module per API resource; `load_balancers` one per sub-resource), `wire`
+//!   (JSON shapes), `control` (`/_sim` endpoints).
 //! - Shared plumbing: `pagination`, `label_selector`, `rate_limit`, [`faults`], `counters`.
 //! - [`World`]: the test-side client.
 //!
