@@ -4,58 +4,14 @@
 //! up. That keeps the simulator free of timers, deterministic under test, and correct across
 //! restarts.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::clock::{now_ms, rfc3339};
 use crate::error::ApiError;
 use crate::state::State;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Action {
-    pub id: u64,
-    pub command: String,
-    /// `running` | `success` | `error`
-    pub status: String,
-    pub started_ms: u64,
-    pub finished_ms: Option<u64>,
-    pub finish_at_ms: u64,
-    /// The first entry is the resource the action locks.
-    pub resources: Vec<ResourceRef>,
-    pub error: Option<ActionFailure>,
-    pub effect: Effect,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResourceRef {
-    pub id: u64,
-    #[serde(rename = "type")]
-    pub kind: String,
-}
-
-impl ResourceRef {
-    pub fn new(kind: &str, id: u64) -> Self {
-        ResourceRef {
-            id,
-            kind: kind.to_owned(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ActionFailure {
-    pub code: String,
-    pub message: String,
-}
-
-/// What becomes visible only when the action ends. Most mutations apply at once (as the real
-/// API shows them) and only lock; these are the state changes clients are known to wait for.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Effect {
-    None,
-    ServerStatus { server: u64, status: String },
-    CertificateIssued { certificate: u64 },
-}
+// The action records are stored with the rest of the world; this module is their lifecycle.
+pub use crate::state::{Action, ActionFailure, Effect, ResourceRef};
 
 tokio::task_local! {
     /// Set by the fault middleware for one request when an `action_error` fault fires, so the
@@ -143,7 +99,7 @@ impl State {
             }
             Effect::CertificateIssued { certificate } => {
                 if let Some(c) = self.certificates.get_mut(&certificate) {
-                    crate::handlers::certificates::finish_issuance(c, failure);
+                    c.finish_issuance(failure);
                 }
             }
         }

@@ -25,7 +25,7 @@ pub struct SimConfig {
     /// How many requests the request log keeps.
     pub request_log_capacity: usize,
     /// Routes one network may hold; more answer 403 `resource_limit_exceeded`. Hetzner's limit
-    /// is 100 (hetznercloud/hcloud-cloud-controller-manager#342); benchmarks raise it.
+    /// is 100 (docs/hetzner-api.md, "Networks and routes"); benchmarks raise it.
     pub max_routes_per_network: usize,
 }
 
@@ -40,7 +40,7 @@ impl Default for SimConfig {
             state_file: None,
             fault_seed: 0x5eed,
             request_log_capacity: 10_000,
-            max_routes_per_network: crate::handlers::networks::MAX_ROUTES,
+            max_routes_per_network: MAX_ROUTES,
         }
     }
 }
@@ -63,6 +63,10 @@ impl fmt::Debug for SimConfig {
             .finish()
     }
 }
+
+/// Routes per network on Hetzner, the limit large clusters run into; the default of
+/// [`SimConfig::max_routes_per_network`].
+pub const MAX_ROUTES: usize = 100;
 
 /// The token `Sim::token()` returns when any token is accepted: 64 characters, like a real one.
 pub const DEFAULT_TOKEN: &str = "cloudsimcloudsimcloudsimcloudsimcloudsimcloudsimcloudsimcloudsim";

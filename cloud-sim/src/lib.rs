@@ -14,11 +14,15 @@
 //! # }
 //! ```
 //!
-//! Where things are:
-//! - `server`: router, request pipeline (rate limit, auth, faults, counters), [`Sim`].
-//! - `handlers::*`: one module per API resource; `wire`: JSON shapes; `state`: the world.
-//! - `actions`: action lifecycle and locking; `pagination`, `label_selector`: list plumbing.
-//! - `rate_limit`, [`faults`], `counters`, `control` (`/_sim` endpoints), `persistence`.
+//! Where things are, in two layers. The model never imports the HTTP layer, so it can be read,
+//! tested and persisted without a router:
+//! - model: `state` (the world as plain data, actions' records included), `actions` (their
+//!   lifecycle and locking), `resource` (naming and label rules every resource shares),
+//!   `config`, `app` (the shared handle), `persistence`, `catalog`, `cidr`, `clock`.
+//! - HTTP: `server` (router, request pipeline: rate limit, auth, faults, counters; [`Sim`]),
+//!   `handlers::*` (one module per API resource; `load_balancers` one per sub-resource), `wire`
+//!   (JSON shapes), `control` (`/_sim` endpoints).
+//! - Shared plumbing: `pagination`, `label_selector`, `rate_limit`, [`faults`], `counters`.
 //! - [`World`]: the test-side client.
 //!
 //! Control endpoints live under `/_sim` without authentication; see the `control` module.
@@ -41,6 +45,7 @@ mod label_selector;
 mod pagination;
 mod persistence;
 mod rate_limit;
+mod resource;
 mod server;
 mod state;
 mod wire;

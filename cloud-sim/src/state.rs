@@ -6,10 +6,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::actions::Action;
 use crate::cidr::Ipv4Net;
+use crate::clock::now_ms;
 use crate::label_selector::Labels;
-use crate::wire::LbService;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct State {
@@ -102,6 +101,47 @@ pub struct LoadBalancer {
     pub targets: Vec<Target>,
     pub protection_delete: bool,
     pub created_ms: u64,
+}
+
+// Load balancer services are stored exactly in their wire shape, so they render as they are.
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LbService {
+    pub protocol: String,
+    pub listen_port: u16,
+    pub destination_port: u16,
+    pub proxyprotocol: bool,
+    pub http: Option<ServiceHttp>,
+    pub health_check: HealthCheck,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceHttp {
+    pub cookie_name: String,
+    pub cookie_lifetime: u64,
+    pub certificates: Vec<u64>,
+    pub redirect_http: bool,
+    pub sticky_sessions: bool,
+    pub timeout_idle: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthCheck {
+    pub protocol: String,
+    pub port: u16,
+    pub interval: u64,
+    pub timeout: u64,
+    pub retries: u64,
+    pub http: Option<HealthCheckHttp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthCheckHttp {
+    pub domain: Option<String>,
+    pub path: String,
+    pub response: String,
+    pub status_codes: Vec<String>,
+    pub tls: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -265,31 +305,102 @@ impl State {
     }
 }
 
-impl crate::handlers::Updatable for Server {
-    const KIND: &'static str = "server";
-    const HOSTNAME: bool = true;
-    fn name_and_labels(&mut self) -> (&mut String, &mut Labels) {
-        (&mut self.name, &mut self.labels)
+// ---------------------------------------------------------------------------------------------
+// Actions: the records only; `crate::actions` runs them.
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Action {
+    pub id: u64,
+    pub command: String,
+    /// `running` | `success` | `error`
+    pub status: String,
+    pub started_ms: u64,
+    pub finished_ms: Option<u64>,
+    pub finish_at_ms: u64,
+    /// The first entry is the resource the action locks.
+    pub resources: Vec<ResourceRef>,
+    pub error: Option<ActionFailure>,
+    pub effect: Effect,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceRef {
+    pub id: u64,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+impl ResourceRef {
+    pub fn new(kind: &str, id: u64) -> Self {
+        ResourceRef {
+            id,
+            kind: kind.to_owned(),
+        }
     }
 }
 
-impl crate::handlers::Updatable for LoadBalancer {
-    const KIND: &'static str = "load_balancer";
-    fn name_and_labels(&mut self) -> (&mut String, &mut Labels) {
-        (&mut self.name, &mut self.labels)
-    }
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ActionFailure {
+    pub code: String,
+    pub message: String,
 }
 
-impl crate::handlers::Updatable for Network {
-    const KIND: &'static str = "network";
-    fn name_and_labels(&mut self) -> (&mut String, &mut Labels) {
-        (&mut self.name, &mut self.labels)
-    }
+/// What becomes visible only when the action ends. Most mutations apply at once (as the real
+/// API shows them) and only lock; these are the state changes clients are known to wait for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Effect {
+    None,
+    ServerStatus { server: u64, status: String },
+    CertificateIssued { certificate: u64 },
 }
 
-impl crate::handlers::Updatable for Certificate {
-    const KIND: &'static str = "certificate";
-    fn name_and_labels(&mut self) -> (&mut String, &mut Labels) {
-        (&mut self.name, &mut self.labels)
+// ---------------------------------------------------------------------------------------------
+// Certificates: what an upload or a finished issuance stores. The issuance runs as an action
+// (`Effect::CertificateIssued`), which is why this lives with the data, not with the handler.
+
+/// A stable pseudo SHA-256 fingerprint (32 colon-separated bytes); the simulator has no X.509
+/// parser, so this is a hash of the PEM text, not of the DER certificate.
+pub fn fingerprint(pem: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut out = Vec::with_capacity(32);
+    for round in 0..32u64 {
+        for b in pem.bytes().chain(round.to_le_bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        out.push(format!("{:02x}", (h >> 24) as u8));
+    }
+    out.join(":")
+}
+
+fn fake_pem(domains: &[String]) -> String {
+    format!(
+        "-----BEGIN CERTIFICATE-----\nU0lNVUxBVEVEIENFUlRJRklDQVRFIEZPUiB7fQ==\n{}\n-----END CERTIFICATE-----\n",
+        domains.join(",")
+    )
+}
+
+/// How long a simulated certificate is valid: the simulator parses no PEM, so an uploaded one
+/// gets the same fixed validity as an issued one.
+pub const NINETY_DAYS_MS: u64 = 90 * 24 * 3600 * 1000;
+
+impl Certificate {
+    /// Applied when the issuance action ends.
+    pub fn finish_issuance(&mut self, failure: Option<ActionFailure>) {
+        match failure {
+            None => {
+                let pem = fake_pem(&self.domain_names);
+                let now = now_ms();
+                self.fingerprint = Some(fingerprint(&pem));
+                self.certificate = Some(pem);
+                self.not_valid_before_ms = Some(now);
+                self.not_valid_after_ms = Some(now + NINETY_DAYS_MS);
+                self.issuance = Some("completed".to_owned());
+                self.error = None;
+            }
+            Some(f) => {
+                self.issuance = Some("failed".to_owned());
+                self.error = Some((f.code, f.message));
+            }
+        }
     }
 }

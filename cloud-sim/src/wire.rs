@@ -3,55 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::catalog;
 use crate::clock::{now_ms, rfc3339};
 use crate::label_selector::{Labels, Selector};
 use crate::state::{Certificate, LoadBalancer, Network, Server, State, TargetKind};
-
-// ---------------------------------------------------------------------------------------------
-// Load balancer services: stored exactly in their wire shape.
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LbService {
-    pub protocol: String,
-    pub listen_port: u16,
-    pub destination_port: u16,
-    pub proxyprotocol: bool,
-    pub http: Option<ServiceHttp>,
-    pub health_check: HealthCheck,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ServiceHttp {
-    pub cookie_name: String,
-    pub cookie_lifetime: u64,
-    pub certificates: Vec<u64>,
-    pub redirect_http: bool,
-    pub sticky_sessions: bool,
-    pub timeout_idle: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HealthCheck {
-    pub protocol: String,
-    pub port: u16,
-    pub interval: u64,
-    pub timeout: u64,
-    pub retries: u64,
-    pub http: Option<HealthCheckHttp>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HealthCheckHttp {
-    pub domain: Option<String>,
-    pub path: String,
-    pub response: String,
-    pub status_codes: Vec<String>,
-    pub tls: bool,
-}
 
 // ---------------------------------------------------------------------------------------------
 // Request bodies.

@@ -7,16 +7,14 @@ use axum::routing::{get, post};
 use serde_json::json;
 
 use super::{ApiResult, Body, Id, action, check_labels, created, no_content, ok, validate_name};
-use crate::actions::{ActionFailure, Effect, ResourceRef};
+use crate::actions::{Effect, ResourceRef};
 use crate::app::App;
 use crate::clock::now_ms;
 use crate::error::ApiError;
 use crate::label_selector::Labels;
 use crate::pagination::{ListParams, Listable, SortKey};
-use crate::state::{Certificate, State};
+use crate::state::{Certificate, NINETY_DAYS_MS, State, fingerprint};
 use crate::wire::{self, CreateCertificateReq, UpdateReq};
-
-const NINETY_DAYS_MS: u64 = 90 * 24 * 3600 * 1000;
 
 pub fn routes() -> Router<App> {
     Router::new()
@@ -68,47 +66,6 @@ async fn get_one(AppState(app): AppState<App>, Id(id): Id) -> ApiResult {
         .get(&id)
         .ok_or_else(|| ApiError::not_found("certificate"))?;
     ok(json!({"certificate": wire::certificate(&st, c)}))
-}
-
-/// A stable pseudo SHA-256 fingerprint (32 colon-separated bytes); the simulator has no X.509
-/// parser, so this is a hash of the PEM text, not of the DER certificate.
-fn fingerprint(pem: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut out = Vec::with_capacity(32);
-    for round in 0..32u64 {
-        for b in pem.bytes().chain(round.to_le_bytes()) {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        out.push(format!("{:02x}", (h >> 24) as u8));
-    }
-    out.join(":")
-}
-
-fn fake_pem(domains: &[String]) -> String {
-    format!(
-        "-----BEGIN CERTIFICATE-----\nU0lNVUxBVEVEIENFUlRJRklDQVRFIEZPUiB7fQ==\n{}\n-----END CERTIFICATE-----\n",
-        domains.join(",")
-    )
-}
-
-/// Applied when the issuance action ends.
-pub fn finish_issuance(c: &mut Certificate, failure: Option<ActionFailure>) {
-    match failure {
-        None => {
-            let pem = fake_pem(&c.domain_names);
-            let now = now_ms();
-            c.fingerprint = Some(fingerprint(&pem));
-            c.certificate = Some(pem);
-            c.not_valid_before_ms = Some(now);
-            c.not_valid_after_ms = Some(now + NINETY_DAYS_MS);
-            c.issuance = Some("completed".to_owned());
-            c.error = None;
-        }
-        Some(f) => {
-            c.issuance = Some("failed".to_owned());
-            c.error = Some((f.code, f.message));
-        }
-    }
 }
 
 fn valid_domain(d: &str) -> bool {
@@ -210,7 +167,7 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateCertificateR
 
 async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
     let mut st = app.write();
-    super::apply_update(&mut st.certificates, id, req)?;
+    super::apply_update(&mut st.certificates, id, req.name, req.labels)?;
     ok(json!({"certificate": wire::certificate(&st, &st.certificates[&id])}))
 }
 

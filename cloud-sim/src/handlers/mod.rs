@@ -1,5 +1,6 @@
 //! HTTP handlers, one module per resource. Handlers parse, lock the world once, validate,
-//! mutate and render; the validation rules live next to the resource they protect.
+//! mutate and render; the validation rules live next to the resource they protect, rules every
+//! resource shares in `crate::resource`. The model never imports this layer.
 
 pub mod actions;
 pub mod catalog;
@@ -8,6 +9,8 @@ pub mod load_balancers;
 pub mod metadata;
 pub mod networks;
 pub mod servers;
+
+pub use crate::resource::{apply_update, check_labels, validate_name};
 
 use axum::Json;
 use axum::body::Bytes;
@@ -94,74 +97,4 @@ pub fn no_content() -> ApiResult {
 /// `{"action": {...}}`, what every `/actions/<command>` endpoint answers.
 pub fn action(st: &State, id: u64) -> ApiResult {
     ok(json!({"action": st.action_json(id)}))
-}
-
-/// Names must be non-empty, at most 63 characters, and hostname-like for servers; other
-/// resources allow a wider set, but nothing with whitespace or control characters.
-/// A resource renamed and relabelled by `PUT /<things>/{id}` with `{name?, labels?}`; names are unique
-/// per kind.
-pub trait Updatable {
-    /// The `not_found` resource name, e.g. `load_balancer`.
-    const KIND: &'static str;
-    /// Whether names must be valid hostnames (servers).
-    const HOSTNAME: bool = false;
-    fn name_and_labels(&mut self) -> (&mut String, &mut crate::label_selector::Labels);
-}
-
-/// Validates `req` against the other resources of its kind, then applies it to `map[id]`. Nothing is
-/// changed when anything is invalid. Returns the previous name.
-pub fn apply_update<T: Updatable>(
-    map: &mut std::collections::BTreeMap<u64, T>,
-    id: u64,
-    req: crate::wire::UpdateReq,
-) -> Result<String, ApiError> {
-    if !map.contains_key(&id) {
-        return Err(ApiError::not_found(T::KIND));
-    }
-    if let Some(name) = &req.name {
-        validate_name(name, T::HOSTNAME)?;
-        let taken = map
-            .iter_mut()
-            .any(|(other, r)| *other != id && r.name_and_labels().0 == name);
-        if taken {
-            return Err(ApiError::uniqueness("name"));
-        }
-    }
-    if let Some(labels) = &req.labels {
-        check_labels(labels)?;
-    }
-    let (name, labels) = map.get_mut(&id).expect("checked above").name_and_labels();
-    let previous = name.clone();
-    if let Some(new) = req.name {
-        *name = new;
-    }
-    if let Some(new) = req.labels {
-        *labels = new;
-    }
-    Ok(previous)
-}
-
-pub fn validate_name(name: &str, hostname: bool) -> Result<(), ApiError> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && if hostname {
-            name.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
-                && !name.starts_with('-')
-                && !name.ends_with('-')
-        } else {
-            name.bytes().all(|b| b.is_ascii_graphic())
-        };
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::invalid_input(
-            "name",
-            format!("invalid name '{name}'"),
-        ))
-    }
-}
-
-pub fn check_labels(labels: &crate::label_selector::Labels) -> Result<(), ApiError> {
-    crate::label_selector::validate_labels(labels).map_err(|e| ApiError::invalid_input("labels", e))
 }

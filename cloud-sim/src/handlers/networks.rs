@@ -21,10 +21,6 @@ use crate::wire::{
     self, CreateNetworkReq, DeleteSubnetReq, ProtectionReq, RouteReq, SubnetReq, UpdateReq,
 };
 
-/// Routes per network, the limit users run into (hetznercloud/hcloud-cloud-controller-manager#342):
-/// the default of `SimConfig::max_routes_per_network`.
-pub const MAX_ROUTES: usize = 100;
-
 pub fn routes() -> Router<App> {
     Router::new()
         .route("/v1/networks", get(list).post(create))
@@ -267,7 +263,7 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateNetworkReq>)
 
 async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
     let mut st = app.write();
-    super::apply_update(&mut st.networks, id, req)?;
+    super::apply_update(&mut st.networks, id, req.name, req.labels)?;
     ok(json!({"network": wire::network(&st, &st.networks[&id])}))
 }
 

@@ -269,7 +269,7 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateServerReq>) 
 
 async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
     let mut st = app.write();
-    let previous = super::apply_update(&mut st.servers, id, req)?;
+    let previous = super::apply_update(&mut st.servers, id, req.name, req.labels)?;
     // Keep the name index (used by `?name=` lookups at 10 000 servers) in step.
     let current = st.servers[&id].name.clone();
     st.server_names.remove(&previous);

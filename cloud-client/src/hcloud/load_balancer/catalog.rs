@@ -13,10 +13,13 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::time::Instant;
 
+use super::annotations as a;
+use super::plan::{DEFAULT_LB_TYPE, type_change};
+use super::spec::LbSpec;
 use crate::error::CloudError;
 use crate::hcloud::pagination::{Page, list_all};
 use crate::hcloud::transport::{Req, Transport};
-use crate::hcloud::wire::Meta;
+use crate::hcloud::wire::{LoadBalancer, Meta};
 
 /// Hetzner's locations and their network zones as of 2026-08.
 const KNOWN_LOCATIONS: &[(&str, &str)] = &[
@@ -98,6 +101,88 @@ impl Entries {
 
     pub fn lb_type_names(&self) -> String {
         self.lb_types.join(", ")
+    }
+}
+
+/// What a reconcile needs the catalog to have: the type of a new load balancer, or the one a
+/// `change_type` switches to, and for a new one its location and network zone; each with what to
+/// name when it is missing (the annotation or env variable it came from).
+#[derive(Debug)]
+pub struct Wanted<'a> {
+    lb_type: Option<&'a str>,
+    location: Option<&'a str>,
+    zone: Option<&'a str>,
+    type_field: String,
+    location_field: String,
+    zone_field: String,
+}
+
+impl<'a> Wanted<'a> {
+    /// `None` when there is nothing to look up: an existing load balancer that keeps its type.
+    pub fn of(spec: &'a LbSpec, lb: Option<&LoadBalancer>) -> Option<Self> {
+        let (lb_type, location, zone) = match lb {
+            None => (
+                spec.lb_type.as_deref().unwrap_or(DEFAULT_LB_TYPE),
+                spec.location.as_deref(),
+                spec.network_zone.as_deref(),
+            ),
+            Some(lb) => (type_change(lb, spec)?, None, None),
+        };
+        Some(Self {
+            lb_type: Some(lb_type),
+            location,
+            zone,
+            type_field: spec.set_by(a::TYPE),
+            location_field: spec.set_by(a::LOCATION),
+            zone_field: spec.set_by(a::NETWORK_ZONE),
+        })
+    }
+
+    /// Every wanted value is in `e`, and a location lies in the zone when both are set.
+    pub fn check(&self, e: &Entries) -> Result<(), CloudError> {
+        if let Some(t) = self.lb_type
+            && !e.has_lb_type(t)
+        {
+            return Err(CloudError::invalid_input(
+                self.type_field.clone(),
+                t,
+                format!("a load balancer type: {}", e.lb_type_names()),
+            ));
+        }
+        if let Some(z) = self.zone
+            && !e.has_zone(z)
+        {
+            return Err(CloudError::invalid_input(
+                self.zone_field.clone(),
+                z,
+                format!("a network zone: {}", e.zone_names()),
+            ));
+        }
+        if let Some(l) = self.location {
+            match (e.zone_of(l), self.zone) {
+                (None, _) => {
+                    return Err(CloudError::invalid_input(
+                        self.location_field.clone(),
+                        l,
+                        format!("a location: {}", e.location_names()),
+                    ));
+                }
+                (Some(lz), Some(z)) if lz != z => {
+                    return Err(CloudError::invalid_input(
+                        self.location_field.clone(),
+                        l,
+                        format!(
+                            "a location in network zone {z} ({}): {}; or only one of the two \
+                             ({l} is in {lz})",
+                            self.zone_field,
+                            e.locations_in(z)
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 

@@ -42,6 +42,32 @@ impl LbProtocol {
     }
 }
 
+/// How the load balancer spreads connections over its targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LbAlgorithm {
+    RoundRobin,
+    LeastConnections,
+}
+
+impl LbAlgorithm {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LbAlgorithm::RoundRobin => "round_robin",
+            LbAlgorithm::LeastConnections => "least_connections",
+        }
+    }
+
+    /// Case-insensitive like HCCM's `validateAlgorithmType`, which lowercases first, so
+    /// `Round_Robin` is accepted.
+    fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "round_robin" => Some(LbAlgorithm::RoundRobin),
+            "least_connections" => Some(LbAlgorithm::LeastConnections),
+            _ => None,
+        }
+    }
+}
+
 /// Where TLS certificates come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CertificateType {
@@ -94,6 +120,49 @@ pub enum Placement {
     NetworkZone(String),
 }
 
+/// Where one value of an [`LbSpec`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The Service annotation (an empty one counts only where it clears an env default).
+    Annotation,
+    /// Its `HCLOUD_LOAD_BALANCERS_*` default. A plain on/off variable counts only when on, since
+    /// off is also the built-in default.
+    Env,
+    /// Neither: the built-in default, or no value at all.
+    Default,
+}
+
+/// The [`Source`] of each value, by annotation key (every value has one). Recorded while parsing,
+/// so later stages can say where a value came from without reading annotations again.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Provenance(BTreeMap<&'static str, Source>);
+
+impl Provenance {
+    pub fn of(&self, key: &str) -> Source {
+        self.0.get(key).copied().unwrap_or(Source::Default)
+    }
+}
+
+/// The `HCLOUD_LOAD_BALANCERS_*` variable that sets the default of annotation `key`, if any.
+pub fn env_var(key: &str) -> Option<&'static str> {
+    Some(match key {
+        a::TYPE => "HCLOUD_LOAD_BALANCERS_TYPE",
+        a::LOCATION => "HCLOUD_LOAD_BALANCERS_LOCATION",
+        a::NETWORK_ZONE => "HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
+        a::ALGORITHM_TYPE => "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE",
+        a::USES_PROXYPROTOCOL => "HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL",
+        a::IPV6_DISABLED => "HCLOUD_LOAD_BALANCERS_DISABLE_IPV6",
+        a::DISABLE_PUBLIC_NETWORK => "HCLOUD_LOAD_BALANCERS_DISABLE_PUBLIC_NETWORK",
+        a::DISABLE_PRIVATE_INGRESS => "HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS",
+        a::USE_PRIVATE_IP => "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP",
+        a::PRIVATE_SUBNET_IP_RANGE => "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE",
+        a::HEALTH_CHECK_INTERVAL => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL",
+        a::HEALTH_CHECK_TIMEOUT => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT",
+        a::HEALTH_CHECK_RETRIES => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES",
+        _ => return None,
+    })
+}
+
 /// Everything the annotations and env defaults say about one Service's load balancer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LbSpec {
@@ -107,7 +176,7 @@ pub struct LbSpec {
     /// be set: [`LbSpec::placement`] decides.
     pub location: Option<String>,
     pub network_zone: Option<String>,
-    pub algorithm: Option<String>,
+    pub algorithm: Option<LbAlgorithm>,
     pub protocol: LbProtocol,
     /// `None` = neither annotation nor env: existing services keep theirs and new ones get the
     /// API default (off), as HCCM leaves `proxyprotocol` out of its requests then.
@@ -124,6 +193,7 @@ pub struct LbSpec {
     pub ipv6_rdns: Option<String>,
     pub http: HttpSpec,
     pub health_check: HealthCheckSpec,
+    pub provenance: Provenance,
 }
 
 /// Upstream `DefaultLoadBalancerName`: `a` + UID without dashes, at most 32 characters.
@@ -134,9 +204,24 @@ pub fn default_name(uid: &str) -> String {
     n
 }
 
+/// The load balancer's name: the `name` annotation, else [`default_name`]. Unlike
+/// [`LbSpec::parse`] it cannot fail, since the controller asks for the name of Services whose
+/// other annotations are invalid too.
+pub fn name(svc: &ServiceRef) -> String {
+    trimmed(svc.annotations.get(a::NAME).map(String::as_str))
+        .unwrap_or_else(|| default_name(&svc.uid))
+}
+
+fn trimmed(v: Option<&str>) -> Option<String> {
+    v.map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
 struct Reader<'a> {
     ann: &'a BTreeMap<String, String>,
     errors: Vec<CloudError>,
+    provenance: Provenance,
 }
 
 impl<'a> Reader<'a> {
@@ -144,12 +229,39 @@ impl<'a> Reader<'a> {
         self.ann.get(key).map(String::as_str)
     }
 
+    fn record(&mut self, key: &'static str, source: Source) {
+        self.provenance.0.insert(key, source);
+    }
+
+    /// `value` as read from annotation `key`, recorded as its source when there is one.
+    fn seen<T>(&mut self, key: &'static str, value: Option<T>) -> Option<T> {
+        if value.is_some() {
+            self.record(key, Source::Annotation);
+        }
+        value
+    }
+
+    /// The annotation's value, else the env default (recorded as such).
+    fn or_env<T>(&mut self, key: &'static str, value: Option<T>, env: Option<T>) -> Option<T> {
+        if value.is_some() {
+            return value;
+        }
+        if env.is_some() {
+            self.record(key, Source::Env);
+        }
+        env
+    }
+
+    /// For on/off env variables, whose "off" is indistinguishable from unset.
+    fn or_env_flag(&mut self, key: &'static str, value: Option<bool>, env: bool) -> bool {
+        self.or_env(key, value, env.then_some(true))
+            .unwrap_or(false)
+    }
+
     /// The trimmed value; an empty annotation counts as unset.
-    fn string(&self, key: &str) -> Option<String> {
-        self.raw(key)
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_string)
+    fn string(&mut self, key: &'static str) -> Option<String> {
+        let v = trimmed(self.raw(key));
+        self.seen(key, v)
     }
 
     fn fail(&mut self, key: &str, value: &str, expected: impl Into<String>) {
@@ -160,19 +272,26 @@ impl<'a> Reader<'a> {
         ));
     }
 
-    fn bool(&mut self, key: &str) -> Option<bool> {
+    fn bool(&mut self, key: &'static str) -> Option<bool> {
         let v = self.raw(key)?;
         let r = parse_bool(v.trim());
         if r.is_none() {
             self.fail(key, v, BOOL_EXPECTED);
         }
-        r
+        self.seen(key, r)
     }
 
-    fn duration(&mut self, key: &str, min: Duration, max: Option<Duration>) -> Option<Duration> {
+    fn duration(
+        &mut self,
+        key: &'static str,
+        min: Duration,
+        max: Option<Duration>,
+    ) -> Option<Duration> {
         let v = self.raw(key)?;
         match parse_duration(v) {
-            Some(d) if d >= min && max.is_none_or(|m| d <= m) && d.subsec_nanos() == 0 => Some(d),
+            Some(d) if d >= min && max.is_none_or(|m| d <= m) && d.subsec_nanos() == 0 => {
+                self.seen(key, Some(d))
+            }
             _ => {
                 let range = match max {
                     Some(m) => format!(
@@ -188,16 +307,16 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn int<T: std::str::FromStr>(&mut self, key: &str, expected: &str) -> Option<T> {
+    fn int<T: std::str::FromStr>(&mut self, key: &'static str, expected: &str) -> Option<T> {
         let v = self.raw(key)?;
         let r = v.trim().parse::<T>().ok();
         if r.is_none() {
             self.fail(key, v, expected);
         }
-        r
+        self.seen(key, r)
     }
 
-    fn protocol(&mut self, key: &str) -> Option<LbProtocol> {
+    fn protocol(&mut self, key: &'static str) -> Option<LbProtocol> {
         let v = self.string(key)?;
         let p = LbProtocol::parse(&v);
         if p.is_none() {
@@ -208,7 +327,7 @@ impl<'a> Reader<'a> {
 
     /// A host name (reverse DNS, health-check domain): the API refuses anything else, and only
     /// after the load balancer exists.
-    fn host_name(&mut self, key: &str) -> Option<String> {
+    fn host_name(&mut self, key: &'static str) -> Option<String> {
         let v = self.string(key)?;
         if is_dns_name(&v) {
             Some(v)
@@ -218,8 +337,9 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn csv(&self, key: &str) -> Vec<String> {
-        self.raw(key)
+    fn csv(&mut self, key: &'static str) -> Vec<String> {
+        let v: Vec<String> = self
+            .raw(key)
             .map(|v| {
                 v.split(',')
                     .map(str::trim)
@@ -227,14 +347,21 @@ impl<'a> Reader<'a> {
                     .map(str::to_string)
                     .collect()
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if !v.is_empty() {
+            self.record(key, Source::Annotation);
+        }
+        v
     }
 
     /// Annotation (even an empty one, which means "none") over env default.
-    fn string_or_default(&self, key: &str, default: &Option<String>) -> Option<String> {
+    fn string_or_default(&mut self, key: &'static str, default: &Option<String>) -> Option<String> {
         match self.raw(key) {
-            Some(v) => Some(v.trim()).filter(|v| !v.is_empty()).map(str::to_string),
-            None => default.clone(),
+            Some(v) => {
+                self.record(key, Source::Annotation);
+                trimmed(Some(v))
+            }
+            None => self.or_env(key, None, default.clone()),
         }
     }
 }
@@ -251,6 +378,7 @@ impl LbSpec {
         let mut r = Reader {
             ann: &svc.annotations,
             errors: Vec::new(),
+            provenance: Provenance::default(),
         };
         let mut s = LbSpec::default();
         parse_identity(&mut r, &mut s, &svc.uid, defaults);
@@ -259,7 +387,28 @@ impl LbSpec {
         s.http = parse_http(&mut r, &svc.uid);
         s.health_check = parse_health_check(&mut r, defaults);
         check_https_certificates(&mut r, &s);
+        s.provenance = r.provenance;
         into_result(s, r.errors)
+    }
+
+    /// Where the value of annotation `key` came from.
+    pub fn source(&self, key: &str) -> Source {
+        self.provenance.of(key)
+    }
+
+    /// What a message about the value of annotation `key` names: the annotation if it set the
+    /// value, else the env variable that sets its default (the one to change then).
+    pub fn set_by(&self, key: &str) -> String {
+        match (self.source(key), env_var(key)) {
+            (Source::Annotation, _) | (_, None) => format!("annotation {key}"),
+            (_, Some(env)) => env.to_string(),
+        }
+    }
+
+    /// Whether the type was set (by annotation or env). Only then is it enforced on an existing
+    /// load balancer: HCCM does not downgrade when the annotation is removed.
+    pub fn type_explicit(&self) -> bool {
+        self.source(a::TYPE) != Source::Default
     }
 
     /// Where a new load balancer goes, plus a warning when a network zone is ignored: HCCM's
@@ -288,6 +437,44 @@ impl LbSpec {
             )),
         }
     }
+
+    /// Private-IP targets are reached over the controller's network (`HCLOUD_NETWORK`); without
+    /// one they cannot be served.
+    pub fn check_network(&self, has_network: bool) -> Result<(), CloudError> {
+        if self.use_private_ip && !has_network {
+            return Err(CloudError::invalid_input(
+                self.set_by(a::USE_PRIVATE_IP),
+                "true",
+                "false unless the controller runs with HCLOUD_NETWORK set",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Without a network there is nothing to take a private IP from. HCCM ignores these
+    /// annotations silently, and Services it served with them must keep working after a switch,
+    /// so they are ignored here too, but not silently. Env defaults are not the Service's doing
+    /// and are not warned about.
+    pub fn ignored_without_network(&self) -> Vec<Warning> {
+        let ip = self.private_ipv4.map(|ip| ip.to_string());
+        let range = self
+            .private_subnet_ip_range
+            .clone()
+            .filter(|_| self.source(a::PRIVATE_SUBNET_IP_RANGE) == Source::Annotation);
+        [(a::PRIVATE_IPV4, ip), (a::PRIVATE_SUBNET_IP_RANGE, range)]
+            .into_iter()
+            .filter_map(|(key, v)| {
+                let v = v?;
+                Some(Warning::new(
+                    "PrivateNetworkIgnored",
+                    format!(
+                        "annotation {key}={v:?} is ignored: the controller runs without \
+                         HCLOUD_NETWORK, so the load balancer has no private network"
+                    ),
+                ))
+            })
+            .collect()
+    }
 }
 
 /// Name, type, placement and algorithm.
@@ -299,42 +486,46 @@ fn parse_identity(r: &mut Reader<'_>, s: &mut LbSpec, uid: &str, defaults: &LbDe
         let n = s.name.clone();
         r.fail(a::NAME, &n, "a name of at most 63 characters");
     }
-    s.lb_type = r.string(a::TYPE).or_else(|| defaults.lb_type.clone());
+    let lb_type = r.string(a::TYPE);
+    s.lb_type = r.or_env(a::TYPE, lb_type, defaults.lb_type.clone());
     s.location = r.string_or_default(a::LOCATION, &defaults.location);
     s.network_zone = r.string_or_default(a::NETWORK_ZONE, &defaults.network_zone);
 
-    // Lowercased like HCCM's `validateAlgorithmType` (`Round_Robin` is accepted).
-    s.algorithm = r
-        .string(a::ALGORITHM_TYPE)
-        .or_else(|| defaults.algorithm.clone())
-        .map(|v| v.to_ascii_lowercase());
-    if let Some(alg) = s.algorithm.clone()
-        && alg != "round_robin"
-        && alg != "least_connections"
-    {
-        let raw = r.raw(a::ALGORITHM_TYPE).unwrap_or(&alg).to_string();
-        r.fail(
-            a::ALGORITHM_TYPE,
-            &raw,
-            "round_robin or least_connections (any case)",
-        );
-        s.algorithm = None;
+    let algorithm = r.string(a::ALGORITHM_TYPE);
+    if let Some(v) = r.or_env(a::ALGORITHM_TYPE, algorithm, defaults.algorithm.clone()) {
+        s.algorithm = LbAlgorithm::parse(&v);
+        if s.algorithm.is_none() {
+            let raw = r
+                .raw(a::ALGORITHM_TYPE)
+                .map_or_else(|| v.to_ascii_lowercase(), str::to_string);
+            r.fail(
+                a::ALGORITHM_TYPE,
+                &raw,
+                "round_robin or least_connections (any case)",
+            );
+        }
     }
 }
 
 /// Protocol, PROXY protocol and the status-related switches.
 fn parse_forwarding(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDefaults) {
     s.protocol = r.protocol(a::PROTOCOL).unwrap_or_default();
-    s.proxy_protocol = r
-        .bool(a::USES_PROXYPROTOCOL)
-        .or(defaults.uses_proxyprotocol);
-    s.ipv6_disabled = r.bool(a::IPV6_DISABLED).unwrap_or(defaults.disable_ipv6);
-    s.disable_public_network = r
-        .bool(a::DISABLE_PUBLIC_NETWORK)
-        .or(defaults.disable_public_network);
-    s.disable_private_ingress = r
-        .bool(a::DISABLE_PRIVATE_INGRESS)
-        .unwrap_or(defaults.disable_private_ingress);
+    let proxy = r.bool(a::USES_PROXYPROTOCOL);
+    s.proxy_protocol = r.or_env(a::USES_PROXYPROTOCOL, proxy, defaults.uses_proxyprotocol);
+    let ipv6 = r.bool(a::IPV6_DISABLED);
+    s.ipv6_disabled = r.or_env_flag(a::IPV6_DISABLED, ipv6, defaults.disable_ipv6);
+    let public = r.bool(a::DISABLE_PUBLIC_NETWORK);
+    s.disable_public_network = r.or_env(
+        a::DISABLE_PUBLIC_NETWORK,
+        public,
+        defaults.disable_public_network,
+    );
+    let private = r.bool(a::DISABLE_PRIVATE_INGRESS);
+    s.disable_private_ingress = r.or_env_flag(
+        a::DISABLE_PRIVATE_INGRESS,
+        private,
+        defaults.disable_private_ingress,
+    );
     // The apiserver only takes a lowercase DNS-1123 subdomain as `ingress[].hostname`; anything
     // else would be found out by the status write, after the load balancer was created.
     s.hostname = r.string(a::HOSTNAME);
@@ -355,16 +546,20 @@ fn parse_forwarding(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDefaults) {
 
 /// Private network, target selection.
 fn parse_network(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDefaults) {
-    s.use_private_ip = r.bool(a::USE_PRIVATE_IP).unwrap_or(defaults.use_private_ip);
+    let private_ip = r.bool(a::USE_PRIVATE_IP);
+    s.use_private_ip = r.or_env_flag(a::USE_PRIVATE_IP, private_ip, defaults.use_private_ip);
     if let Some(ip) = r.string(a::PRIVATE_IPV4) {
         match ip.parse::<Ipv4Addr>() {
             Ok(v) => s.private_ipv4 = Some(v),
             Err(_) => r.fail(a::PRIVATE_IPV4, &ip, "an IPv4 address"),
         }
     }
-    s.private_subnet_ip_range = r
-        .string(a::PRIVATE_SUBNET_IP_RANGE)
-        .or_else(|| defaults.private_subnet_ip_range.clone());
+    let range = r.string(a::PRIVATE_SUBNET_IP_RANGE);
+    s.private_subnet_ip_range = r.or_env(
+        a::PRIVATE_SUBNET_IP_RANGE,
+        range,
+        defaults.private_subnet_ip_range.clone(),
+    );
     if let Some(c) = s.private_subnet_ip_range.clone()
         && !is_ipv4_cidr(&c)
     {
@@ -447,15 +642,24 @@ fn parse_health_check(r: &mut Reader<'_>, defaults: &LbDefaults) -> HealthCheckS
     if r.raw(a::HEALTH_CHECK_PORT).is_some_and(|p| p.trim() == "0") {
         r.fail(a::HEALTH_CHECK_PORT, "0", "a port number 1-65535");
     }
-    hc.interval = r
-        .duration(a::HEALTH_CHECK_INTERVAL, Duration::from_secs(1), None)
-        .or(nonzero_duration(defaults.health_check_interval));
-    hc.timeout = r
-        .duration(a::HEALTH_CHECK_TIMEOUT, Duration::from_secs(1), None)
-        .or(nonzero_duration(defaults.health_check_timeout));
-    hc.retries = r
-        .int::<u32>(a::HEALTH_CHECK_RETRIES, "a non-negative integer")
-        .or(defaults.health_check_retries.filter(|n| *n != 0));
+    let interval = r.duration(a::HEALTH_CHECK_INTERVAL, Duration::from_secs(1), None);
+    hc.interval = r.or_env(
+        a::HEALTH_CHECK_INTERVAL,
+        interval,
+        nonzero_duration(defaults.health_check_interval),
+    );
+    let timeout = r.duration(a::HEALTH_CHECK_TIMEOUT, Duration::from_secs(1), None);
+    hc.timeout = r.or_env(
+        a::HEALTH_CHECK_TIMEOUT,
+        timeout,
+        nonzero_duration(defaults.health_check_timeout),
+    );
+    let retries = r.int::<u32>(a::HEALTH_CHECK_RETRIES, "a non-negative integer");
+    hc.retries = r.or_env(
+        a::HEALTH_CHECK_RETRIES,
+        retries,
+        defaults.health_check_retries.filter(|n| *n != 0),
+    );
     hc.custom = hc.protocol.is_some()
         || hc.port.is_some()
         || hc.interval.is_some()
@@ -650,7 +854,10 @@ mod tests {
         assert_eq!(s.name, "my-lb");
         assert_eq!(s.lb_type.as_deref(), Some("lb21"));
         assert_eq!(s.location.as_deref(), Some("fsn1"));
-        assert_eq!(s.algorithm.as_deref(), Some("least_connections"));
+        assert_eq!(
+            s.algorithm.map(LbAlgorithm::as_str),
+            Some("least_connections")
+        );
         assert_eq!(s.protocol, LbProtocol::Https);
         assert!(s.name_annotated);
         assert_eq!(s.proxy_protocol, Some(true));
@@ -855,7 +1062,7 @@ mod tests {
         .unwrap();
         assert_eq!(s.protocol, LbProtocol::Http);
         assert_eq!(s.health_check.protocol, Some(LbProtocol::Tcp));
-        assert_eq!(s.algorithm.as_deref(), Some("round_robin"));
+        assert_eq!(s.algorithm.map(LbAlgorithm::as_str), Some("round_robin"));
         // HCCM compares certificate-type exactly; a capitalised one is refused, not guessed.
         bad(a::CERTIFICATE_TYPE, "Managed");
     }
@@ -906,6 +1113,35 @@ mod tests {
             ])
             .is_ok()
         );
+    }
+
+    #[test]
+    fn provenance_says_where_each_value_came_from() {
+        let env = LbDefaults {
+            lb_type: Some("lb21".into()),
+            location: Some("nbg1".into()),
+            use_private_ip: true,
+            ..Default::default()
+        };
+        let s = LbSpec::parse(
+            &svc(&[(a::LOCATION, "fsn1"), (a::USE_PRIVATE_IP, "false")]),
+            &env,
+        )
+        .unwrap();
+        assert_eq!(s.source(a::LOCATION), Source::Annotation);
+        assert_eq!(s.source(a::USE_PRIVATE_IP), Source::Annotation);
+        assert_eq!(s.source(a::TYPE), Source::Env);
+        assert_eq!(s.source(a::NETWORK_ZONE), Source::Default);
+        assert_eq!(s.set_by(a::LOCATION), format!("annotation {}", a::LOCATION));
+        assert_eq!(s.set_by(a::TYPE), "HCLOUD_LOAD_BALANCERS_TYPE");
+        // A built-in default is named by the variable that would change it.
+        assert_eq!(
+            s.set_by(a::NETWORK_ZONE),
+            "HCLOUD_LOAD_BALANCERS_NETWORK_ZONE"
+        );
+        assert!(s.type_explicit());
+        assert!(!parse(&[]).unwrap().type_explicit());
+        assert!(parse(&[(a::TYPE, "lb11")]).unwrap().type_explicit());
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! Desired state from the spec, and the minimal list of operations that turns the actual load balancer
-//! into it. Pure functions: no I/O, so the "zero writes when nothing changed" rule is unit-testable.
+//! into it (for a new one: what its create request carries). Pure functions: no I/O, so the "zero
+//! writes when nothing changed" rule is unit-testable.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{Value, json};
-
 use super::annotations as a;
-use super::spec::{LbProtocol, LbSpec};
+use super::ops::{NewLb, Op};
+use super::spec::{LbProtocol, LbSpec, Placement};
 use crate::error::CloudError;
 use crate::hcloud::label_selector::SERVICE_UID_LABEL;
 use crate::hcloud::provider_id::ProviderId;
@@ -32,99 +32,6 @@ pub fn known_max_services(lb_type: &str) -> u32 {
         "lb21" => 15,
         "lb31" => 30,
         _ => 5,
-    }
-}
-
-/// One write against a load balancer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    /// `PUT` with only the fields that change.
-    Update {
-        name: Option<String>,
-        labels: Option<BTreeMap<String, String>>,
-    },
-    ChangeDnsPtr {
-        ip: String,
-        dns_ptr: String,
-    },
-    ChangeAlgorithm(String),
-    ChangeType(String),
-    DetachNetwork(i64),
-    AttachNetwork {
-        network: i64,
-        ip: Option<String>,
-        ip_range: Option<String>,
-    },
-    EnablePublicInterface,
-    DisablePublicInterface,
-    DeleteService(u16),
-    UpdateService(LbService),
-    AddService(LbService),
-    RemoveTarget(i64),
-    AddTarget {
-        server: i64,
-        use_private_ip: bool,
-    },
-}
-
-impl Op {
-    /// `(action name or None for PUT, body)`.
-    pub fn request(&self) -> (Option<&'static str>, Value) {
-        match self {
-            Op::Update { name, labels } => {
-                let mut b = json!({});
-                if let Some(n) = name {
-                    b["name"] = json!(n);
-                }
-                if let Some(l) = labels {
-                    b["labels"] = json!(l);
-                }
-                (None, b)
-            }
-            Op::ChangeDnsPtr { ip, dns_ptr } => (
-                Some("change_dns_ptr"),
-                json!({"ip": ip, "dns_ptr": dns_ptr}),
-            ),
-            Op::ChangeAlgorithm(t) => (Some("change_algorithm"), json!({"type": t})),
-            Op::ChangeType(t) => (Some("change_type"), json!({"load_balancer_type": t})),
-            Op::DetachNetwork(n) => (Some("detach_from_network"), json!({"network": n})),
-            Op::AttachNetwork {
-                network,
-                ip,
-                ip_range,
-            } => {
-                let mut b = json!({"network": network});
-                if let Some(ip) = ip {
-                    b["ip"] = json!(ip);
-                }
-                if let Some(r) = ip_range {
-                    b["ip_range"] = json!(r);
-                }
-                (Some("attach_to_network"), b)
-            }
-            Op::EnablePublicInterface => (Some("enable_public_interface"), json!({})),
-            Op::DisablePublicInterface => (Some("disable_public_interface"), json!({})),
-            Op::DeleteService(p) => (Some("delete_service"), json!({"listen_port": p})),
-            Op::UpdateService(s) => (
-                Some("update_service"),
-                serde_json::to_value(s).unwrap_or_default(),
-            ),
-            Op::AddService(s) => (
-                Some("add_service"),
-                serde_json::to_value(s).unwrap_or_default(),
-            ),
-            Op::RemoveTarget(id) => (
-                Some("remove_target"),
-                json!({"type": "server", "server": {"id": id}}),
-            ),
-            Op::AddTarget {
-                server,
-                use_private_ip,
-            } => (
-                Some("add_target"),
-                json!({"type": "server", "server": {"id": server}, "use_private_ip": use_private_ip}),
-            ),
-        }
     }
 }
 
@@ -299,27 +206,23 @@ fn health_check_matches(actual: Option<&HealthCheck>, desired: Option<&HealthChe
     }
 }
 
-/// The type a reconcile will switch `lb` to, if any: only a type set by annotation or env is
-/// enforced (HCCM does not downgrade when the annotation is removed).
-pub fn type_change<'a>(
-    lb: &LoadBalancer,
-    spec: &'a LbSpec,
-    type_explicit: bool,
-) -> Option<&'a str> {
-    let want = spec.lb_type.as_deref().filter(|_| type_explicit)?;
+/// The type a reconcile will switch `lb` to, if any: only an explicit type is enforced
+/// ([`LbSpec::type_explicit`]).
+pub fn type_change<'a>(lb: &LoadBalancer, spec: &'a LbSpec) -> Option<&'a str> {
+    let want = spec.lb_type.as_deref().filter(|_| spec.type_explicit())?;
     (lb.load_balancer_type.as_ref().map(|t| t.name.as_str()) != Some(want)).then_some(want)
 }
 
 /// The type the load balancer will have once the plan ran: the `change_type` target, else what
 /// it has now; for a new one (`lb` is `None`) the spec's type or the default.
-fn type_after(lb: Option<&LoadBalancer>, spec: &LbSpec, type_explicit: bool) -> String {
+fn type_after(lb: Option<&LoadBalancer>, spec: &LbSpec) -> String {
     match lb {
         None => spec
             .lb_type
             .as_deref()
             .unwrap_or(DEFAULT_LB_TYPE)
             .to_string(),
-        Some(lb) => type_change(lb, spec, type_explicit)
+        Some(lb) => type_change(lb, spec)
             .map(str::to_string)
             .or_else(|| lb.load_balancer_type.as_ref().map(|t| t.name.clone()))
             .unwrap_or_else(|| DEFAULT_LB_TYPE.to_string()),
@@ -328,23 +231,23 @@ fn type_after(lb: Option<&LoadBalancer>, spec: &LbSpec, type_explicit: bool) -> 
 
 /// `max_services` of the type after the plan: the load balancer's own (as the API reports it)
 /// unless it changes type; the known figure for a new type.
-fn max_services_after(lb: Option<&LoadBalancer>, spec: &LbSpec, type_explicit: bool) -> u32 {
+fn max_services_after(lb: Option<&LoadBalancer>, spec: &LbSpec) -> u32 {
     let current = lb
-        .filter(|lb| type_change(lb, spec, type_explicit).is_none())
+        .filter(|lb| type_change(lb, spec).is_none())
         .and_then(|lb| lb.load_balancer_type.as_ref())
         .and_then(|t| t.max_services);
-    current.unwrap_or_else(|| known_max_services(&type_after(lb, spec, type_explicit)))
+    current.unwrap_or_else(|| known_max_services(&type_after(lb, spec)))
 }
 
 /// `max_targets` of the type after the plan (see [`max_services_after`]).
-pub fn max_targets_after(lb: &LoadBalancer, spec: &LbSpec, type_explicit: bool) -> u32 {
-    match type_change(lb, spec, type_explicit) {
+pub fn max_targets_after(lb: &LoadBalancer, spec: &LbSpec) -> u32 {
+    match type_change(lb, spec) {
         Some(t) => known_max_targets(t),
         None => lb
             .load_balancer_type
             .as_ref()
             .and_then(|t| t.max_targets)
-            .unwrap_or_else(|| known_max_targets(&type_after(Some(lb), spec, type_explicit))),
+            .unwrap_or_else(|| known_max_targets(&type_after(Some(lb), spec))),
     }
 }
 
@@ -354,7 +257,6 @@ pub fn check_services(
     desired: &DesiredServices,
     lb: Option<&LoadBalancer>,
     spec: &LbSpec,
-    type_explicit: bool,
 ) -> Result<(), CloudError> {
     if lb.is_none() && desired.services.is_empty() {
         let mut unusable = desired.unsupported.clone();
@@ -379,9 +281,9 @@ pub fn check_services(
             .count()
     });
     let count = desired.services.len() + kept;
-    let max = max_services_after(lb, spec, type_explicit);
+    let max = max_services_after(lb, spec);
     if count > max as usize {
-        let ty = type_after(lb, spec, type_explicit);
+        let ty = type_after(lb, spec);
         return Err(CloudError::invalid_input(
             "Service ports",
             format!("{count} ports"),
@@ -448,6 +350,55 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> DesiredTargets {
     d
 }
 
+/// What the Service asks for, with bad input already refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Desired {
+    pub services: DesiredServices,
+    pub targets: DesiredTargets,
+}
+
+/// The create request for a new load balancer, plus a warning when no type is configured.
+pub fn plan_create(
+    spec: &LbSpec,
+    uid: &str,
+    placement: Placement,
+    network: Option<i64>,
+    desired: &Desired,
+) -> (NewLb, Option<Warning>) {
+    let warning = spec.lb_type.is_none().then(|| {
+        Warning::new(
+            "LoadBalancerTypeUnconfigured",
+            format!(
+                "no load balancer type configured, using {DEFAULT_LB_TYPE}; set {} or HCLOUD_LOAD_BALANCERS_TYPE",
+                a::TYPE
+            ),
+        )
+    });
+    let lb_type = spec
+        .lb_type
+        .clone()
+        .unwrap_or_else(|| DEFAULT_LB_TYPE.to_string());
+    let network =
+        network.filter(|_| spec.private_ipv4.is_none() && spec.private_subnet_ip_range.is_none());
+    let targets = (network.is_some() || !spec.use_private_ip).then(|| {
+        let max = known_max_targets(&lb_type) as usize;
+        desired.targets.servers.iter().take(max).copied().collect()
+    });
+    let new = NewLb {
+        name: spec.name.clone(),
+        uid: uid.to_string(),
+        lb_type,
+        placement,
+        algorithm: spec.algorithm,
+        public_interface: spec.disable_public_network.map(|d| !d),
+        network,
+        services: desired.services.services.clone(),
+        targets,
+        use_private_ip: spec.use_private_ip,
+    };
+    (new, warning)
+}
+
 /// Inputs of [`plan`] that do not come from the spec.
 #[derive(Debug, Clone)]
 pub struct PlanInput<'a> {
@@ -457,8 +408,6 @@ pub struct PlanInput<'a> {
     pub network: Option<i64>,
     pub services: &'a DesiredServices,
     pub targets: &'a DesiredTargets,
-    /// Whether the type was set by annotation or env (only then is it enforced).
-    pub type_explicit: bool,
 }
 
 /// The writes needed to turn `lb` into the desired state, in a safe order, plus warnings.
@@ -467,11 +416,11 @@ pub fn plan(lb: &LoadBalancer, spec: &LbSpec, input: &PlanInput<'_>) -> (Vec<Op>
     let mut warnings = Vec::new();
     // Identity first, so a crash after this point still finds the LB by label next time.
     ops.extend(identity_op(lb, spec, input.uid));
-    ops.extend(settings_ops(lb, spec, input.type_explicit));
+    ops.extend(settings_ops(lb, spec));
     warnings.extend(deprecation_warning(lb));
     ops.extend(network_ops(lb, spec, input.network));
     ops.extend(service_ops(lb, input.services));
-    let max = max_targets_after(lb, spec, input.type_explicit);
+    let max = max_targets_after(lb, spec);
     let (target_ops, skipped) = target_ops(lb, spec, &input.targets.servers, max);
     ops.extend(target_ops);
     warnings.extend(
@@ -495,7 +444,7 @@ fn identity_op(lb: &LoadBalancer, spec: &LbSpec, uid: &str) -> Option<Op> {
 }
 
 /// Reverse DNS, algorithm and type.
-fn settings_ops(lb: &LoadBalancer, spec: &LbSpec, type_explicit: bool) -> Vec<Op> {
+fn settings_ops(lb: &LoadBalancer, spec: &LbSpec) -> Vec<Op> {
     let mut ops = Vec::new();
     let public = lb.public_net.clone().unwrap_or_default();
     for (want, ip) in [
@@ -512,12 +461,12 @@ fn settings_ops(lb: &LoadBalancer, spec: &LbSpec, type_explicit: bool) -> Vec<Op
             });
         }
     }
-    if let Some(alg) = &spec.algorithm
+    if let Some(alg) = spec.algorithm
         && lb.algorithm.as_ref().map(|a| a.kind.as_str()) != Some(alg.as_str())
     {
-        ops.push(Op::ChangeAlgorithm(alg.clone()));
+        ops.push(Op::ChangeAlgorithm(alg));
     }
-    if let Some(t) = type_change(lb, spec, type_explicit) {
+    if let Some(t) = type_change(lb, spec) {
         ops.push(Op::ChangeType(t.to_string()));
     }
     ops
@@ -647,6 +596,7 @@ mod tests {
     use crate::hcloud::config::LbDefaults;
     use crate::hcloud::wire::{IdRef, LbTarget, LbType};
     use crate::provider::ServiceRef;
+    use serde_json::json;
 
     fn port(protocol: PortProtocol, port: u16, node_port: u16) -> ServicePort {
         ServicePort {
@@ -698,7 +648,6 @@ mod tests {
             network: None,
             services,
             targets,
-            type_explicit: false,
         }
     }
 
@@ -967,9 +916,7 @@ mod tests {
         assert!(w[0].message.contains("server 26") && w[0].message.contains("ns/web"));
         // Changing to lb21: the room comes from lb21 (75), not the current lb11.
         let bigger = spec_of(&svc(&[(a::TYPE, "lb21")]));
-        let mut inp = input(&d, &t);
-        inp.type_explicit = true;
-        let (ops, w) = plan(&lb, &bigger, &inp);
+        let (ops, w) = plan(&lb, &bigger, &input(&d, &t));
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(ops[0], Op::ChangeType("lb21".into()));
         assert_eq!(names(&ops[1..]), ["add_target"; 5]);
@@ -983,9 +930,7 @@ mod tests {
             .collect();
         let d = desired_services(&spec, &many);
         // New lb11: 6 > 5.
-        let e = check_services(&d, None, &spec, false)
-            .unwrap_err()
-            .to_string();
+        let e = check_services(&d, None, &spec).unwrap_err().to_string();
         assert!(e.contains("6 ports") && e.contains("lb11"), "{e}");
         // An existing lb21 has room; an existing lb11 has not, unless it is being changed to lb21.
         let mut lb21 = as_created(&[], &[], "u-1");
@@ -994,26 +939,24 @@ mod tests {
             max_services: Some(15),
             ..Default::default()
         });
-        assert!(check_services(&d, Some(&lb21), &spec, false).is_ok());
+        assert!(check_services(&d, Some(&lb21), &spec).is_ok());
         let lb11 = as_created(&[], &[], "u-1");
-        assert!(check_services(&d, Some(&lb11), &spec, false).is_err());
+        assert!(check_services(&d, Some(&lb11), &spec).is_err());
         let to21 = spec_of(&svc(&[(a::TYPE, "lb21")]));
-        assert!(check_services(&d, Some(&lb11), &to21, true).is_ok());
+        assert!(check_services(&d, Some(&lb11), &to21).is_ok());
         // Nothing servable and no LB yet: no empty LB.
         let useless = [
             port(PortProtocol::Udp, 53, 30053),
             port(PortProtocol::Tcp, 80, 0),
         ];
         let d = desired_services(&spec, &useless);
-        let e = check_services(&d, None, &spec, false)
-            .unwrap_err()
-            .to_string();
+        let e = check_services(&d, None, &spec).unwrap_err().to_string();
         assert!(
             e.contains("53/UDP") && e.contains("80/TCP without nodePort"),
             "{e}"
         );
         // With an LB, rule "leave untouched" applies instead.
-        assert!(check_services(&d, Some(&lb11), &spec, false).is_ok());
+        assert!(check_services(&d, Some(&lb11), &spec).is_ok());
     }
 
     #[test]

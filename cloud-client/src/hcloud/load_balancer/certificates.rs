@@ -1,0 +1,169 @@
+//! Certificates for https services: ids pass through, names are looked up, a managed
+//! certificate is found by label or ordered.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::annotations;
+use super::spec::{CertificateType, LbProtocol, LbSpec};
+use crate::error::CloudError;
+use crate::hcloud::actions::ActionWaiter;
+use crate::hcloud::label_selector::{SERVICE_UID_LABEL, service_uid_selector};
+use crate::hcloud::pagination::list_all;
+use crate::hcloud::transport::{Req, Transport};
+use crate::hcloud::wire::{CertificateResponse, CertificatesPage, LoadBalancer};
+use crate::provider::ServiceRef;
+
+#[derive(Debug)]
+pub(super) struct Certificates {
+    transport: Transport,
+    actions: ActionWaiter,
+}
+
+impl Certificates {
+    pub(super) fn new(transport: Transport, actions: ActionWaiter) -> Self {
+        Self { transport, actions }
+    }
+
+    /// Certificate ids for https: ids pass through, names are looked up, a managed certificate is
+    /// found by label or created (and waited for).
+    pub(super) async fn ids(
+        &self,
+        svc: &ServiceRef,
+        spec: &LbSpec,
+        lb: Option<&LoadBalancer>,
+    ) -> Result<Vec<i64>, CloudError> {
+        if spec.protocol != LbProtocol::Https {
+            return Ok(Vec::new());
+        }
+        if spec.http.certificate_type == CertificateType::Managed {
+            return Ok(vec![self.managed_certificate(svc, spec).await?]);
+        }
+        self.uploaded_certificates(spec, lb).await
+    }
+
+    /// The Service's managed certificate, found by its `hcloud-ccm/service-uid` label as HCCM's
+    /// `GetCertificateByLabel` does (so a changed name annotation does not order a second one), else
+    /// created with that label.
+    async fn managed_certificate(
+        &self,
+        svc: &ServiceRef,
+        spec: &LbSpec,
+    ) -> Result<i64, CloudError> {
+        if let Some(id) = self.certificate_by_label(&svc.uid).await? {
+            return Ok(id);
+        }
+        let name = spec
+            .http
+            .managed_certificate_name
+            .clone()
+            .unwrap_or_default();
+        let mut labels = BTreeMap::from([(SERVICE_UID_LABEL.to_string(), svc.uid.clone())]);
+        if spec.http.managed_certificate_acme_staging {
+            labels.insert("HC-Use-Staging-CA".to_string(), "true".to_string());
+        }
+        let body = json!({
+            "name": name, "type": "managed",
+            "domain_names": spec.http.managed_certificate_domains, "labels": labels,
+        });
+        let r: CertificateResponse = match self
+            .transport
+            .call(&Req::post("/certificates", "/certificates", body))
+            .await
+        {
+            Ok(r) => r,
+            // Created concurrently (or by an earlier attempt) it carries our label; otherwise the
+            // name belongs to a certificate that is not ours.
+            Err(e) if e.code() == Some("uniqueness_error") => {
+                return self.certificate_by_label(&svc.uid).await?.ok_or_else(|| {
+                    CloudError::invalid_input(
+                        format!("annotation {}", annotations::HTTP_MANAGED_CERTIFICATE_NAME),
+                        name.clone(),
+                        format!(
+                            "a name no other certificate uses: certificate {name:?} exists but is \
+                             not labelled {}",
+                            service_uid_selector(&svc.uid)
+                        ),
+                    )
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(a) = &r.action {
+            self.actions.wait(a).await?;
+        }
+        Ok(r.certificate.id)
+    }
+
+    /// Names are looked up; an id the load balancer does not use yet is checked to exist, since
+    /// the API would refuse it only after the load balancer was created.
+    async fn uploaded_certificates(
+        &self,
+        spec: &LbSpec,
+        lb: Option<&LoadBalancer>,
+    ) -> Result<Vec<i64>, CloudError> {
+        let in_use: Vec<i64> = lb
+            .map(|lb| {
+                lb.services
+                    .iter()
+                    .filter_map(|s| s.http.as_ref())
+                    .flat_map(|h| h.certificates.iter().copied())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut ids = Vec::new();
+        for c in &spec.http.certificates {
+            match c.parse::<i64>() {
+                Ok(id) if in_use.contains(&id) => ids.push(id),
+                Ok(id) => {
+                    let req = Req::get("/certificates/{id}", format!("/certificates/{id}"));
+                    match self.transport.call::<CertificateResponse>(&req).await {
+                        Ok(_) => ids.push(id),
+                        Err(e) if e.is_not_found() => {
+                            return Err(CloudError::invalid_input(
+                                format!("annotation {}", annotations::HTTP_CERTIFICATES),
+                                c.clone(),
+                                format!(
+                                    "ids or names of existing certificates (there is no \
+                                     certificate {id})"
+                                ),
+                            ));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(_) => match self.certificate_by_name(c).await? {
+                    Some(id) => ids.push(id),
+                    None => {
+                        return Err(CloudError::invalid_input(
+                            format!("annotation {}", annotations::HTTP_CERTIFICATES),
+                            c.clone(),
+                            "ids or names of existing certificates",
+                        ));
+                    }
+                },
+            }
+        }
+        Ok(ids)
+    }
+
+    async fn certificate_by_label(&self, uid: &str) -> Result<Option<i64>, CloudError> {
+        let found = list_all::<CertificatesPage>(
+            &self.transport,
+            Req::get("/certificates", "/certificates")
+                .query("label_selector", service_uid_selector(uid)),
+        )
+        .await?;
+        Ok(found.iter().map(|c| c.id).min())
+    }
+
+    async fn certificate_by_name(&self, name: &str) -> Result<Option<i64>, CloudError> {
+        let found = list_all::<CertificatesPage>(
+            &self.transport,
+            Req::get("/certificates", "/certificates").query("name", name),
+        )
+        .await?;
+        Ok(found.into_iter().find(|c| c.name == name).map(|c| c.id))
+    }
+}

@@ -1,0 +1,184 @@
+//! Finding a Service's load balancer: the one remembered for its UID, else by our UID label,
+//! else (where the Service may adopt one) by name.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::CloudError;
+use crate::hcloud::label_selector::{SERVICE_UID_LABEL, service_uid_selector};
+use crate::hcloud::pagination::list_all;
+use crate::hcloud::transport::{Req, Transport};
+use crate::hcloud::wire::{LoadBalancer, LoadBalancerResponse, LoadBalancersPage};
+use crate::provider::{ServiceRef, Warning};
+
+/// How a load balancer was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Found {
+    /// Carries our UID label.
+    Owned,
+    /// Matched by name only: adopted by setting our label. `owner` is the Service UID it was
+    /// labelled with, if any: HCCM takes such an LB over too (a delete-protected LB outlives its
+    /// Service and keeps its IP for the Service re-created under the same name annotation).
+    ByName { owner: Option<String> },
+}
+
+#[derive(Debug, Clone)]
+struct Known {
+    id: i64,
+    lb: Option<(Instant, LoadBalancer)>,
+}
+
+/// How long `update_targets` trusts the remembered LB instead of reading it. `ensure` always reads, so
+/// periodic Service resyncs correct any drift made outside the controller.
+const KNOWN_LB_MAX_AGE: Duration = Duration::from_secs(300);
+
+#[derive(Debug)]
+pub(super) struct Finder {
+    transport: Transport,
+    /// Service UID → LB id (so steady-state reconciles skip the label-selector search) and the LB
+    /// as last read or written by us (so a node-set change costs only the target writes).
+    known: Mutex<HashMap<String, Known>>,
+}
+
+impl Finder {
+    pub(super) fn new(transport: Transport) -> Self {
+        Self {
+            transport,
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn known(&self) -> MutexGuard<'_, HashMap<String, Known>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn remember(&self, uid: &str, lb: &LoadBalancer) {
+        self.known().insert(
+            uid.to_string(),
+            Known {
+                id: lb.id,
+                lb: Some((Instant::now(), lb.clone())),
+            },
+        );
+    }
+
+    /// Keep the id, drop the object (it no longer reflects the cloud).
+    pub(super) fn remember_id(&self, uid: &str, id: i64) {
+        self.known().insert(uid.to_string(), Known { id, lb: None });
+    }
+
+    pub(super) fn forget(&self, uid: &str) {
+        self.known().remove(uid);
+    }
+
+    /// Remembered object (only if `trust_known`), remembered id (verified by GET), then UID label, then
+    /// (if `name` is given) name.
+    pub(super) async fn find(
+        &self,
+        svc: &ServiceRef,
+        name: Option<&str>,
+        trust_known: bool,
+    ) -> Result<Option<(LoadBalancer, Found)>, CloudError> {
+        let known = self.known().get(&svc.uid).cloned();
+        if let Some(Known { id, lb }) = known {
+            if trust_known
+                && let Some((at, lb)) = lb
+                && at.elapsed() < KNOWN_LB_MAX_AGE
+            {
+                return Ok(Some((lb, Found::Owned)));
+            }
+            match self.get_lb(id).await {
+                Ok(lb) if lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid) => {
+                    self.remember(&svc.uid, &lb);
+                    return Ok(Some((lb, Found::Owned)));
+                }
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+            self.forget(&svc.uid);
+        }
+        let by_label: Vec<LoadBalancer> = list_all::<LoadBalancersPage>(
+            &self.transport,
+            Req::get("/load_balancers", "/load_balancers")
+                .query("label_selector", service_uid_selector(&svc.uid)),
+        )
+        .await?;
+        match by_label.len() {
+            0 => {}
+            1 => {
+                let lb = by_label.into_iter().next().unwrap_or_default();
+                self.remember(&svc.uid, &lb);
+                return Ok(Some((lb, Found::Owned)));
+            }
+            n => {
+                return Err(CloudError::Inconsistent {
+                    message: format!(
+                        "{n} load balancers carry label {}; expected at most one",
+                        service_uid_selector(&svc.uid)
+                    ),
+                });
+            }
+        }
+        match name {
+            Some(name) => self.find_by_name(name).await,
+            None => Ok(None),
+        }
+    }
+
+    /// A load balancer named `name` (pre-existing, hand-made, or another Service's), to adopt.
+    pub(super) async fn find_by_name(
+        &self,
+        name: &str,
+    ) -> Result<Option<(LoadBalancer, Found)>, CloudError> {
+        let by_name: Vec<LoadBalancer> = list_all::<LoadBalancersPage>(
+            &self.transport,
+            Req::get("/load_balancers", "/load_balancers").query("name", name),
+        )
+        .await?;
+        Ok(by_name.into_iter().find(|lb| lb.name == name).map(|lb| {
+            let owner = lb.labels.get(SERVICE_UID_LABEL).cloned();
+            (lb, Found::ByName { owner })
+        }))
+    }
+
+    pub(super) async fn get_lb(&self, id: i64) -> Result<LoadBalancer, CloudError> {
+        let r: LoadBalancerResponse = self
+            .transport
+            .call(&Req::get(
+                "/load_balancers/{id}",
+                format!("/load_balancers/{id}"),
+            ))
+            .await?;
+        Ok(r.load_balancer)
+    }
+}
+
+/// Logs an adoption by name and, when the LB was another Service's, says so in a warning.
+pub(super) fn note_adoption(
+    svc: &ServiceRef,
+    lb: &LoadBalancer,
+    how: &Found,
+    warnings: &mut Vec<Warning>,
+) {
+    let Found::ByName { owner } = how else { return };
+    match owner {
+        None => {
+            tracing::info!(service = %svc.key(), lb = lb.id, "adopting load balancer found by name")
+        }
+        Some(prev) => {
+            tracing::info!(service = %svc.key(), lb = lb.id, previous_uid = %prev, "taking over load balancer found by name from another Service UID");
+            warnings.push(Warning::new(
+                "LoadBalancerAdopted",
+                format!(
+                    "load balancer {} ({}) was found by name and taken over from Service UID \
+                     {prev}; it is now labelled {SERVICE_UID_LABEL}={}",
+                    lb.name, lb.id, svc.uid
+                ),
+            ));
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! Instances: metadata, existence, shutdown, provider IDs, the shared server snapshot, and the
+//! network lookup at startup.
+
+use std::time::Duration;
+
+use cloud_client::hcloud::HcloudProvider;
+use cloud_client::{AddressKind, CloudError, NodeAddress, NodeRef};
+
+use crate::common::{config, provider};
+use crate::{calls, sim_fast};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_metadata_by_name_and_provider_id() {
+    let sim = sim_fast().await;
+    let w = sim.world();
+    let net = w
+        .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
+        .await
+        .unwrap();
+    let id = w.create_server("node-1", "cx22", "fsn1").await.unwrap();
+    w.attach_to_network(id, net, None).await.unwrap();
+    let p = provider(&sim, |c| {
+        c.network = Some("k8s".into());
+        c.address_family = cloud_client::hcloud::AddressFamily::DualStack;
+    })
+    .await;
+    assert_eq!(p.network_id(), Some(net as i64));
+    let inst = p.instances();
+
+    let by_name = inst
+        .instance_metadata(&NodeRef::new("node-1"))
+        .await
+        .unwrap();
+    assert_eq!(by_name.provider_id, format!("hcloud://{id}"));
+    assert_eq!(by_name.instance_type, "cx22");
+    assert_eq!(by_name.region.as_deref(), Some("fsn1"));
+    assert_eq!(by_name.zone.as_deref(), Some("fsn1-dc14"));
+    assert_eq!(
+        by_name.additional_labels["instance.hetzner.cloud/provided-by"],
+        "cloud"
+    );
+    let kinds: Vec<AddressKind> = by_name.addresses.iter().map(|a| a.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            AddressKind::Hostname,
+            AddressKind::ExternalIP,
+            AddressKind::ExternalIP,
+            AddressKind::InternalIP
+        ]
+    );
+    assert_eq!(by_name.addresses[0].address, "node-1");
+    assert!(
+        by_name.addresses[2].address.ends_with("::1"),
+        "{:?}",
+        by_name.addresses
+    );
+    assert!(
+        by_name.addresses[3].address.starts_with("10.0.1."),
+        "{:?}",
+        by_name.addresses
+    );
+    let server = w.get_server(id).await.unwrap();
+    assert_eq!(
+        by_name.addresses[1].address,
+        server["public_net"]["ipv4"]["ip"].as_str().unwrap()
+    );
+
+    let by_id = inst
+        .instance_metadata(&NodeRef::with_provider_id(
+            "other-name",
+            format!("hcloud://{id}"),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(by_id, by_name);
+    assert!(inst.instance_exists(&NodeRef::new("node-1")).await.unwrap());
+    assert!(
+        !inst
+            .instance_shutdown(&NodeRef::new("node-1"))
+            .await
+            .unwrap()
+    );
+    // Everything above came from one server list (plus the network resolution).
+    assert_eq!(sim.requests("GET", "/servers"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zone_label_disabled_and_ipv4_only() {
+    let sim = sim_fast().await;
+    sim.world()
+        .create_server("node-z", "cx22", "nbg1")
+        .await
+        .unwrap();
+    let p = provider(&sim, |c| c.zone_label_enabled = false).await;
+    let md = p
+        .instances()
+        .instance_metadata(&NodeRef::new("node-z"))
+        .await
+        .unwrap();
+    assert_eq!(md.zone, None);
+    assert_eq!(md.region.as_deref(), Some("nbg1"));
+    assert_eq!(md.addresses.len(), 2, "{:?}", md.addresses);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tolerant_decoding_without_datacenter_and_with_null_ipv4() {
+    let sim = sim_fast().await;
+    sim.world()
+        .create_server("node-t", "cx22", "hel1")
+        .await
+        .unwrap();
+    sim.faults()
+        .omit_field(Some("GET /servers"), "server.public_net.ipv4", true);
+    sim.faults()
+        .omit_field(Some("GET /servers"), "server.datacenter", false);
+    let p = provider(&sim, |_| {}).await;
+    let md = p
+        .instances()
+        .instance_metadata(&NodeRef::new("node-t"))
+        .await
+        .unwrap();
+    assert_eq!(
+        md.addresses,
+        vec![NodeAddress::new(AddressKind::Hostname, "node-t")]
+    );
+    assert_eq!(md.zone.as_deref(), Some("hel1-dc2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_found_is_confirmed_by_a_fresh_list_and_names_what_was_tried() {
+    let sim = sim_fast().await;
+    let w = sim.world();
+    let id = w.create_server("node-gone", "cx22", "fsn1").await.unwrap();
+    let p = provider(&sim, |c| c.server_cache_miss_fresh = Duration::ZERO).await;
+    let inst = p.instances();
+    let node = NodeRef::with_provider_id("node-gone", format!("hcloud://{id}"));
+    assert!(inst.instance_exists(&node).await.unwrap());
+    w.delete_server(id).await.unwrap();
+    // The cached snapshot still has the server: exists stays true until it is refreshed ...
+    assert!(inst.instance_exists(&node).await.unwrap());
+    // ... but a miss is never served from the cache: an unknown name costs one fresh list, and
+    // a name alone never proves a server gone.
+    let before = sim.requests("GET", "/servers");
+    let err = inst
+        .instance_exists(&NodeRef::new("never-existed"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_not_found() && err.to_string().contains("never-existed"),
+        "{err}"
+    );
+    assert_eq!(sim.requests("GET", "/servers"), before + 1);
+    // That refresh also made the deletion visible, and the server's own 404 confirms it.
+    assert!(!inst.instance_exists(&node).await.unwrap());
+    let err = inst.instance_metadata(&node).await.unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("hcloud://{id}")) && msg.contains("node-gone"),
+        "{msg}"
+    );
+    let err = inst
+        .instance_metadata(&NodeRef::new("nobody"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("server name \"nobody\""), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_is_status_off() {
+    let sim = sim_fast().await;
+    let w = sim.world();
+    let id = w.create_server("node-off", "cx22", "fsn1").await.unwrap();
+    w.poweroff(id).await.unwrap();
+    let p = provider(&sim, |_| {}).await;
+    assert!(
+        p.instances()
+            .instance_shutdown(&NodeRef::new("node-off"))
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robot_and_foreign_provider_ids_are_errors_not_absence() {
+    let sim = sim_fast().await;
+    let p = provider(&sim, |_| {}).await;
+    for pid in ["hrobot://12", "hcloud://bm-12"] {
+        let e = p
+            .instances()
+            .instance_exists(&NodeRef::with_provider_id("r", pid))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, CloudError::Unsupported { .. }), "{e}");
+    }
+    let e = p
+        .instances()
+        .instance_exists(&NodeRef::with_provider_id("x", "aws:///i-1"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, CloudError::InvalidInput { .. }), "{e}");
+    assert_eq!(calls(&sim), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_serves_1000_concurrent_lookups_with_one_paginated_list() {
+    let sim = sim_fast().await;
+    let ids = sim
+        .world()
+        .create_servers(1000, "bulk", "cx22", "fsn1")
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 1000);
+    let names: Vec<String> = sim
+        .world()
+        .list_servers()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    sim.reset_counters();
+    let p = provider(&sim, |_| {}).await;
+    let inst = p.instances();
+    let lookups = names.iter().map(|n| {
+        let inst = inst.clone();
+        let n = n.clone();
+        async move { inst.instance_metadata(&NodeRef::new(n)).await }
+    });
+    let results = futures::future::join_all(lookups).await;
+    assert!(results.iter().all(Result::is_ok));
+    let lists = sim.requests("GET", "/servers");
+    println!(
+        "FIGURE snapshot: 1000 concurrent instance lookups cost {lists} GET /servers calls (pages of 50)"
+    );
+    assert!(lists <= 21, "{lists}");
+    assert_eq!(p.stats().snapshot().calls_to("GET", "/servers"), lists);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_by_id_and_missing_network_fails_at_startup() {
+    let sim = sim_fast().await;
+    let net = sim
+        .world()
+        .create_network("cluster-net", "10.0.0.0/16", "10.0.1.0/24")
+        .await
+        .unwrap();
+    let p = provider(&sim, |c| c.network = Some(net.to_string())).await;
+    assert_eq!(p.network_id(), Some(net as i64));
+    let mut c = config(&sim);
+    c.network = Some("does-not-exist".into());
+    let e = HcloudProvider::new(c).await.unwrap_err();
+    assert!(
+        e.is_not_found() && e.to_string().contains("does-not-exist"),
+        "{e}"
+    );
+    assert!(p.check_connectivity().await.is_ok());
+}
+
+/// Lists lag behind creates: a server missing from every list still exists while `GET
+/// /servers/{id}` finds it, and only that read's 404 says it is gone (`cargo xtask chaos`'s
+/// "lists omit servers" deleted Nodes of running servers before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_that_misses_a_server_never_makes_it_gone() {
+    let sim = sim_fast().await;
+    let w = sim.world();
+    let id = w.create_server("lagging", "cx22", "fsn1").await.unwrap();
+    sim.faults().omit_items(Some("GET /servers"), 1.0);
+    let p = provider(&sim, |c| c.server_cache_miss_fresh = Duration::ZERO).await;
+    let inst = p.instances();
+    let node = NodeRef::with_provider_id("lagging", format!("hcloud://{id}"));
+    assert!(inst.instance_exists(&node).await.unwrap());
+    assert_eq!(
+        sim.requests("GET", "/servers/{id}"),
+        1,
+        "asked the server itself"
+    );
+    let by_name = inst.instance_exists(&NodeRef::new("lagging")).await;
+    assert!(
+        by_name.is_err_and(|e| e.is_not_found()),
+        "a name miss is no proof"
+    );
+    w.delete_server(id).await.unwrap();
+    assert!(!inst.instance_exists(&node).await.unwrap());
+}

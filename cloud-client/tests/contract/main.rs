@@ -1,0 +1,67 @@
+//! Contract tests: every client call against cloud-sim over HTTP. cloud-sim keeps its own wire
+//! types, so these compare two independent readings of the Hetzner API.
+//!
+//! Figures are printed with `--nocapture` (lines starting with `FIGURE`). One test binary, one
+//! module per API area; the helpers below are shared by all of them.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod actions;
+mod instances;
+mod load_balancers;
+mod routes;
+mod transport;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use cloud_client::{LbNode, PortProtocol, ServicePort, ServiceRef};
+use cloud_sim::Sim;
+
+const LB_PREFIX: &str = "load-balancer.hetzner.cloud/";
+
+async fn sim_fast() -> Sim {
+    common::sim_with_actions(Duration::from_millis(50)).await
+}
+
+fn svc(uid: &str, ann: &[(&str, &str)]) -> ServiceRef {
+    ServiceRef {
+        uid: uid.to_string(),
+        namespace: "default".into(),
+        name: format!("svc-{uid}"),
+        annotations: ann
+            .iter()
+            .map(|(k, v)| (format!("{LB_PREFIX}{k}"), v.to_string()))
+            .collect(),
+        ports: vec![
+            ServicePort {
+                name: Some("http".into()),
+                protocol: PortProtocol::Tcp,
+                port: 80,
+                node_port: 30080,
+            },
+            ServicePort {
+                name: Some("https".into()),
+                protocol: PortProtocol::Tcp,
+                port: 443,
+                node_port: 30443,
+            },
+        ],
+    }
+}
+
+fn lb_nodes(ids: &[u64]) -> Vec<LbNode> {
+    ids.iter()
+        .map(|id| LbNode {
+            name: format!("n{id}"),
+            provider_id: Some(format!("hcloud://{id}")),
+            labels: BTreeMap::new(),
+            internal_ips: vec![],
+        })
+        .collect()
+}
+
+fn calls(sim: &Sim) -> u64 {
+    sim.total_requests()
+}

@@ -1,0 +1,170 @@
+//! Transport: errors, retries, rate limit, redaction; pagination and the call statistics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cloud_client::hcloud::{HcloudProvider, Token};
+use cloud_client::{CloudError, NodeRef};
+
+use crate::common::{config, provider};
+use crate::sim_fast;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_never_appears_in_debug_or_errors() {
+    let sim = sim_fast().await;
+    let secret = "s3cr3t-token-that-is-not-64-chars";
+    let mut c = config(&sim);
+    c.token = Token::new(secret);
+    let dbg = format!("{c:?}");
+    assert!(!dbg.contains(secret), "{dbg}");
+    let p = HcloudProvider::new(c.clone()).await.unwrap();
+    assert!(!format!("{p:?}").contains(secret));
+    let e = p.check_connectivity().await.unwrap_err();
+    assert_eq!(e.code(), Some("unauthorized"));
+    assert!(e.correlation_id().is_some(), "{e:?}");
+    for text in [format!("{e}"), format!("{e:?}")] {
+        assert!(!text.contains(secret), "{text}");
+    }
+    // A transport failure (nothing listens there) must not leak it either.
+    c.endpoint = "http://127.0.0.1:9/v1".into();
+    c.retry.max_attempts = 2;
+    let p = HcloudProvider::new(c).await.unwrap();
+    let e = p.check_connectivity().await.unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    for text in [format!("{e}"), format!("{e:?}")] {
+        assert!(!text.contains(secret), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_are_retried_then_reported_clearly() {
+    let sim = sim_fast().await;
+    let p = provider(&sim, |_| {}).await;
+    sim.faults()
+        .fail_next(Some("GET /locations"), 2, 503, "unavailable");
+    p.check_connectivity()
+        .await
+        .expect("recovers after two 503s");
+    assert_eq!(sim.requests("GET", "/locations"), 3);
+
+    sim.faults()
+        .fail_next(Some("GET /locations"), 100, 500, "server_error");
+    let e = p.check_connectivity().await.unwrap_err();
+    println!("FIGURE 5xx: persistent 500s end with: {e}");
+    assert!(
+        matches!(e, CloudError::RetriesExhausted { attempts: 5, .. }),
+        "{e:?}"
+    );
+    assert_eq!(e.code(), Some("server_error"));
+    assert!(e.correlation_id().is_some());
+    assert!(e.is_retryable());
+    assert_eq!(sim.requests("GET", "/locations"), 3 + 5);
+    // Permanent errors are not retried.
+    sim.faults().clear();
+    sim.faults()
+        .fail_next(Some("GET /locations"), 1, 400, "invalid_input");
+    let e = p.check_connectivity().await.unwrap_err();
+    assert_eq!(e.code(), Some("invalid_input"));
+    assert_eq!(sim.requests("GET", "/locations"), 9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_are_typed_and_retryable() {
+    let sim = sim_fast().await;
+    let p = provider(&sim, |c| {
+        c.request_timeout = Duration::from_millis(200);
+        c.retry.max_attempts = 2;
+    })
+    .await;
+    sim.faults()
+        .hang(Some("GET /locations"), 1, Duration::from_secs(2));
+    p.check_connectivity()
+        .await
+        .expect("second attempt succeeds");
+    sim.faults()
+        .hang(Some("GET /locations"), 2, Duration::from_secs(2));
+    let e = p.check_connectivity().await.unwrap_err();
+    assert!(
+        matches!(&e, CloudError::RetriesExhausted { last, .. } if matches!(**last, CloudError::Timeout { .. })),
+        "{e:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paces_100_concurrent_requests_with_10_remaining_budget() {
+    let sim = sim_fast().await;
+    // 360000/h = 100 requests/s refill, so the test stays quick; the client learns the rate from the headers.
+    sim.set_rate_limit(360_000, 10);
+    let p = Arc::new(provider(&sim, |_| {}).await);
+    let reqs = (0..100).map(|_| {
+        let p = p.clone();
+        async move { p.check_connectivity().await }
+    });
+    let results = futures::future::join_all(reqs).await;
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    let got_429 = sim.request_log().iter().filter(|e| e.status == 429).count();
+    let s = p.stats().snapshot();
+    println!(
+        "FIGURE rate limit: 100 concurrent requests starting with 10 remaining: {got_429} x 429 \
+         (client counted {}), {} paced, {failed} failed",
+        s.rate_limited, s.paced
+    );
+    assert_eq!(failed, 0);
+    assert!(got_429 <= 1, "{got_429}");
+    assert_eq!(sim.requests("GET", "/locations"), 100 + got_429 as u64);
+    assert!(s.rate_limit.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovers_from_an_injected_429_storm() {
+    let sim = sim_fast().await;
+    let p = Arc::new(provider(&sim, |_| {}).await);
+    p.check_connectivity().await.unwrap();
+    sim.faults().fail_next(None, 20, 429, "rate_limit_exceeded");
+    let reqs = (0..10).map(|_| {
+        let p = p.clone();
+        async move { p.check_connectivity().await }
+    });
+    let results = futures::future::join_all(reqs).await;
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    let s = p.stats().snapshot();
+    println!(
+        "FIGURE 429 storm: 20 injected 429s, {ok}/10 requests succeeded, {} retries",
+        s.retries
+    );
+    // 10 requests x 5 attempts = 50 tries for 20 failures: everyone gets through.
+    assert_eq!(ok, 10);
+    assert_eq!(s.rate_limited, 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pagination_follows_next_page_and_stats_match_the_sim() {
+    let sim = sim_fast().await;
+    sim.world()
+        .create_servers(120, "pg", "cx22", "fsn1")
+        .await
+        .unwrap();
+    sim.reset_counters();
+    let p = provider(&sim, |_| {}).await;
+    let miss = p
+        .instances()
+        .instance_exists(&NodeRef::new("no-such-node"))
+        .await;
+    assert!(miss.is_err_and(|e| e.is_not_found()));
+    let pages: Vec<String> = sim
+        .request_log()
+        .iter()
+        .filter(|e| e.endpoint == "/servers")
+        .map(|e| e.uri.clone())
+        .collect();
+    assert_eq!(pages.len(), 3, "{pages:?}");
+    assert!(pages.iter().all(|u| u.contains("per_page=50")), "{pages:?}");
+    let s = p.stats().snapshot();
+    assert_eq!(s.calls_to("GET", "/servers"), 3);
+    assert_eq!(s.total_calls(), sim.total_requests());
+    assert!(s.rate_limit.unwrap().remaining > 0);
+    assert_eq!(
+        p.stats().remaining_budget(),
+        Some(s.rate_limit.unwrap().remaining)
+    );
+}
