@@ -166,7 +166,13 @@ fn skaffold_builds_the_images_through_podmans_docker_api() {
 fn remove_build_leftovers(podman: &testenv::Podman) {
     let out = podman
         .command()
-        .args(["ps", "--all", "--external", "--format", "{{.ID}} {{.Names}}"])
+        .args([
+            "ps",
+            "--all",
+            "--external",
+            "--format",
+            "{{.ID}} {{.Names}}",
+        ])
         .output()
         .expect("podman ps");
     let leftovers: Vec<String> = String::from_utf8_lossy(&out.stdout)
