@@ -87,27 +87,15 @@ pub struct CommonArgs {
     #[arg(long, env = "POD_NAME")]
     pub leader_elect_identity: Option<String>,
 
-    /// Lifecycle controller: period of the NotReady-node pass (Go duration).
-    #[arg(long, default_value = "5s")]
-    pub node_monitor_period: String,
-    /// Node controller: period of the address sync (Go duration).
-    #[arg(long, default_value = "5m")]
-    pub node_status_update_frequency: String,
     /// Nodes processed concurrently (node initialization; lifecycle checks). Default per controller.
     #[arg(long)]
     pub concurrent_node_syncs: Option<String>,
-    /// Node controller: parallelism of the address sync; 0 = `--concurrent-node-syncs`.
-    #[arg(long, default_value = "0")]
-    pub concurrent_node_status_updates: String,
-    /// Service controller: Services reconciled concurrently.
-    #[arg(long)]
-    pub concurrent_service_syncs: Option<String>,
 
     /// Only watch Nodes matching this label selector (sharding, tests). Default: all Nodes.
     #[arg(long, env = "NODE_LABEL_SELECTOR", hide = true)]
     pub node_label_selector: Option<String>,
 
-    /// Upstream generic flags accepted for drop-in compatibility with HCCM manifests.
+    /// Upstream flags every binary reads (the others are accepted by [`crate::cli`]).
     #[command(flatten)]
     pub compat: CompatArgs,
 
@@ -116,49 +104,16 @@ pub struct CommonArgs {
     pub cloud: CloudArgs,
 }
 
-/// Upstream cloud-controller-manager flags accepted so HCCM's argument lists keep working.
-/// Values are checked where they mean something; the rest are accepted and ignored.
+/// Upstream cloud-controller-manager flags every binary reads. Flags one controller uses live in its
+/// own crate; the rest of upstream's are accepted without effect by [`crate::cli::parse`].
 #[derive(Args, Debug, Clone, Default)]
 pub struct CompatArgs {
     /// Must be `hcloud` when given.
     #[arg(long)]
     pub cloud_provider: Option<String>,
-    /// Accepted, no effect.
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub allow_untagged_cloud: Option<bool>,
-    /// Accepted, no effect.
-    #[arg(long)]
-    pub cloud_config: Option<String>,
-    /// Cluster name passed to load-balancer and route calls.
+    /// Cluster name (accepted; load balancers are named and labelled as HCCM does, without it).
     #[arg(long, default_value = "kubernetes")]
     pub cluster_name: String,
-    /// Route controller: cluster CIDR(s).
-    #[arg(long)]
-    pub cluster_cidr: Option<String>,
-    /// Route controller: whether routes are configured.
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub configure_cloud_routes: Option<bool>,
-    /// Accepted, no effect.
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub allocate_node_cidrs: Option<bool>,
-    /// Route controller: safety resync period.
-    #[arg(long)]
-    pub route_reconciliation_period: Option<String>,
-    /// Accepted, no effect (no webhook server).
-    #[arg(long)]
-    pub webhook_secure_port: Option<String>,
-    /// Accepted, no effect (the admin server replaces the secure port).
-    #[arg(long)]
-    pub secure_port: Option<String>,
-    /// Accepted, no effect.
-    #[arg(long)]
-    pub bind_address: Option<String>,
-    /// Accepted, no effect.
-    #[arg(long)]
-    pub feature_gates: Option<String>,
-    /// Accepted, no effect.
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub use_service_account_credentials: Option<bool>,
     /// klog verbosity; accepted, use RUST_LOG instead.
     #[arg(long = "v", short = 'v')]
     pub verbosity: Option<String>,
@@ -254,24 +209,10 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Leader election, `None` when disabled.
     pub leader_election: Option<LeaderElection>,
-    /// `--node-monitor-period`.
-    pub node_monitor_period: Duration,
-    /// `--node-status-update-frequency`.
-    pub node_status_update_frequency: Duration,
     /// `--concurrent-node-syncs` (controller default applied).
     pub concurrent_node_syncs: u16,
-    /// `--concurrent-node-status-updates` (0 resolved to `concurrent_node_syncs`).
-    pub concurrent_node_status_updates: u16,
-    /// `--concurrent-service-syncs` (default 10).
-    pub concurrent_service_syncs: u16,
     /// `--cluster-name`.
     pub cluster_name: String,
-    /// `--cluster-cidr`, raw.
-    pub cluster_cidr: Option<String>,
-    /// `--configure-cloud-routes`.
-    pub configure_cloud_routes: bool,
-    /// `--route-reconciliation-period` (default 5m safety resync).
-    pub route_reconciliation_period: Duration,
     /// The cloud's configuration; `None` when the controller runs without a cloud (tests inject
     /// one).
     pub cloud: Option<HcloudConfig>,
@@ -532,36 +473,9 @@ impl CommonArgs {
             retry_period,
         });
 
-        let node_monitor_period = p.positive_duration(
-            "--node-monitor-period",
-            &self.node_monitor_period,
-            Duration::from_secs(5),
-        );
-        let node_status_update_frequency = p.positive_duration(
-            "--node-status-update-frequency",
-            &self.node_status_update_frequency,
-            Duration::from_secs(300),
-        );
         let concurrent_node_syncs = match &self.concurrent_node_syncs {
             Some(v) => p.int("--concurrent-node-syncs", v, 1, 1024, 1) as u16,
             None => info.default_concurrency,
-        };
-        let status_updates = p.int(
-            "--concurrent-node-status-updates",
-            &self.concurrent_node_status_updates,
-            0,
-            1024,
-            0,
-        ) as u16;
-        let concurrent_service_syncs = match &self.concurrent_service_syncs {
-            Some(v) => p.int("--concurrent-service-syncs", v, 1, 1024, 1) as u16,
-            None => 10,
-        };
-        let route_reconciliation_period = match &self.compat.route_reconciliation_period {
-            Some(v) => {
-                p.positive_duration("--route-reconciliation-period", v, Duration::from_secs(300))
-            }
-            None => Duration::from_secs(300),
         };
         if let Some(cp) = &self.compat.cloud_provider
             && cp != "hcloud"
@@ -587,19 +501,8 @@ impl CommonArgs {
             admin_address,
             log_format: self.log_format,
             leader_election,
-            node_monitor_period,
-            node_status_update_frequency,
             concurrent_node_syncs,
-            concurrent_node_status_updates: if status_updates == 0 {
-                concurrent_node_syncs
-            } else {
-                status_updates
-            },
-            concurrent_service_syncs,
             cluster_name: self.compat.cluster_name.clone(),
-            cluster_cidr: self.compat.cluster_cidr.clone(),
-            configure_cloud_routes: self.compat.configure_cloud_routes.unwrap_or(true),
-            route_reconciliation_period,
             cloud,
             node_label_selector: self.node_label_selector.clone().filter(|s| !s.is_empty()),
         })
@@ -627,9 +530,6 @@ impl Config {
             leader_elect_retry_period: "2s".into(),
             leader_elect_resource_namespace: "kube-system".into(),
             leader_elect_resource_lock: "leases".into(),
-            node_monitor_period: "5s".into(),
-            node_status_update_frequency: "5m".into(),
-            concurrent_node_status_updates: "0".into(),
             admin_address: Some("127.0.0.1:0".into()),
             compat: CompatArgs {
                 cluster_name: "kubernetes".into(),
@@ -665,7 +565,7 @@ mod tests {
     fn parse(args: &[&str]) -> CommonArgs {
         let mut v = vec!["bin"];
         v.extend_from_slice(args);
-        Cli::try_parse_from(v).unwrap().common
+        crate::cli::parse_from::<Cli, _, _>(v).common
     }
 
     #[test]
@@ -690,7 +590,7 @@ mod tests {
     fn every_problem_is_listed_once() {
         let args = parse(&[
             "--leader-elect-lease-duration=abc",
-            "--node-monitor-period=5x",
+            "--leader-elect-retry-period=5x",
             "--concurrent-node-syncs=0",
             "--controllers=*,-nope",
             "--hcloud-instances-address-family=ipv5",
@@ -700,7 +600,7 @@ mod tests {
         let text = err.to_string();
         for needle in [
             "--leader-elect-lease-duration",
-            "--node-monitor-period",
+            "--leader-elect-retry-period",
             "--concurrent-node-syncs",
             "nope",
             "HCLOUD_INSTANCES_ADDRESS_FAMILY",
@@ -725,7 +625,6 @@ mod tests {
         assert!(c.enabled);
         assert!(c.leader_election.is_none());
         assert_eq!(c.concurrent_node_syncs, 16);
-        assert_eq!(c.concurrent_node_status_updates, 16);
         assert_eq!(c.admin_address.port(), 10270);
         let cloud = c.cloud.unwrap();
         assert_eq!(

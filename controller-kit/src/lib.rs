@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod backoff;
+pub mod cli;
 pub mod cloud;
 pub mod config;
 pub mod events;

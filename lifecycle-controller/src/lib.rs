@@ -11,6 +11,7 @@ pub mod monitor;
 pub mod reasons;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use cloud_client::hcloud::label_selector::LabelSelector;
@@ -44,11 +45,38 @@ pub struct LifecycleArgs {
     /// starts with one of them are managed (nodes without providerID are left alone).
     #[arg(long, env = "LIFECYCLE_PROVIDER_ID_PREFIXES", default_value = "")]
     pub provider_id_prefixes: String,
+    /// Period of the NotReady-node pass (Go duration).
+    #[arg(long, default_value = "5s")]
+    pub node_monitor_period: String,
+}
+
+/// The validated [`LifecycleArgs`].
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Which nodes this controller may act on.
+    pub filter: NodeFilter,
+    /// `--node-monitor-period`.
+    pub monitor_period: Duration,
+}
+
+impl Default for Settings {
+    /// Every node, upstream's 5 s period.
+    fn default() -> Self {
+        Self {
+            filter: NodeFilter::default(),
+            monitor_period: Duration::from_secs(5),
+        }
+    }
 }
 
 impl LifecycleArgs {
     /// Validates into the shared problem list.
-    pub fn validate(&self, p: &mut Problems) -> NodeFilter {
+    pub fn validate(&self, p: &mut Problems) -> Settings {
+        let monitor_period = p.positive_duration(
+            "--node-monitor-period",
+            &self.node_monitor_period,
+            Settings::default().monitor_period,
+        );
         let exclude = Some(self.exclude_nodes_selector.trim())
             .filter(|s| !s.is_empty())
             .and_then(|s| {
@@ -70,15 +98,18 @@ impl LifecycleArgs {
                 ));
             }
         }
-        NodeFilter {
-            exclude,
-            provider_id_prefixes,
+        Settings {
+            filter: NodeFilter {
+                exclude,
+                provider_id_prefixes,
+            },
+            monitor_period,
         }
     }
 }
 
 /// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
-pub async fn start(mut rt: Runtime, cloud: Cloud, filter: NodeFilter) -> Result<(), RunError> {
+pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<(), RunError> {
     let Some(instances) = cloud.instances.clone() else {
         return Err(RunError::Controller(anyhow::anyhow!(
             "the cloud provider {} does not support instances",
@@ -86,7 +117,7 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, filter: NodeFilter) -> Result<
         )));
     };
     rt.register_cloud_stats(cloud.stats.clone());
-    rt.run(move |ctx| run(ctx, instances, filter)).await
+    rt.run(move |ctx| run(ctx, instances, settings)).await
 }
 
 fn slim(node: &mut Node) {
@@ -114,7 +145,7 @@ fn slim(node: &mut Node) {
 pub async fn run(
     ctx: Context,
     instances: Arc<dyn Instances>,
-    filter: NodeFilter,
+    settings: Settings,
 ) -> anyhow::Result<()> {
     let cfg = ctx.config.clone();
     let monitor = Arc::new(Monitor::new(
@@ -122,7 +153,7 @@ pub async fn run(
         instances,
         ctx.events.clone(),
         ctx.metrics.clone(),
-        filter,
+        settings.filter,
         usize::from(cfg.concurrent_node_syncs),
     ));
     let (store, writer) = reflector::store::<Node>();
@@ -156,7 +187,7 @@ pub async fn run(
         monitor.pass(&store).await;
         tokio::select! {
             _ = ctx.shutdown.cancelled() => break,
-            _ = tokio::time::sleep(cfg.node_monitor_period) => {}
+            _ = tokio::time::sleep(settings.monitor_period) => {}
         }
     }
     driver.abort();

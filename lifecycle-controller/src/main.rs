@@ -16,15 +16,15 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = controller_kit::cli::parse();
     let lifecycle = args.lifecycle;
     controller_kit::runtime::main(
         &lifecycle_controller::INFO,
         args.common,
         |p| lifecycle.validate(p),
-        |rt, filter| async move {
+        |rt, settings| async move {
             let cloud = controller_kit::cloud::build(rt.config()).await?;
-            lifecycle_controller::start(rt, cloud, filter).await
+            lifecycle_controller::start(rt, cloud, settings).await
         },
     )
 }

@@ -20,9 +20,17 @@ async fn start_lifecycle(
 ) -> test_support::run::Running {
     let cfg = test_config(&lifecycle_controller::INFO, run);
     spawn(&lifecycle_controller::INFO, cfg, client, move |rt| {
-        lifecycle_controller::start(rt, cloud, filter)
+        lifecycle_controller::start(rt, cloud, settings(filter))
     })
     .await
+}
+
+/// `filter` with a 500 ms monitor period, so that the tests wait little.
+fn settings(filter: NodeFilter) -> lifecycle_controller::Settings {
+    lifecycle_controller::Settings {
+        filter,
+        monitor_period: std::time::Duration::from_millis(500),
+    }
 }
 
 /// The value of the sample `series` (name + labels) in a metrics text, 0 when absent.
@@ -380,7 +388,7 @@ async fn runs_with_only_the_chart_rbac_and_leader_election() {
     ));
     let cloud = cloud_for(&sim).await;
     let ctl = spawn(&lifecycle_controller::INFO, cfg, sa_client, move |rt| {
-        lifecycle_controller::start(rt, cloud, NodeFilter::default())
+        lifecycle_controller::start(rt, cloud, settings(NodeFilter::default()))
     })
     .await;
     gone(&admin, &gone_node).await;

@@ -16,9 +16,11 @@ pub mod nodeip;
 pub mod reasons;
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use clap::Args;
 use cloud_client::{Cloud, Instances};
-use controller_kit::{Context, ControllerInfo, RunError, Runtime};
+use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -38,8 +40,61 @@ pub const INFO: ControllerInfo = ControllerInfo {
     default_concurrency: 8,
 };
 
+/// Flags of this controller only.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NodeArgs {
+    /// Period of the address sync (Go duration).
+    #[arg(long, default_value = "5m")]
+    pub node_status_update_frequency: String,
+    /// Parallelism of the address sync; 0 = `--concurrent-node-syncs`.
+    #[arg(long, default_value = "0")]
+    pub concurrent_node_status_updates: String,
+}
+
+/// The validated [`NodeArgs`].
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `--node-status-update-frequency`.
+    pub address_sync_period: Duration,
+    /// `--concurrent-node-status-updates`; `None` (given as 0): `--concurrent-node-syncs`.
+    pub address_sync_concurrency: Option<u16>,
+}
+
+impl Default for Settings {
+    /// Upstream's defaults.
+    fn default() -> Self {
+        Self {
+            address_sync_period: Duration::from_secs(300),
+            address_sync_concurrency: None,
+        }
+    }
+}
+
+impl NodeArgs {
+    /// Validates into the shared problem list.
+    pub fn validate(&self, p: &mut Problems) -> Settings {
+        let defaults = Settings::default();
+        let period = p.positive_duration(
+            "--node-status-update-frequency",
+            &self.node_status_update_frequency,
+            defaults.address_sync_period,
+        );
+        let concurrency = p.int(
+            "--concurrent-node-status-updates",
+            &self.concurrent_node_status_updates,
+            0,
+            1024,
+            0,
+        ) as u16;
+        Settings {
+            address_sync_period: period,
+            address_sync_concurrency: (concurrency > 0).then_some(concurrency),
+        }
+    }
+}
+
 /// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
-pub async fn start(mut rt: Runtime, cloud: Cloud) -> Result<(), RunError> {
+pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<(), RunError> {
     let Some(instances) = cloud.instances.clone() else {
         return Err(RunError::Controller(anyhow::anyhow!(
             "the cloud provider {} does not support instances",
@@ -48,7 +103,8 @@ pub async fn start(mut rt: Runtime, cloud: Cloud) -> Result<(), RunError> {
     };
     rt.register_cloud_stats(cloud.stats.clone());
     let metrics = NodeMetrics::register(rt.registry_mut());
-    rt.run(move |ctx| run(ctx, instances, metrics)).await
+    rt.run(move |ctx| run(ctx, instances, metrics, settings))
+        .await
 }
 
 /// Strips what the controller never reads, to keep the cache small.
@@ -74,6 +130,7 @@ pub async fn run(
     ctx: Context,
     instances: Arc<dyn Instances>,
     metrics: NodeMetrics,
+    settings: Settings,
 ) -> anyhow::Result<()> {
     let client = ctx.client.clone();
     let cfg = ctx.config.clone();
@@ -136,8 +193,10 @@ pub async fn run(
         rctx.clone(),
         store.clone(),
         synced_rx,
-        cfg.node_status_update_frequency,
-        cfg.concurrent_node_status_updates,
+        settings.address_sync_period,
+        settings
+            .address_sync_concurrency
+            .unwrap_or(cfg.concurrent_node_syncs),
         ctx.shutdown.clone(),
     ));
 

@@ -3,6 +3,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use controller_kit::CommonArgs;
+use node_controller::NodeArgs;
 
 /// The node controller of cloud-controllers (upstream cloud-node-controller).
 #[derive(Debug, Parser)]
@@ -10,17 +11,20 @@ use controller_kit::CommonArgs;
 struct Args {
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    node: NodeArgs,
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = controller_kit::cli::parse();
+    let node = args.node;
     controller_kit::runtime::main(
         &node_controller::INFO,
         args.common,
-        |_| (),
-        |rt, ()| async move {
+        |p| node.validate(p),
+        |rt, settings| async move {
             let cloud = controller_kit::cloud::build(rt.config()).await?;
-            node_controller::start(rt, cloud).await
+            node_controller::start(rt, cloud, settings).await
         },
     )
 }

@@ -119,7 +119,7 @@ async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
         &node_controller::INFO,
         test_config(&node_controller::INFO, &run),
         client.clone(),
-        move |rt| node_controller::start(rt, cloud),
+        move |rt| node_controller::start(rt, cloud, Default::default()),
     )
     .await;
     let started = std::time::Instant::now();

@@ -39,7 +39,7 @@ async fn start_node_controller(
 ) -> test_support::run::Running {
     let cfg = test_config(&node_controller::INFO, run);
     spawn(&node_controller::INFO, cfg, client, move |rt| {
-        node_controller::start(rt, cloud)
+        node_controller::start(rt, cloud, Default::default())
     })
     .await
 }
@@ -483,11 +483,14 @@ async fn periodic_address_sync_repairs_changed_addresses() {
     let run = unique("addr");
     let name = unique("node");
     let server = test_support::sim::create_server(&sim, &name).await;
-    let mut cfg = test_config(&node_controller::INFO, &run);
-    cfg.node_status_update_frequency = Duration::from_millis(500);
+    let cfg = test_config(&node_controller::INFO, &run);
+    let settings = node_controller::Settings {
+        address_sync_period: Duration::from_millis(500),
+        ..Default::default()
+    };
     let cloud = cloud_for(&sim).await;
     let ctl = spawn(&node_controller::INFO, cfg, client.clone(), move |rt| {
-        node_controller::start(rt, cloud)
+        node_controller::start(rt, cloud, settings)
     })
     .await;
 
@@ -551,7 +554,7 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
             cfg.leader_election = Some(test_support::run::lease(&node_controller::INFO, &ns, id));
             let cloud = cloud_for(sim).await;
             spawn(&node_controller::INFO, cfg, sa, move |rt| {
-                node_controller::start(rt, cloud)
+                node_controller::start(rt, cloud, Default::default())
             })
             .await
         }
@@ -613,7 +616,7 @@ async fn losing_the_lease_stops_the_controller_with_an_error() {
     cfg.leader_election = Some(le);
     let cloud = cloud_for(&sim).await;
     let ctl = spawn(&node_controller::INFO, cfg, admin.clone(), move |rt| {
-        node_controller::start(rt, cloud)
+        node_controller::start(rt, cloud, Default::default())
     })
     .await;
     eventually("leader", T, || async {

@@ -41,13 +41,21 @@ pub const INFO: ControllerInfo = ControllerInfo {
     default_concurrency: 1,
 };
 
-/// Flags of this controller only (`--cluster-cidr`, `--configure-cloud-routes` and
-/// `--route-reconciliation-period` are the upstream flags every binary accepts).
+/// Flags of this controller only (the other binaries accept upstream's without effect).
 #[derive(Args, Debug, Clone)]
 pub struct RouteArgs {
     /// How long node changes are collected before a pass.
     #[arg(long, default_value = "500ms")]
     pub route_sync_window: String,
+    /// The pod network(s): routes are kept for podCIDRs inside it (comma-separated CIDRs).
+    #[arg(long)]
+    pub cluster_cidr: Option<String>,
+    /// Whether routes are configured at all.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub configure_cloud_routes: bool,
+    /// Safety resync of the routes besides the node watch (Go duration).
+    #[arg(long, default_value = "5m")]
+    pub route_reconciliation_period: String,
 }
 
 /// Validated settings of this controller; `None` cluster CIDRs = routes disabled.
@@ -66,10 +74,9 @@ impl RouteArgs {
     /// are required (upstream crashes later on the first; HCCM silently runs without routes on
     /// the second).
     pub fn validate(&self, common: &CommonArgs, p: &mut Problems) -> Settings {
-        let enabled = common.compat.configure_cloud_routes.unwrap_or(true);
         let mut cluster = None;
-        if enabled {
-            match common.compat.cluster_cidr.as_deref().map(str::trim) {
+        if self.configure_cloud_routes {
+            match self.cluster_cidr.as_deref().map(str::trim) {
                 None | Some("") => p.push(
                     "--cluster-cidr is required when routes are configured (--configure-cloud-routes=true, the default): the pod network(s), e.g. 10.244.0.0/16",
                 ),
@@ -92,7 +99,11 @@ impl RouteArgs {
         }
         Settings {
             cluster,
-            resync: Duration::ZERO,
+            resync: p.positive_duration(
+                "--route-reconciliation-period",
+                &self.route_reconciliation_period,
+                Duration::from_secs(300),
+            ),
             window: p.duration(
                 "--route-sync-window",
                 &self.route_sync_window,
@@ -103,12 +114,9 @@ impl RouteArgs {
 }
 
 /// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
-pub async fn start(mut rt: Runtime, cloud: Cloud, mut settings: Settings) -> Result<(), RunError> {
+pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<(), RunError> {
     rt.register_cloud_stats(cloud.stats.clone());
     let metrics = RouteMetrics::register(rt.registry_mut());
-    if settings.resync.is_zero() {
-        settings.resync = rt.config().route_reconciliation_period;
-    }
     let (Some(cluster), Some(routes)) = (settings.cluster.clone(), cloud.routes.clone()) else {
         return rt
             .idle("routes are disabled (--configure-cloud-routes=false or HCLOUD_NETWORK_ROUTES_ENABLED=false)")

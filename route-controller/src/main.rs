@@ -16,7 +16,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = controller_kit::cli::parse();
     let route = args.route;
     let common = args.common.clone();
     controller_kit::runtime::main(

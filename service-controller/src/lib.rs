@@ -59,6 +59,9 @@ pub struct ServiceArgs {
     /// Only watch Services in this namespace (tests and sharding; default: all namespaces).
     #[arg(long, hide = true)]
     pub watch_namespace: Option<String>,
+    /// Services reconciled concurrently.
+    #[arg(long, default_value = "10")]
+    pub concurrent_service_syncs: String,
 }
 
 /// Validated settings of this controller.
@@ -72,6 +75,8 @@ pub struct Settings {
     pub node_sync_window: Duration,
     /// Watch only this namespace's Services (tests); `None` = all namespaces.
     pub namespace: Option<String>,
+    /// `--concurrent-service-syncs`.
+    pub concurrency: u16,
 }
 
 impl Default for Settings {
@@ -81,6 +86,7 @@ impl Default for Settings {
             drift_period: Duration::from_secs(600),
             node_sync_window: Duration::from_secs(1),
             namespace: None,
+            concurrency: 10,
         }
     }
 }
@@ -116,6 +122,13 @@ impl ServiceArgs {
                 d.node_sync_window,
             ),
             namespace: self.watch_namespace.clone(),
+            concurrency: p.int(
+                "--concurrent-service-syncs",
+                &self.concurrent_service_syncs,
+                1,
+                1024,
+                u64::from(d.concurrency),
+            ) as u16,
         }
     }
 }
@@ -221,7 +234,7 @@ pub async fn run(
     ));
     let results = Controller::for_stream(svc_stream, svc_store.clone())
         .reconcile_all_on(trigger_rx)
-        .with_config(kctrl::Config::default().concurrency(cfg.concurrent_service_syncs))
+        .with_config(kctrl::Config::default().concurrency(settings.concurrency))
         .graceful_shutdown_on(ctx.shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, rctx);
     controller_kit::runtime::drain(results, INFO.name, &svc_store, &ctx.shutdown).await;

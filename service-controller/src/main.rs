@@ -16,7 +16,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = controller_kit::cli::parse();
     let service = args.service;
     controller_kit::runtime::main(
         &service_controller::INFO,

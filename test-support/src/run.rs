@@ -40,7 +40,6 @@ pub async fn cloud_for(sim: &cloud_sim::Sim) -> Cloud {
 pub fn test_config(info: &ControllerInfo, run: &str) -> Config {
     let mut c = Config::for_tests(info);
     c.node_label_selector = Some(format!("{}={run}", crate::TEST_LABEL));
-    c.node_monitor_period = Duration::from_millis(500);
     c
 }
 
