@@ -5,18 +5,12 @@ use std::time::Duration;
 use cloud_client::{CloudError, NodeRef, RouteRequest, ServiceRef};
 
 use crate::common::provider;
-use crate::{lb_nodes, sim_fast, svc};
+use crate::{lb_nodes, server_in_network, sim_fast, svc};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_second_action_takes_few_polls() {
     let sim = sim_fast().await;
-    let w = sim.world();
-    let net = w
-        .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
-        .await
-        .unwrap();
-    let id = w.create_server("node-r", "cx22", "fsn1").await.unwrap();
-    w.attach_to_network(id, net, None).await.unwrap();
+    let (net, _) = server_in_network(&sim, "node-r").await;
     let p = provider(&sim, |c| c.network = Some(net.to_string())).await;
     let routes = p.routes().unwrap();
     sim.set_action_duration(Duration::from_secs(2));

@@ -7,18 +7,13 @@ use cloud_client::hcloud::HcloudProvider;
 use cloud_client::{AddressKind, CloudError, NodeAddress, NodeRef};
 
 use crate::common::{config, provider};
-use crate::{calls, sim_fast};
+use crate::{calls, server_in_network, sim_fast};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instance_metadata_by_name_and_provider_id() {
     let sim = sim_fast().await;
     let w = sim.world();
-    let net = w
-        .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
-        .await
-        .unwrap();
-    let id = w.create_server("node-1", "cx22", "fsn1").await.unwrap();
-    w.attach_to_network(id, net, None).await.unwrap();
+    let (net, id) = server_in_network(&sim, "node-1").await;
     let p = provider(&sim, |c| {
         c.network = Some("k8s".into());
         c.address_family = cloud_client::hcloud::AddressFamily::DualStack;

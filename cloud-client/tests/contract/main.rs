@@ -25,6 +25,18 @@ async fn sim_fast() -> Sim {
     common::sim_with_actions(Duration::from_millis(50)).await
 }
 
+/// Network `k8s` (10.0.0.0/16, subnet 10.0.1.0/24) with server `name` attached: (network, server).
+async fn server_in_network(sim: &Sim, name: &str) -> (u64, u64) {
+    let w = sim.world();
+    let net = w
+        .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
+        .await
+        .unwrap();
+    let id = w.create_server(name, "cx22", "fsn1").await.unwrap();
+    w.attach_to_network(id, net, None).await.unwrap();
+    (net, id)
+}
+
 fn svc(uid: &str, ann: &[(&str, &str)]) -> ServiceRef {
     ServiceRef {
         uid: uid.to_string(),

@@ -3,7 +3,7 @@
 use cloud_client::{AddressKind, CloudError, NodeAddress, NodeRef, Route, RouteRequest};
 
 use crate::common::provider;
-use crate::{calls, sim_fast};
+use crate::{calls, server_in_network, sim_fast};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_list_create_replace_delete() {
@@ -123,13 +123,7 @@ async fn routes_list_create_replace_delete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_locked_network_is_retried() {
     let sim = sim_fast().await;
-    let w = sim.world();
-    let net = w
-        .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
-        .await
-        .unwrap();
-    let a = w.create_server("la", "cx22", "fsn1").await.unwrap();
-    w.attach_to_network(a, net, None).await.unwrap();
+    let (net, _) = server_in_network(&sim, "la").await;
     let p = provider(&sim, |c| c.network = Some(net.to_string())).await;
     sim.faults().fail_next(
         Some("POST /networks/{id}/actions/add_route"),
