@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod runtime;
 pub mod shutdown;
 pub mod telemetry;
+pub mod watch;
 
 pub use admin::Readiness;
 pub use config::{CommonArgs, Config, ConfigError, Problems};

@@ -4,7 +4,8 @@
 //! `reconcile_duration_seconds{controller}`, `queue_depth{controller}`, `leader{controller}`,
 //! `cloud_api_requests_total{endpoint,method,status}`, `cloud_api_rate_limit_remaining`,
 //! `cloud_api_rate_limit_limit`, `cloud_api_rate_limited_total`, `cloud_api_retries_total`,
-//! `process_resident_memory_bytes`, `process_open_fds`, `runtime_alive_tasks` (leak signals for a
+//! `kube_api_requests_total{verb}`, `watch_events_total{resource}`, `process_resident_memory_bytes`,
+//! `process_cpu_seconds_total`, `process_open_fds`, `runtime_alive_tasks` (leak signals for a
 //! long-running process), plus whatever a controller registers itself through
 //! [`crate::Runtime::registry_mut`].
 
@@ -55,6 +56,7 @@ pub struct KitMetrics {
     queue_depth: Family<ControllerLabels, Gauge>,
     leader: Family<ControllerLabels, Gauge>,
     warnings: Family<ReasonLabels, Counter>,
+    pub(crate) kube_api: KubeApiMetrics,
 }
 
 impl KitMetrics {
@@ -69,6 +71,7 @@ impl KitMetrics {
             queue_depth: Family::default(),
             leader: Family::default(),
             warnings: Family::default(),
+            kube_api: KubeApiMetrics::default(),
         };
         registry.register("reconciles", "Reconciles by result", m.reconciles.clone());
         registry.register(
@@ -101,6 +104,12 @@ impl KitMetrics {
         ControllerLabels {
             controller: self.controller.clone(),
         }
+    }
+
+    /// Kubernetes API requests and watch events (registered by
+    /// [`crate::Runtime::with_kube_api_metrics`]).
+    pub fn kube_api(&self) -> &KubeApiMetrics {
+        &self.kube_api
     }
 
     /// The leader gauge.
@@ -275,6 +284,17 @@ impl ProcessCollector {
         Some(kib * 1024)
     }
 
+    /// User plus system CPU time, from `stat`'s `utime` and `stime` (in clock ticks, 100 a second on
+    /// Linux).
+    fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(self.proc_dir.join("stat")).ok()?;
+        // The fields after the command name, which is in parentheses and may contain spaces.
+        let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+        let utime: f64 = fields.nth(11)?.parse().ok()?;
+        let stime: f64 = fields.next()?.parse().ok()?;
+        Some((utime + stime) / 100.0)
+    }
+
     fn open_fds(&self) -> Option<i64> {
         Some(std::fs::read_dir(self.proc_dir.join("fd")).ok()?.count() as i64)
     }
@@ -308,7 +328,85 @@ impl Collector for ProcessCollector {
                     .encode_gauge(&value)?;
             }
         }
+        if let Some(seconds) = self.cpu_seconds() {
+            encoder
+                .encode_descriptor(
+                    "process_cpu_seconds",
+                    "User and system CPU time of this process",
+                    None,
+                    MetricType::Counter,
+                )?
+                .encode_counter::<NoLabelSet, _, u64>(&seconds, None)?;
+        }
         Ok(())
+    }
+}
+
+/// Labels of the Kubernetes API request counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabels {
+    /// `get` (reads and lists), `watch`, `create`, `update`, `patch` or `delete`.
+    pub verb: String,
+}
+
+/// Labels of the watch event counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    /// The watched resource, e.g. `nodes`.
+    pub resource: String,
+}
+
+/// What a controller asks of the apiserver: requests by verb, and the watch events it decodes
+/// (each one a whole object, so with the request count the figure that says what a controller
+/// costs the apiserver and itself).
+#[derive(Debug, Clone, Default)]
+pub struct KubeApiMetrics {
+    requests: Family<VerbLabels, Counter>,
+    watch_events: Family<ResourceLabels, Counter>,
+}
+
+impl KubeApiMetrics {
+    /// Registers both counters.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "kube_api_requests",
+            "Requests sent to the Kubernetes API server, by verb",
+            self.requests.clone(),
+        );
+        registry.register(
+            "watch_events",
+            "Watch events received and decoded, by resource",
+            self.watch_events.clone(),
+        );
+    }
+
+    /// Counts `request` (the client's tower layer calls this for every request it sends).
+    pub fn count_request<B>(&self, request: &http::Request<B>) {
+        let watch = request
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+        let verb = match *request.method() {
+            http::Method::GET if watch => "watch",
+            http::Method::GET => "get",
+            http::Method::POST => "create",
+            http::Method::PUT => "update",
+            http::Method::PATCH => "patch",
+            http::Method::DELETE => "delete",
+            _ => "other",
+        };
+        self.requests
+            .get_or_create(&VerbLabels { verb: verb.into() })
+            .inc();
+    }
+
+    /// The counter of `resource`'s watch events.
+    pub fn watch_events(&self, resource: &str) -> Counter {
+        self.watch_events
+            .get_or_create(&ResourceLabels {
+                resource: resource.into(),
+            })
+            .clone()
     }
 }
 

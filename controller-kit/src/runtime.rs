@@ -18,7 +18,7 @@ use crate::admin::{self, Readiness};
 use crate::config::{CommonArgs, Config, ConfigError, Problems};
 use crate::events::Events;
 use crate::leader::LeaderGate;
-use crate::metrics::{CloudStatsCollector, KitMetrics};
+use crate::metrics::{CloudStatsCollector, KitMetrics, KubeApiMetrics};
 use crate::{ControllerInfo, telemetry};
 
 /// What a controller gets when it starts (after winning the Lease).
@@ -119,6 +119,14 @@ impl Runtime {
             instance,
             listener: None,
         }
+    }
+
+    /// Exposes `metrics` (those the Kubernetes client counts into, see [`kube_client`]) on
+    /// `/metrics`, and hands them to the controller through [`Runtime::metrics`].
+    pub fn with_kube_api_metrics(mut self, metrics: KubeApiMetrics) -> Self {
+        metrics.register(&mut self.registry);
+        self.metrics.kube_api = metrics;
+        self
     }
 
     /// The controller's identity.
@@ -348,7 +356,8 @@ where
     let _telemetry = rt.block_on(async { telemetry::init(info.name, config.log_format) });
     let code = rt.block_on(async move {
         let shutdown = crate::shutdown::signal_token();
-        let client = match kube_client(&config).await {
+        let kube_api = KubeApiMetrics::default();
+        let client = match kube_client(&config, kube_api.clone()).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "cannot build the Kubernetes client");
@@ -360,7 +369,7 @@ where
             version = env!("CARGO_PKG_VERSION"),
             "starting"
         );
-        let runtime = Runtime::new(info, config, client, shutdown);
+        let runtime = Runtime::new(info, config, client, shutdown).with_kube_api_metrics(kube_api);
         match start(runtime, extra).await {
             Ok(()) => {
                 tracing::info!("stopped");
@@ -381,8 +390,9 @@ where
     code
 }
 
-/// The Kubernetes client for `config`: `--kubeconfig` when given, else in-cluster/default inference.
-pub async fn kube_client(config: &Config) -> anyhow::Result<kube::Client> {
+/// The Kubernetes client for `config`: `--kubeconfig` when given, else in-cluster/default
+/// inference. Every request it sends is counted into `metrics`.
+pub async fn kube_client(config: &Config, metrics: KubeApiMetrics) -> anyhow::Result<kube::Client> {
     let kc = match &config.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
@@ -390,7 +400,13 @@ pub async fn kube_client(config: &Config) -> anyhow::Result<kube::Client> {
         }
         None => kube::Config::infer().await?,
     };
-    Ok(kube::Client::try_from(kc)?)
+    let count = tower::util::MapRequestLayer::new(move |request: http::Request<_>| {
+        metrics.count_request(&request);
+        request
+    });
+    Ok(kube::client::ClientBuilder::try_from(kc)?
+        .with_layer(&count)
+        .build())
 }
 
 /// Drives a kube-runtime controller's result stream to its end. Reconcile errors are the

@@ -16,11 +16,12 @@ use std::time::Duration;
 use clap::Args;
 use cloud_client::hcloud::label_selector::LabelSelector;
 use cloud_client::{Cloud, Instances};
+use controller_kit::watch::slimmed;
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::{WatchStreamExt, reflector};
 
 use crate::filter::NodeFilter;
 use crate::monitor::Monitor;
@@ -157,12 +158,12 @@ pub async fn run(
         usize::from(cfg.concurrent_node_syncs),
     ));
     let (store, writer) = reflector::store::<Node>();
-    let reflector = watcher(
+    let reflector = slimmed(
         Api::<Node>::all(ctx.client.clone()),
         ctx.config.node_watcher_config(),
+        ctx.metrics.kube_api().watch_events("nodes"),
+        slim,
     )
-    .default_backoff()
-    .modify(slim)
     .reflect(writer)
     .for_each(|r| async move {
         if let Err(e) = r {
@@ -192,4 +193,35 @@ pub async fn run(
     }
     driver.abort();
     Ok(())
+}
+
+#[cfg(test)]
+mod slim_tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_keeps_readiness_taints_and_the_provider_id() {
+        for ready in [true, false] {
+            let mut full = testenv::KubeletNode {
+                node_ip: Some("10.0.0.7".into()),
+                provider_id: Some("hcloud://7".into()),
+                ..testenv::KubeletNode::new("worker-7")
+            }
+            .registration();
+            if !ready {
+                let conditions = full.status.as_mut().unwrap().conditions.as_mut().unwrap();
+                let c = conditions.iter_mut().find(|c| c.type_ == "Ready").unwrap();
+                c.status = "False".into();
+            }
+            let mut slimmed = full.clone();
+            slim(&mut slimmed);
+            assert_eq!(
+                monitor::ready_status(&full),
+                monitor::ready_status(&slimmed)
+            );
+            assert_eq!(full.spec, slimmed.spec);
+            assert_eq!(full.metadata.labels, slimmed.metadata.labels);
+            assert!(slimmed.status.as_ref().unwrap().images.is_none());
+        }
+    }
 }

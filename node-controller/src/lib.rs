@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use clap::Args;
 use cloud_client::{Cloud, Instances};
+use controller_kit::watch::slimmed;
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -146,17 +147,21 @@ pub async fn run(
     // Readiness from the stream itself: kube's `Store::wait_until_ready` wakes only one of several
     // concurrent waiters, and the Controller already waits on it.
     let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
-    let stream = watcher(Api::<Node>::all(client), cfg.node_watcher_config())
-        .default_backoff()
-        .modify(slim)
-        .reflect(writer)
-        .inspect(move |ev| {
-            if matches!(ev, Ok(watcher::Event::InitDone)) {
-                synced_tx.send_replace(true);
-            }
-        })
-        .applied_objects()
-        .predicate_filter(relevant_hash, Default::default());
+    let events = ctx.metrics.kube_api().watch_events("nodes");
+    let stream = slimmed(
+        Api::<Node>::all(client),
+        cfg.node_watcher_config(),
+        events,
+        slim,
+    )
+    .reflect(writer)
+    .inspect(move |ev| {
+        if matches!(ev, Ok(watcher::Event::InitDone)) {
+            synced_tx.send_replace(true);
+        }
+    })
+    .applied_objects()
+    .predicate_filter(relevant_hash, Default::default());
 
     let readiness = ctx.readiness.clone();
     let ready_store = store.clone();
@@ -208,4 +213,44 @@ pub async fn run(
     sync.abort();
     backlog.abort();
     Ok(())
+}
+
+#[cfg(test)]
+mod slim_tests {
+    use super::*;
+
+    /// An initialized Node as kubelet registered it.
+    fn kubelet_node() -> Node {
+        testenv::KubeletNode {
+            node_ip: Some("10.0.0.7".into()),
+            labels: vec![("pool".into(), "a".into())],
+            provider_id: Some("hcloud://7".into()),
+            ..testenv::KubeletNode::new("worker-7")
+        }
+        .registration()
+    }
+
+    #[test]
+    fn the_cache_keeps_everything_reconcile_reads() {
+        let full = kubelet_node();
+        let mut slimmed = full.clone();
+        slim(&mut slimmed);
+        assert_eq!(
+            controller::relevant_hash(&full),
+            controller::relevant_hash(&slimmed)
+        );
+        assert_eq!(full.metadata.labels, slimmed.metadata.labels);
+        assert_eq!(full.spec, slimmed.spec);
+        assert_eq!(
+            full.status.as_ref().and_then(|s| s.addresses.clone()),
+            slimmed.status.as_ref().and_then(|s| s.addresses.clone())
+        );
+        let size = |n: &Node| serde_json::to_vec(n).unwrap().len();
+        assert!(
+            size(&slimmed) * 4 < size(&full),
+            "{} of {}",
+            size(&slimmed),
+            size(&full)
+        );
+    }
 }

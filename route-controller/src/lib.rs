@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use clap::Args;
 use cloud_client::{Cloud, Routes};
+use controller_kit::watch::slimmed;
 use controller_kit::{CommonArgs, Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeStatus};
@@ -174,12 +175,12 @@ pub async fn run(
     let client = ctx.client.clone();
     let (store, writer) = reflector::store::<Node>();
     let changed = Arc::new(tokio::sync::Notify::new());
-    let stream = watcher(
+    let stream = slimmed(
         Api::<Node>::all(client.clone()),
         ctx.config.node_watcher_config(),
+        ctx.metrics.kube_api().watch_events("nodes"),
+        slim,
     )
-    .default_backoff()
-    .modify(slim)
     .reflect(writer);
     let watch = {
         let changed = changed.clone();
@@ -233,4 +234,27 @@ pub async fn run(
     .await;
     watch.abort();
     Ok(())
+}
+
+#[cfg(test)]
+mod slim_tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_keeps_everything_a_pass_reads() {
+        let full = testenv::KubeletNode {
+            node_ip: Some("10.0.0.7".into()),
+            provider_id: Some("hcloud://7".into()),
+            uninitialized: false,
+            pod_cidr: Some("10.244.7.0/24".into()),
+            ..testenv::KubeletNode::new("worker-7")
+        }
+        .registration();
+        let mut slimmed = full.clone();
+        slim(&mut slimmed);
+        assert_eq!(relevant(&full), relevant(&slimmed));
+        assert_eq!(plan::pod_cidrs(&full), plan::pod_cidrs(&slimmed));
+        assert_eq!(full.spec, slimmed.spec);
+        assert!(slimmed.metadata.labels.is_none());
+    }
 }

@@ -11,11 +11,13 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::watch;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::applied::{AppliedSet, Work};
 use crate::error::Error;
 use crate::metrics::ServiceMetrics;
+use crate::nodes::EligibleSet;
 use crate::service::{self, ClassFilter};
 use crate::{nodes, patches, reasons};
 
@@ -25,8 +27,10 @@ pub struct Ctx {
     pub client: kube::Client,
     /// The cloud's load balancers.
     pub lbs: Arc<dyn LoadBalancers>,
-    /// Node cache (the eligible node set is computed from it at reconcile time).
+    /// Node cache (for the Nodes that provider warnings name).
     pub nodes: Store<Node>,
+    /// The eligible node set, as [`crate::node_sync`] last published it.
+    pub eligible: watch::Receiver<Arc<EligibleSet>>,
     /// Which `loadBalancerClass` values are ours.
     pub classes: ClassFilter,
     /// What was last applied per Service.
@@ -56,6 +60,7 @@ impl Ctx {
         client: kube::Client,
         lbs: Arc<dyn LoadBalancers>,
         nodes: Store<Node>,
+        eligible: watch::Receiver<Arc<EligibleSet>>,
         classes: ClassFilter,
         drift_period: Duration,
         events: Events,
@@ -66,6 +71,7 @@ impl Ctx {
             client,
             lbs,
             nodes,
+            eligible,
             classes,
             applied: AppliedSet::new(drift_period),
             events,
@@ -76,11 +82,6 @@ impl Ctx {
                 Duration::from_secs(300),
             )),
         }
-    }
-
-    fn eligible_nodes(&self) -> Vec<LbNode> {
-        let state = self.nodes.state();
-        nodes::eligible(state.iter().map(|n| n.as_ref()))
     }
 
     fn forget(&self, svc: &Service) {
@@ -143,14 +144,14 @@ async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
     let uid = svc.uid().unwrap_or_default();
-    let nodes = ctx.eligible_nodes();
+    let eligible = ctx.eligible.borrow().clone();
+    let nodes = &eligible.nodes;
     let spec = service::spec_hash(svc);
-    let fingerprint = nodes::fingerprint(&nodes);
-    match ctx.applied.work(&uid, spec, fingerprint) {
+    match ctx.applied.work(&uid, spec, eligible.fingerprint) {
         Work::Nothing => {}
-        Work::Ensure => ensure(svc, ctx, &nodes, true).await?,
-        Work::DriftCheck => ensure(svc, ctx, &nodes, false).await?,
-        Work::UpdateTargets => update_targets(svc, ctx, &nodes).await?,
+        Work::Ensure => ensure(svc, ctx, nodes, true).await?,
+        Work::DriftCheck => ensure(svc, ctx, nodes, false).await?,
+        Work::UpdateTargets => update_targets(svc, ctx, nodes).await?,
     }
     Ok(Action::requeue(ctx.applied.next_check_in(&uid)))
 }

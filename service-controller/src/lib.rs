@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use clap::Args;
 use cloud_client::{Cloud, LoadBalancers};
+use controller_kit::watch::slimmed;
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -162,10 +163,14 @@ pub async fn run(
     let (nodes_synced_tx, mut nodes_synced) = tokio::sync::watch::channel(false);
     let node_events = {
         let changed = node_changed.clone();
-        let stream = watcher(Api::<Node>::all(client.clone()), cfg.node_watcher_config())
-            .default_backoff()
-            .modify(nodes::slim)
-            .reflect(node_writer);
+        let events = ctx.metrics.kube_api().watch_events("nodes");
+        let stream = slimmed(
+            Api::<Node>::all(client.clone()),
+            cfg.node_watcher_config(),
+            events,
+            nodes::slim,
+        )
+        .reflect(node_writer);
         let shutdown = ctx.shutdown.clone();
         tokio::spawn(async move {
             let drive = stream.for_each(|ev| {
@@ -200,9 +205,8 @@ pub async fn run(
     };
     let (svc_store, svc_writer) = reflector::store::<Service>();
     let readiness = ctx.readiness.clone();
-    let svc_stream = watcher(services, watcher::Config::default())
-        .default_backoff()
-        .modify(service::slim)
+    let events = ctx.metrics.kube_api().watch_events("services");
+    let svc_stream = slimmed(services, watcher::Config::default(), events, service::slim)
         .reflect(svc_writer)
         .inspect(move |ev| {
             if matches!(ev, Ok(watcher::Event::InitDone)) {
@@ -213,10 +217,13 @@ pub async fn run(
         .predicate_filter(service::trigger_hash, Default::default());
 
     let (trigger_tx, trigger_rx) = futures::channel::mpsc::channel(1);
+    let (eligible_tx, eligible_rx) =
+        tokio::sync::watch::channel(Arc::new(node_sync::current(&node_store)));
     let node_sync = tokio::spawn(node_sync::run(
         node_store.clone(),
         node_changed,
         settings.node_sync_window,
+        eligible_tx,
         trigger_tx,
         metrics.clone(),
         ctx.shutdown.clone(),
@@ -226,6 +233,7 @@ pub async fn run(
         client,
         lbs,
         node_store,
+        eligible_rx,
         settings.classes,
         settings.drift_period,
         ctx.events.clone(),

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
@@ -49,34 +49,28 @@ pub struct NodeSpecT {
 }
 
 /// Creates a Node labelled with `run` (the controller under test only watches its run's nodes).
+///
+/// The Node is the one a real kubelet registers ([`testenv::KubeletNode`]: images, nodeInfo,
+/// capacity, kubelet's labels and annotations, its conditions), so every test also shows that no
+/// controller depends on a field its cache drops. `spec` then decides the taint, the providerID,
+/// the labels and readiness (`None`: no conditions at all).
 pub async fn create_node(client: &Client, run: &str, name: &str, spec: NodeSpecT) -> Node {
     let api: Api<Node> = Api::all(client.clone());
-    let mut labels = spec.labels.clone();
-    labels.insert(TEST_LABEL.into(), run.into());
-    let mut node = Node::default();
-    node.metadata.name = Some(name.into());
-    node.metadata.labels = Some(labels);
-    if let Some(ip) = &spec.node_ip {
-        node.metadata.annotations = Some(
-            [(
-                "alpha.kubernetes.io/provided-node-ip".to_string(),
-                ip.clone(),
-            )]
-            .into(),
-        );
-    }
-    node.spec = Some(NodeSpec {
+    let mut labels: Vec<(String, String)> = spec.labels.clone().into_iter().collect();
+    labels.push((TEST_LABEL.into(), run.into()));
+    let kubelet = testenv::KubeletNode {
+        node_ip: spec.node_ip.clone(),
+        labels,
+        uninitialized: spec.tainted,
         provider_id: spec.provider_id.clone(),
-        taints: spec.tainted.then(|| {
-            vec![Taint {
-                key: UNINITIALIZED.into(),
-                value: Some("true".into()),
-                effect: "NoSchedule".into(),
-                ..Default::default()
-            }]
-        }),
-        ..Default::default()
-    });
+        ..testenv::KubeletNode::new(name)
+    };
+    let mut node = kubelet.registration();
+    if spec.ready.is_none()
+        && let Some(status) = node.status.as_mut()
+    {
+        status.conditions = None;
+    }
     let created = api
         .create(&PostParams::default(), &node)
         .await

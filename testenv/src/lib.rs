@@ -16,7 +16,7 @@
 mod binaries;
 mod control_plane;
 mod error;
-mod kubelet;
+pub mod kubelet;
 mod pki;
 mod podman;
 mod process;
@@ -30,7 +30,7 @@ pub use binaries::{
 };
 pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};
 pub use error::{Error, Result};
-pub use kubelet::set_node_ready;
+pub use kubelet::{KubeletNode, set_node_ready};
 pub use podman::{Podman, ensure_podman};
 pub use process::{Lifetime, pid_alive};
 pub use python_tools::{HADOLINT_VERSION, ensure_hadolint};

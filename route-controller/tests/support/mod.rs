@@ -10,7 +10,7 @@ use std::time::Duration;
 use cloud_client::hcloud::HcloudConfig;
 use cloud_client::{ClientStats, StatsSnapshot};
 use cloud_sim::SimConfig;
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use route_controller::Settings;
@@ -148,20 +148,18 @@ impl Fixture {
     /// Creates the Node (podCIDRs, providerID) and writes its InternalIP as node-controller does.
     pub async fn create_node(&self, name: &str, server: u64, ip: &str, cidrs: &[String]) {
         let api: Api<Node> = Api::all(self.admin.clone());
-        let node = Node {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                labels: Some([(TEST_LABEL.to_string(), self.run.clone())].into()),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec {
-                provider_id: Some(format!("hcloud://{server}")),
-                pod_cidr: cidrs.first().cloned(),
-                pod_cidrs: Some(cidrs.to_vec()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        // As a real kubelet registers it (route-controller's cache drops most of it).
+        let mut node = testenv::KubeletNode {
+            labels: vec![(TEST_LABEL.to_string(), self.run.clone())],
+            uninitialized: false,
+            provider_id: Some(format!("hcloud://{server}")),
+            ..testenv::KubeletNode::new(name)
+        }
+        .registration();
+        if let Some(spec) = node.spec.as_mut() {
+            spec.pod_cidr = cidrs.first().cloned();
+            spec.pod_cidrs = Some(cidrs.to_vec());
+        }
         api.create(&PostParams::default(), &node)
             .await
             .expect("create node");

@@ -10,6 +10,7 @@ mod nodes;
 pub mod plot;
 mod routes;
 mod services;
+mod system;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,12 +35,16 @@ pub enum Scenario {
     Services,
     /// route-controller: pod-CIDR routes for many Nodes created at once, then idle.
     Routes,
-    /// `nodes`, then `services`, then `routes`.
+    /// All four controllers at once on kubelet-shaped Nodes: converge, then kubelet status
+    /// churn with Nodes joining and leaving; memory, CPU, cloud calls and apiserver traffic per
+    /// controller.
+    System,
+    /// `nodes`, then `services`, then `routes`, then `system`.
     All,
 }
 
 /// The JSON report's keys: one per scenario (`all` runs every one).
-pub const REPORTED: &[&str] = &["nodes", "services", "routes"];
+pub const REPORTED: &[&str] = &["nodes", "services", "routes", "system"];
 
 /// Options of `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
@@ -50,23 +55,35 @@ pub struct BenchArgs {
     /// Shorter idle phases and smaller default sizes, for iterating.
     #[arg(long)]
     pub quick: bool,
-    /// `nodes`: number of servers and Nodes [default: 1000, 100 with --quick].
+    /// `nodes`, `system`: number of servers and Nodes [default: 1000, 100 with --quick].
     #[arg(long)]
     pub nodes: Option<usize>,
-    /// `services`: number of LoadBalancer Services [default: 20, 5 with --quick].
+    /// `services`: number of LoadBalancer Services [default: 20, 5 with --quick]; `system`:
+    /// [default: 100, 10 with --quick].
     #[arg(long)]
     pub services: Option<usize>,
     /// `routes`: number of servers, Nodes and routes [default: 1000, 100 with --quick].
     #[arg(long)]
     pub routes: Option<usize>,
+    /// `system`: minutes of kubelet status churn [default: 10, 1 with --quick].
+    #[arg(long)]
+    pub churn_minutes: Option<f64>,
     /// Cargo profile the controllers are built with (`release` is what the images ship;
     /// `dev-image` builds faster).
     #[arg(long, default_value = "release")]
     pub profile: String,
+    /// Run the controller binaries in this directory instead of building them (e.g. copies of an
+    /// earlier build, to compare two versions).
+    #[arg(long)]
+    pub binaries: Option<PathBuf>,
     /// Extra controller flag (repeatable) for every controller run, e.g.
     /// `--arg=--concurrent-node-syncs=32`.
     #[arg(long = "arg", allow_hyphen_values = true)]
     pub extra: Vec<String>,
+    /// Extra environment variable (repeatable, `KEY=VALUE`) for every controller run, e.g.
+    /// `--env=MALLOC_ARENA_MAX=1`.
+    #[arg(long, value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
     /// Run the controller under a wrapper, e.g. `--wrapper=heaptrack` (the RSS figures are then
     /// the wrapper's, not the controller's).
     #[arg(long)]
@@ -77,6 +94,12 @@ pub struct BenchArgs {
     /// Also draw objects converged over time, one line per scenario, into this PNG.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
 }
 
 /// One scenario's line in the table printed after all scenarios ran.
@@ -162,25 +185,33 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut curves = Vec::new();
     let mut rows = Vec::new();
     if matches!(args.scenario, Scenario::Nodes | Scenario::All) {
-        let binary = build_controller("node-controller", &args.profile)?;
+        let binary = controller_binary("node-controller", &args)?;
         let f = rt.block_on(nodes::run(&args, &binary))?;
         curves.push(f.convergence.clone());
         rows.push(f.row());
         figures.insert("nodes", serde_json::to_value(f)?);
     }
     if matches!(args.scenario, Scenario::Services | Scenario::All) {
-        let binary = build_controller("service-controller", &args.profile)?;
+        let binary = controller_binary("service-controller", &args)?;
         let f = rt.block_on(services::run(&args, &binary))?;
         curves.push(f.convergence.clone());
         rows.push(f.row());
         figures.insert("services", serde_json::to_value(f)?);
     }
     if matches!(args.scenario, Scenario::Routes | Scenario::All) {
-        let binary = build_controller("route-controller", &args.profile)?;
+        let binary = controller_binary("route-controller", &args)?;
         let f = rt.block_on(routes::run(&args, &binary))?;
         curves.push(f.convergence.clone());
         rows.push(f.row());
         figures.insert("routes", serde_json::to_value(f)?);
+    }
+    if matches!(args.scenario, Scenario::System | Scenario::All) {
+        let binaries = crate::fleet::ALL
+            .iter()
+            .map(|spec| controller_binary(spec.name, &args))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let f = rt.block_on(system::run(&args, &binaries))?;
+        figures.insert("system", serde_json::to_value(f)?);
     }
     print_table(&rows);
     if let Some(path) = &args.plot {
@@ -195,8 +226,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn build_controller(package: &str, profile: &str) -> anyhow::Result<PathBuf> {
-    let mut built = crate::build::build_controllers(&[package], profile, true)?;
+/// `package`'s binary: from `--binaries`, else built with `--profile`.
+fn controller_binary(package: &str, args: &BenchArgs) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = &args.binaries {
+        let path = dir.join(package);
+        anyhow::ensure!(path.is_file(), "--binaries: no {}", path.display());
+        return Ok(path);
+    }
+    let mut built = crate::build::build_controllers(&[package], &args.profile, true)?;
     Ok(built.remove(0))
 }
 
@@ -281,6 +318,8 @@ impl Env {
             .env("RUST_LOG", "warn");
         let process = env
             .iter()
+            .copied()
+            .chain(args.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .fold(process, |l, (k, v)| l.env(k, v))
             .output(Output::Stderr)
             .spawn()?;

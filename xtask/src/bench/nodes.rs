@@ -7,10 +7,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
 use serde::Serialize;
+use testenv::KubeletNode;
 
 use super::plot::Curve;
 use super::{BenchArgs, Calls, Env, Memory, create_nodes, mib};
@@ -41,20 +42,9 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     let memory_before = ctl.memory();
 
     let start = Instant::now();
-    let nodes = servers.into_iter().map(|(_, name)| {
-        let mut node = Node::default();
-        node.metadata.name = Some(name);
-        node.spec = Some(NodeSpec {
-            taints: Some(vec![Taint {
-                key: UNINITIALIZED.into(),
-                value: Some("true".into()),
-                effect: "NoSchedule".into(),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        });
-        node
-    });
+    let nodes = servers
+        .into_iter()
+        .map(|(_, name)| KubeletNode::new(name).registration());
     create_nodes(&env.client, nodes.collect()).await;
     let created = start.elapsed();
 

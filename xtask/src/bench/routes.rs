@@ -20,12 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
+use testenv::KubeletNode;
 
 use super::plot::Curve;
 use super::{BenchArgs, Calls, Env, Memory, PROBE_QUERY, create_nodes, mib};
@@ -35,7 +36,7 @@ const NETWORK: &str = "10.0.0.0/8";
 const SUBNET: &str = "10.0.0.0/16";
 /// Inside the network's RFC 1918 range (the sim refuses other destinations, like Hetzner) and
 /// clear of the subnet: 32768 /24s.
-const CLUSTER_CIDR: &str = "10.128.0.0/9";
+pub(super) const CLUSTER_CIDR: &str = "10.128.0.0/9";
 const MAX_NODES: usize = 128 * 256;
 /// The shortened safety resync of the idle phase, and the default it is scaled to.
 const RESYNC: Duration = Duration::from_secs(10);
@@ -112,10 +113,10 @@ pub struct Idle {
 }
 
 /// A server in the network.
-struct Server {
-    id: u64,
-    name: String,
-    ip: String,
+pub(super) struct Server {
+    pub id: u64,
+    pub name: String,
+    pub ip: String,
 }
 
 impl Figures {
@@ -234,7 +235,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
 
 /// `n` running servers `bench-node-1 ..= bench-node-n` attached to `network` (one batch call,
 /// no actions), with their private IPs.
-async fn servers(env: &Env, n: usize, network: u64) -> anyhow::Result<Vec<Server>> {
+pub(super) async fn servers(env: &Env, n: usize, network: u64) -> anyhow::Result<Vec<Server>> {
     let world = env.sim.world();
     let template = json!({"server_type": "cx22", "location": "fsn1", "networks": [network]});
     let ids = world
@@ -274,27 +275,21 @@ async fn servers(env: &Env, n: usize, network: u64) -> anyhow::Result<Vec<Server
 }
 
 /// The `i`-th /24 of the cluster CIDR.
-fn pod_cidr(i: usize) -> String {
+pub(super) fn pod_cidr(i: usize) -> String {
     format!("10.{}.{}.0/24", 128 + i / 256, i % 256)
 }
 
-/// The Node of server `i`, as node-controller and the node-ipam controller leave it:
-/// providerID, podCIDRs, addresses.
+/// The Node of server `i` as its kubelet registered it, and as node-controller and the node-ipam
+/// controller leave it: providerID, podCIDRs, addresses.
 fn node((i, server): (usize, &Server)) -> Node {
-    let cidr = pod_cidr(i);
-    let mut node = Node::default();
-    node.metadata.name = Some(server.name.clone());
-    node.spec = Some(NodeSpec {
+    KubeletNode {
+        node_ip: Some(server.ip.clone()),
+        uninitialized: false,
         provider_id: Some(format!("hcloud://{}", server.id)),
-        pod_cidr: Some(cidr.clone()),
-        pod_cidrs: Some(vec![cidr]),
-        ..Default::default()
-    });
-    node.status = Some(NodeStatus {
-        addresses: Some(addresses(server)),
-        ..Default::default()
-    });
-    node
+        pod_cidr: Some(pod_cidr(i)),
+        ..KubeletNode::new(&server.name)
+    }
+    .registration()
 }
 
 fn addresses(server: &Server) -> Vec<NodeAddress> {

@@ -292,6 +292,9 @@ async fn start_fleet(
             replicas,
             stable_identities: true,
             rust_log,
+            cluster_cidr: crate::demo::world::CLUSTER_CIDR,
+            extra_args: &[],
+            extra_env: &[],
             dir,
         },
     )

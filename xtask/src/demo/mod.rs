@@ -93,6 +93,9 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
             replicas: 1,
             stable_identities: false,
             rust_log: "info",
+            cluster_cidr: crate::demo::world::CLUSTER_CIDR,
+            extra_args: &[],
+            extra_env: &[],
             dir: &logs,
         },
     )

@@ -2,12 +2,13 @@
 //! with `--cloud-provider=external` register them.
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::Client;
 use serde_json::{Value, json};
+use testenv::KubeletNode;
 
 pub const NETWORK: &str = "k8s";
+/// Where the demo's pod CIDRs (`10.244.<i>.0/24`) come from: route-controller's `--cluster-cidr`.
+pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
 pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
 /// A server of the demo.
@@ -63,67 +64,24 @@ pub async fn server(sim: &cloud_sim::Sim, network: u64, i: usize) -> anyhow::Res
     })
 }
 
-/// Registers the server's Node as kubelet does with `--cloud-provider=external --node-ip=<private
-/// IP>`: the uninitialized taint, the provided-node-ip annotation, a podCIDR (as the
-/// kube-controller-manager's IPAM would assign) and a Ready condition.
-pub async fn register_node(client: &Client, server: &Server) -> anyhow::Result<()> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let mut node = Node::default();
-    node.metadata.name = Some(server.name.clone());
-    node.metadata.labels = Some(server.labels.iter().cloned().collect());
-    node.metadata.annotations = Some(
-        [(
-            "alpha.kubernetes.io/provided-node-ip".to_string(),
-            server.private_ip.clone(),
-        )]
-        .into(),
-    );
-    node.spec = Some(NodeSpec {
-        taints: Some(vec![Taint {
-            key: UNINITIALIZED.into(),
-            value: Some("true".into()),
-            effect: "NoSchedule".into(),
-            ..Default::default()
-        }]),
+/// The server's Node as its kubelet registers it with `--cloud-provider=external --node-ip=<private
+/// IP>` (the uninitialized taint, the provided-node-ip annotation), with the podCIDR
+/// kube-controller-manager's IPAM assigns.
+pub fn kubelet(server: &Server) -> KubeletNode {
+    KubeletNode {
+        node_ip: Some(server.private_ip.clone()),
+        labels: server.labels.clone(),
         pod_cidr: Some(server.pod_cidr.clone()),
-        pod_cidrs: Some(vec![server.pod_cidr.clone()]),
-        ..Default::default()
-    });
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .with_context(|| format!("registering node {}", server.name))?;
-    set_ready(client, &server.name, true).await?;
-    clear_not_ready_taint(client, &server.name).await
+        ..KubeletNode::new(&server.name)
+    }
 }
 
-/// The apiserver taints a new Node `node.kubernetes.io/not-ready` until kube-controller-manager
-/// sees it Ready; no kube-controller-manager runs here, so the demo does its part. The patch
-/// carries the resourceVersion it was computed from, so it never undoes a controller's change.
-async fn clear_not_ready_taint(client: &Client, name: &str) -> anyhow::Result<()> {
-    const NOT_READY: &str = "node.kubernetes.io/not-ready";
-    let nodes: Api<Node> = Api::all(client.clone());
-    for _ in 0..10 {
-        let node = nodes.get(name).await?;
-        let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
-        if !taints.iter().any(|t| t.key == NOT_READY) {
-            return Ok(());
-        }
-        let kept: Vec<&Taint> = taints.iter().filter(|t| t.key != NOT_READY).collect();
-        let patch = json!({
-            "metadata": {"resourceVersion": node.metadata.resource_version},
-            "spec": {"taints": kept},
-        });
-        match nodes
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    anyhow::bail!("could not clear the not-ready taint of {name}")
+/// Registers the server's Node ([`kubelet`]), Ready.
+pub async fn register_node(client: &Client, server: &Server) -> anyhow::Result<()> {
+    kubelet(server)
+        .register(client)
+        .await
+        .with_context(|| format!("registering node {}", server.name))
 }
 
 /// Writes the node's Ready condition, as kubelet's heartbeat (or its absence) would.

@@ -44,8 +44,8 @@ pub const ALL: [Spec; 4] = [
     },
     Spec {
         name: "route-controller",
-        // The pod CIDRs the demo's Nodes get (see demo::world::register_node).
-        args: &["--cluster-cidr=10.244.0.0/16"],
+        // `--cluster-cidr` comes from [`Options::cluster_cidr`].
+        args: &[],
     },
 ];
 
@@ -78,6 +78,11 @@ pub struct Options<'a> {
     /// cluster), so a restarted process is the same "pod"; otherwise the binary picks its own.
     pub stable_identities: bool,
     pub rust_log: &'a str,
+    /// route-controller's `--cluster-cidr`: where the world's pod CIDRs come from.
+    pub cluster_cidr: &'a str,
+    /// Flags and environment variables every replica gets besides the chart's (experiments).
+    pub extra_args: &'a [String],
+    pub extra_env: &'a [(String, String)],
     /// Kubeconfigs and logs go here.
     pub dir: &'a Path,
 }
@@ -110,6 +115,18 @@ impl Replica {
         self.process
             .as_ref()
             .map_or(0.0, |p| p.memory().peak_rss_kib as f64 / 1024.0)
+    }
+
+    /// Its memory now (zeros while it is down).
+    pub fn memory(&self) -> Memory {
+        self.process
+            .as_ref()
+            .map_or(Memory::default(), Process::memory)
+    }
+
+    /// CPU seconds it has used (0 while it is down).
+    pub fn cpu_seconds(&self) -> f64 {
+        self.process.as_ref().map_or(0.0, Process::cpu_seconds)
     }
 
     /// The last `lines` of its log.
@@ -158,6 +175,9 @@ impl Fleet {
                     .arg(format!("--admin-address={admin_addr}"))
                     .arg(format!("--leader-elect-resource-namespace={NAMESPACE}"))
                     .args(spec.args.iter().copied());
+                if spec.name == "route-controller" {
+                    launch = launch.arg(format!("--cluster-cidr={}", options.cluster_cidr));
+                }
                 if options.stable_identities {
                     launch = launch.arg(format!("--leader-elect-identity={identity}"));
                 }
@@ -167,7 +187,12 @@ impl Fleet {
                     .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
                     .env("HCLOUD_LOAD_BALANCERS_TYPE", "lb11")
                     .env("RUST_LOG", options.rust_log)
+                    .args(options.extra_args)
                     .output(Output::Log(log.clone()));
+                let launch = options
+                    .extra_env
+                    .iter()
+                    .fold(launch, |l, (k, v)| l.env(k, v));
                 fleet.replicas.push(Replica {
                     spec: *spec,
                     identity,

@@ -137,6 +137,22 @@ impl Process {
         }
     }
 
+    /// User plus system CPU seconds it has used, from `/proc/<pid>/stat` (0 once it is gone).
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+        // The fields after the command name (in parentheses, which may contain spaces).
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (ticks(11) + ticks(12)) / 100.0
+    }
+
     /// Its exit status, if it has exited.
     pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
         self.child.try_wait()
@@ -165,7 +181,7 @@ impl Process {
 }
 
 /// `/proc/<pid>/status` figures of a controller.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Memory {
     /// VmHWM: peak resident set.
     pub peak_rss_kib: u64,
