@@ -6,6 +6,7 @@
 //! `start(Runtime, …)` that tests call with [`Runtime::new`].
 
 pub mod admin;
+pub mod allocator;
 pub mod backoff;
 pub mod cli;
 pub mod cloud;

@@ -331,6 +331,7 @@ where
     S: FnOnce(Runtime, T) -> Fut,
     Fut: Future<Output = Result<(), RunError>>,
 {
+    crate::allocator::tune();
     crate::install_crypto_provider();
     let mut problems = Problems::default();
     let config = common.validate_into(info, true, &mut problems);

@@ -19,7 +19,7 @@ use cloud_client::{Cloud, Instances};
 use controller_kit::watch::slimmed;
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
 use kube::Api;
 use kube::runtime::{WatchStreamExt, reflector};
 
@@ -121,24 +121,27 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
     rt.run(move |ctx| run(ctx, instances, settings)).await
 }
 
+/// Keeps what the monitor reads: name, labels (the exclusion selector), the spec (providerID,
+/// taints) and the Ready condition's status.
 fn slim(node: &mut Node) {
     node.metadata.managed_fields = None;
     node.metadata.annotations = None;
+    // What to keep, not what to drop: a field a newer kubelet adds is dropped too.
     if let Some(status) = node.status.as_mut() {
-        status.images = None;
-        status.volumes_attached = None;
-        status.volumes_in_use = None;
-        status.node_info = None;
-        status.addresses = None;
-        status.capacity = None;
-        status.allocatable = None;
-        if let Some(c) = status.conditions.as_mut() {
-            c.retain(|c| c.type_ == "Ready");
-            for c in c.iter_mut() {
-                c.message = None;
-                c.last_heartbeat_time = None;
-            }
-        }
+        let ready = status.conditions.take().map(|c| {
+            c.into_iter()
+                .filter(|c| c.type_ == "Ready")
+                .map(|c| NodeCondition {
+                    type_: c.type_,
+                    status: c.status,
+                    ..Default::default()
+                })
+                .collect()
+        });
+        *status = NodeStatus {
+            conditions: ready,
+            ..Default::default()
+        };
     }
 }
 

@@ -23,7 +23,7 @@ use cloud_client::{Cloud, Instances};
 use controller_kit::watch::slimmed;
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use kube::Api;
 use kube::runtime::controller as kctrl;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
@@ -111,14 +111,12 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
 /// Strips what the controller never reads, to keep the cache small.
 fn slim(node: &mut Node) {
     node.metadata.managed_fields = None;
+    // What to keep, not what to drop: a field a newer kubelet adds is dropped too.
     if let Some(status) = node.status.as_mut() {
-        status.images = None;
-        status.volumes_attached = None;
-        status.volumes_in_use = None;
-        status.conditions = None;
-        status.node_info = None;
-        status.capacity = None;
-        status.allocatable = None;
+        *status = NodeStatus {
+            addresses: status.addresses.take(),
+            ..Default::default()
+        };
     }
     if let Some(a) = node.metadata.annotations.as_mut() {
         a.retain(|k, _| k == keys::ANNOTATION_PROVIDED_NODE_IP);

@@ -29,7 +29,8 @@ pub struct Ctx {
     pub lbs: Arc<dyn LoadBalancers>,
     /// Node cache (for the Nodes that provider warnings name).
     pub nodes: Store<Node>,
-    /// The eligible node set, as [`crate::node_sync`] last published it.
+    /// The eligible node set, as [`crate::node_sync`] last published it (see
+    /// [`Ctx::eligible_nodes`]).
     pub eligible: watch::Receiver<Arc<EligibleSet>>,
     /// Which `loadBalancerClass` values are ours.
     pub classes: ClassFilter,
@@ -81,6 +82,20 @@ impl Ctx {
                 Duration::from_secs(5),
                 Duration::from_secs(300),
             )),
+        }
+    }
+
+    /// The eligible node set now: the shared one [`crate::node_sync`] published, unless the cache
+    /// changed since (a burst of joins still inside the sync window), when this reconcile builds
+    /// its own rather than act on a set it knows is stale.
+    fn eligible_nodes(&self) -> Arc<EligibleSet> {
+        let published = self.eligible.borrow().clone();
+        let state = self.nodes.state();
+        let now = state.iter().map(|n| n.as_ref());
+        if nodes::eligible_fingerprint(now) == published.fingerprint {
+            published
+        } else {
+            Arc::new(EligibleSet::of(state.iter().map(|n| n.as_ref())))
         }
     }
 
@@ -144,7 +159,7 @@ async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
     let uid = svc.uid().unwrap_or_default();
-    let eligible = ctx.eligible.borrow().clone();
+    let eligible = ctx.eligible_nodes();
     let nodes = &eligible.nodes;
     let spec = service::spec_hash(svc);
     match ctx.applied.work(&uid, spec, eligible.fingerprint) {

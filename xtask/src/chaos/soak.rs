@@ -1,5 +1,6 @@
 //! Soak: the demo-sized world left running with a node churning — every period one server is
-//! deleted (its kubelet goes silent first) or one joins, alternately. Each controller's resident
+//! deleted (its kubelet goes silent first) or one joins, alternately — while the other kubelets
+//! send their periodic status reports. Each controller's resident
 //! memory, live tokio tasks and open file descriptors are read from its `/metrics` once the world
 //! first converged and again at the end; its cloud calls over the soak are scaled to an hour.
 
@@ -80,9 +81,17 @@ pub async fn run(
     let soak = Duration::from_secs(minutes * 60);
     let started = Instant::now();
     let (mut joins, mut removals) = (0, 0);
+    // Kubelet's status reports: every 5 minutes, as with Node leases; a short soak scales that
+    // down so every Node still reports several times.
+    let report_every = (soak / 3).min(Duration::from_secs(300));
+    let mut reports = 0;
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     while started.elapsed() < soak {
         tick.tick().await;
+        if started.elapsed() >= report_every * (reports + 1) {
+            reports += 1;
+            world.report_status(u64::from(reports)).await?;
+        }
         if (joins + removals) % 2 == 0 {
             let name = world.servers.keys().next().cloned().unwrap_or_default();
             world.set_ready(std::slice::from_ref(&name), false).await?;

@@ -178,6 +178,20 @@ impl World {
         Ok(())
     }
 
+    /// Every live Node's kubelet sends its periodic status report (`n`-th of the run).
+    pub async fn report_status(&self, n: u64) -> anyhow::Result<()> {
+        futures::stream::iter(self.servers.values())
+            .map(|s| async move {
+                demo_world::kubelet(s)
+                    .report_status(&self.admin, true, n)
+                    .await
+            })
+            .buffer_unordered(PARALLEL)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
     /// Sets the Ready condition of `names`, as their kubelets' heartbeats (or silence) would.
     pub async fn set_ready(&self, names: &[String], ready: bool) -> anyhow::Result<()> {
         futures::stream::iter(names)
