@@ -11,13 +11,12 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::watch;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::applied::{AppliedSet, Work};
 use crate::error::Error;
 use crate::metrics::ServiceMetrics;
-use crate::nodes::EligibleSet;
+use crate::nodes::EligibleCache;
 use crate::service::{self, ClassFilter};
 use crate::{nodes, patches, reasons};
 
@@ -27,11 +26,10 @@ pub struct Ctx {
     pub client: kube::Client,
     /// The cloud's load balancers.
     pub lbs: Arc<dyn LoadBalancers>,
-    /// Node cache (for the Nodes that provider warnings name).
+    /// Node cache.
     pub nodes: Store<Node>,
-    /// The eligible node set, as [`crate::node_sync`] last published it (see
-    /// [`Ctx::eligible_nodes`]).
-    pub eligible: watch::Receiver<Arc<EligibleSet>>,
+    /// The eligible node set of the cache, built once per change and shared by every reconcile.
+    pub eligible: EligibleCache,
     /// Which `loadBalancerClass` values are ours.
     pub classes: ClassFilter,
     /// What was last applied per Service.
@@ -61,7 +59,6 @@ impl Ctx {
         client: kube::Client,
         lbs: Arc<dyn LoadBalancers>,
         nodes: Store<Node>,
-        eligible: watch::Receiver<Arc<EligibleSet>>,
         classes: ClassFilter,
         drift_period: Duration,
         events: Events,
@@ -72,7 +69,7 @@ impl Ctx {
             client,
             lbs,
             nodes,
-            eligible,
+            eligible: EligibleCache::default(),
             classes,
             applied: AppliedSet::new(drift_period),
             events,
@@ -82,20 +79,6 @@ impl Ctx {
                 Duration::from_secs(5),
                 Duration::from_secs(300),
             )),
-        }
-    }
-
-    /// The eligible node set now: the shared one [`crate::node_sync`] published, unless the cache
-    /// changed since (a burst of joins still inside the sync window), when this reconcile builds
-    /// its own rather than act on a set it knows is stale.
-    fn eligible_nodes(&self) -> Arc<EligibleSet> {
-        let published = self.eligible.borrow().clone();
-        let state = self.nodes.state();
-        let now = state.iter().map(|n| n.as_ref());
-        if nodes::eligible_fingerprint(now) == published.fingerprint {
-            published
-        } else {
-            Arc::new(EligibleSet::of(state.iter().map(|n| n.as_ref())))
         }
     }
 
@@ -159,7 +142,7 @@ async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
     let uid = svc.uid().unwrap_or_default();
-    let eligible = ctx.eligible_nodes();
+    let eligible = ctx.eligible.current(&ctx.nodes);
     let nodes = &eligible.nodes;
     let spec = service::spec_hash(svc);
     match ctx.applied.work(&uid, spec, eligible.fingerprint) {

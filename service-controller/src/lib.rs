@@ -217,13 +217,10 @@ pub async fn run(
         .predicate_filter(service::trigger_hash, Default::default());
 
     let (trigger_tx, trigger_rx) = futures::channel::mpsc::channel(1);
-    let (eligible_tx, eligible_rx) =
-        tokio::sync::watch::channel(Arc::new(node_sync::current(&node_store)));
     let node_sync = tokio::spawn(node_sync::run(
         node_store.clone(),
         node_changed,
         settings.node_sync_window,
-        eligible_tx,
         trigger_tx,
         metrics.clone(),
         ctx.shutdown.clone(),
@@ -233,7 +230,6 @@ pub async fn run(
         client,
         lbs,
         node_store,
-        eligible_rx,
         settings.classes,
         settings.drift_period,
         ctx.events.clone(),

@@ -8,31 +8,28 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::Store;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::ServiceMetrics;
-use crate::nodes::{self, EligibleSet};
+use crate::nodes;
 
-/// The eligible set of the Nodes in `store` now.
-pub fn current(store: &Store<Node>) -> EligibleSet {
-    let state = store.state();
-    EligibleSet::of(state.iter().map(|n| n.as_ref()))
+fn current(store: &Store<Node>) -> u64 {
+    nodes::eligible_fingerprint(store.state().iter().map(|n| n.as_ref()))
 }
 
-/// Waits for node events (`changed`), lets them settle for `window`, and when the eligible set
-/// differs from the one `published` holds, publishes it and sends one trigger. Each Service then
-/// decides in its reconcile whether its own targets changed; unchanged load balancers cost no
-/// cloud call.
+/// Waits for node events (`changed`), lets them settle for `window`, and sends one trigger when the
+/// eligible set differs from the last one sent. Each Service then decides in its reconcile whether
+/// its own targets changed; unchanged load balancers cost no cloud call.
 pub async fn run(
     store: Store<Node>,
     changed: Arc<Notify>,
     window: Duration,
-    published: watch::Sender<Arc<EligibleSet>>,
     mut trigger: mpsc::Sender<()>,
     metrics: ServiceMetrics,
     shutdown: CancellationToken,
 ) {
+    let mut last = current(&store);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -42,9 +39,9 @@ pub async fn run(
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(window) => {}
         }
-        let now = nodes::eligible_fingerprint(store.state().iter().map(|n| n.as_ref()));
-        if now != published.borrow().fingerprint {
-            published.send_replace(Arc::new(current(&store)));
+        let now = current(&store);
+        if now != last {
+            last = now;
             metrics.node_set_changes.inc();
             // A full channel means a pass is already pending; it will see this set too.
             let _ = trigger.try_send(());

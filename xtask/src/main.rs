@@ -226,9 +226,15 @@ fn bench_report_is_well_formed() -> anyhow::Result<()> {
     })?;
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
     let _ = std::fs::remove_file(&json);
-    let png = std::fs::read(&plot)?;
-    let _ = std::fs::remove_file(&plot);
-    anyhow::ensure!(png.starts_with(b"\x89PNG"), "the bench plot is not a PNG");
+    for plot in [bench::system::memory_plot(&plot), plot] {
+        let png = std::fs::read(&plot)?;
+        let _ = std::fs::remove_file(&plot);
+        anyhow::ensure!(
+            png.starts_with(b"\x89PNG"),
+            "{} is not a PNG",
+            plot.display()
+        );
+    }
     for scenario in bench::REPORTED {
         anyhow::ensure!(
             report

@@ -10,7 +10,7 @@ mod nodes;
 pub mod plot;
 mod routes;
 mod services;
-mod system;
+pub mod system;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -14,12 +14,12 @@
 //! Per controller and phase: peak and steady RSS, CPU seconds, cloud calls, apiserver requests
 //! and the watch events it decoded; then the sum of all four.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde::Serialize;
@@ -33,7 +33,6 @@ use crate::demo::world::{NETWORK, UNINITIALIZED};
 use crate::fleet::{self, Fleet};
 
 const POOL_LABEL: &str = "bench.cloud-controllers.dev/pool";
-const SELECTOR: &str = "load-balancer.hetzner.cloud/node-selector";
 const NAMESPACE: &str = "default";
 /// Nodes registered (or Services created) at once.
 const PARALLEL: usize = 32;
@@ -461,10 +460,7 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
     };
     print_summary(&figures);
     if let Some(path) = &args.plot {
-        let path = path.with_file_name(format!(
-            "{}-system-rss.png",
-            path.file_stem().and_then(|s| s.to_str()).unwrap_or("bench")
-        ));
+        let path = memory_plot(path);
         let mut series = samples.series;
         series.push(Series::sum("all four", &series));
         super::plot::write_series_png(
@@ -482,22 +478,17 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
     Ok(figures)
 }
 
+/// Where `--plot FILE.png` puts this scenario's memory plot: `FILE-system-rss.png`.
+pub fn memory_plot(plot: &Path) -> PathBuf {
+    plot.with_file_name(format!(
+        "{}-system-rss.png",
+        plot.file_stem().and_then(|s| s.to_str()).unwrap_or("bench")
+    ))
+}
+
 /// Service `svc-<i>`: one TCP port, targeting pool `p<i>`.
 async fn create_service(client: &Client, i: usize) -> anyhow::Result<()> {
-    let mut svc = Service::default();
-    svc.metadata.name = Some(format!("svc-{i}"));
-    svc.metadata.annotations = Some([(SELECTOR.to_string(), format!("{POOL_LABEL}=p{i}"))].into());
-    svc.spec = Some(ServiceSpec {
-        type_: Some("LoadBalancer".into()),
-        ports: Some(vec![ServicePort {
-            name: Some("http".into()),
-            port: 80,
-            protocol: Some("TCP".into()),
-            ..Default::default()
-        }]),
-        selector: Some([("app".to_string(), format!("app-{i}"))].into()),
-        ..Default::default()
-    });
+    let svc = crate::demo::world::pool_service(i, POOL_LABEL, &format!("p{i}"));
     Api::<Service>::namespaced(client.clone(), NAMESPACE)
         .create(&PostParams::default(), &svc)
         .await

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Node, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
@@ -21,7 +21,6 @@ use crate::demo::world::{self as demo_world, Server};
 pub const POOL: usize = 20;
 pub const NAMESPACE: &str = "chaos";
 const POOL_LABEL: &str = "chaos.cloud-controllers.dev/pool";
-const SELECTOR: &str = "load-balancer.hetzner.cloud/node-selector";
 /// The ownership label HCCM and we put on a Service's load balancer.
 const SERVICE_UID: &str = "hcloud-ccm/service-uid";
 const UNINITIALIZED: &str = demo_world::UNINITIALIZED;
@@ -134,26 +133,7 @@ impl World {
 
     /// Service `svc-<i>`: one TCP port, targeting pool `i % pools`.
     pub async fn create_service(&self, i: usize) -> anyhow::Result<()> {
-        let mut svc = Service::default();
-        svc.metadata.name = Some(format!("svc-{i}"));
-        svc.metadata.annotations = Some(
-            [(
-                SELECTOR.to_string(),
-                format!("{POOL_LABEL}=p{}", i % self.pools),
-            )]
-            .into(),
-        );
-        svc.spec = Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                name: Some("http".into()),
-                port: 80,
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            }]),
-            selector: Some([("app".to_string(), format!("app-{i}"))].into()),
-            ..Default::default()
-        });
+        let svc = demo_world::pool_service(i, POOL_LABEL, &format!("p{}", i % self.pools));
         self.services()
             .create(&PostParams::default(), &svc)
             .await
@@ -416,7 +396,11 @@ fn pool_servers(
     nodes: &[Node],
     servers: &BTreeMap<String, Server>,
 ) -> BTreeSet<u64> {
-    let selector = svc.annotations().get(SELECTOR).cloned().unwrap_or_default();
+    let selector = svc
+        .annotations()
+        .get(demo_world::NODE_SELECTOR)
+        .cloned()
+        .unwrap_or_default();
     let (key, value) = selector.split_once('=').unwrap_or(("", ""));
     nodes
         .iter()
@@ -453,7 +437,7 @@ mod tests {
 
     fn service(uid: &str) -> Service {
         serde_json::from_value(json!({
-            "metadata": {"name": uid, "uid": uid, "annotations": {SELECTOR: format!("{POOL_LABEL}=p0")}},
+            "metadata": {"name": uid, "uid": uid, "annotations": {demo_world::NODE_SELECTOR: format!("{POOL_LABEL}=p0")}},
             "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}},
         }))
         .unwrap()

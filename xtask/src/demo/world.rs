@@ -2,11 +2,14 @@
 //! with `--cloud-provider=external` register them.
 
 use anyhow::Context as _;
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use kube::Client;
 use serde_json::{Value, json};
 use testenv::KubeletNode;
 
 pub const NETWORK: &str = "k8s";
+/// HCCM's annotation: the load balancer targets only the Nodes matching this label selector.
+pub const NODE_SELECTOR: &str = "load-balancer.hetzner.cloud/node-selector";
 /// Where the demo's pod CIDRs (`10.244.<i>.0/24`) come from: route-controller's `--cluster-cidr`.
 pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
 pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -89,4 +92,25 @@ pub async fn set_ready(client: &Client, name: &str, ready: bool) -> anyhow::Resu
     testenv::set_node_ready(client, name, ready)
         .await
         .with_context(|| format!("setting Ready={ready} on {name}"))
+}
+
+/// LoadBalancer Service `svc-<i>` with one TCP port, its load balancer targeting only the Nodes
+/// labelled `label=pool` (HCCM's `node-selector` annotation), so an lb11's 25 targets suffice.
+pub fn pool_service(i: usize, label: &str, pool: &str) -> Service {
+    let mut svc = Service::default();
+    svc.metadata.name = Some(format!("svc-{i}"));
+    svc.metadata.annotations =
+        Some([(NODE_SELECTOR.to_string(), format!("{label}={pool}"))].into());
+    svc.spec = Some(ServiceSpec {
+        type_: Some("LoadBalancer".into()),
+        ports: Some(vec![ServicePort {
+            name: Some("http".into()),
+            port: 80,
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+        selector: Some([("app".to_string(), format!("app-{i}"))].into()),
+        ..Default::default()
+    });
+    svc
 }
