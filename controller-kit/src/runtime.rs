@@ -357,6 +357,7 @@ where
     let _telemetry = rt.block_on(async { telemetry::init(info.name, config.log_format) });
     let code = rt.block_on(async move {
         let shutdown = crate::shutdown::signal_token();
+        tokio::spawn(crate::allocator::trim_periodically(shutdown.clone()));
         let kube_api = KubeApiMetrics::default();
         let client = match kube_client(&config, kube_api.clone()).await {
             Ok(c) => c,
