@@ -173,16 +173,29 @@ pub async fn run(
         .reflect(node_writer);
         let shutdown = ctx.shutdown.clone();
         tokio::spawn(async move {
-            let drive = stream.for_each(|ev| {
+            // Only changes of what a load balancer targets wake the node sync: kubelet's status
+            // reports (every Node every few minutes) do not.
+            let mut seen = nodes::TargetHashes::default();
+            let drive = stream.for_each(move |ev| {
                 match ev {
+                    Ok(watcher::Event::Init) => seen.relist(),
+                    Ok(watcher::Event::InitApply(node)) => {
+                        seen.changed(&node);
+                    }
                     Ok(watcher::Event::InitDone) => {
+                        seen.relisted();
                         nodes_synced_tx.send_replace(true);
                         changed.notify_one();
                     }
-                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
+                    Ok(watcher::Event::Apply(node)) => {
+                        if seen.changed(&node) {
+                            changed.notify_one()
+                        }
+                    }
+                    Ok(watcher::Event::Delete(node)) => {
+                        seen.deleted(&node);
                         changed.notify_one()
                     }
-                    Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "node watch error"),
                 }
                 futures::future::ready(())

@@ -1,6 +1,7 @@
 //! Which Nodes a load balancer sends traffic to (upstream's stable node set, KEP-3458), as the cloud
 //! sees them.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -93,6 +94,52 @@ impl EligibleSet {
         EligibleSet {
             fingerprint: fingerprint(&nodes),
             nodes,
+        }
+    }
+}
+
+/// Per Node, the hash of what a load balancer targets by (eligibility, name, providerID, labels,
+/// internal IPs), so the watch can tell a change that matters from a kubelet status report.
+#[derive(Debug, Default)]
+pub struct TargetHashes {
+    current: HashMap<String, u64>,
+    /// Filled during a relist, then swapped in (Nodes deleted meanwhile drop out).
+    relisting: Option<HashMap<String, u64>>,
+}
+
+impl TargetHashes {
+    /// Records `node`; whether what a load balancer targets by changed.
+    pub fn changed(&mut self, node: &Node) -> bool {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        is_eligible(node).hash(&mut h);
+        let ips = node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .filter(|a| a.type_ == "InternalIP")
+            .map(|a| a.address.as_str());
+        let name = node.name_any();
+        hash_target(&mut h, &name, provider_id(node), node.labels(), ips);
+        let hash = h.finish();
+        let map = self.relisting.as_mut().unwrap_or(&mut self.current);
+        map.insert(name, hash) != Some(hash)
+    }
+
+    pub fn deleted(&mut self, node: &Node) {
+        self.current.remove(&node.name_any());
+    }
+
+    /// A relist starts.
+    pub fn relist(&mut self) {
+        self.relisting = Some(HashMap::new());
+    }
+
+    /// The relist is complete.
+    pub fn relisted(&mut self) {
+        if let Some(map) = self.relisting.take() {
+            self.current = map;
         }
     }
 }
@@ -215,6 +262,25 @@ mod tests {
             .insert("x".into(), "y".into());
         assert_ne!(of(&nodes), before);
         assert_eq!(of(&nodes), EligibleSet::of(nodes.iter()).fingerprint);
+    }
+
+    #[test]
+    fn a_status_report_is_no_target_change_but_a_label_is() {
+        let mut node = testenv::KubeletNode {
+            node_ip: Some("10.0.0.7".into()),
+            provider_id: Some("hcloud://7".into()),
+            ..testenv::KubeletNode::new("worker-7")
+        }
+        .registration();
+        let mut seen = TargetHashes::default();
+        assert!(seen.changed(&node));
+        node.status.as_mut().unwrap().images = None;
+        node.metadata.resource_version = Some("2".into());
+        assert!(!seen.changed(&node));
+        node.labels_mut().insert("pool".into(), "b".into());
+        assert!(seen.changed(&node));
+        node.spec.as_mut().unwrap().provider_id = None;
+        assert!(seen.changed(&node), "no longer eligible");
     }
 
     #[test]
