@@ -79,7 +79,8 @@ impl Launch {
         let mut cmd = match &self.wrapper {
             Some(w) => {
                 let mut c = tokio::process::Command::new(w);
-                c.arg(&self.binary);
+                // Its own process group, so stopping it also stops the controller it started.
+                c.arg(&self.binary).process_group(0);
                 c
             }
             None => tokio::process::Command::new(&self.binary),
@@ -105,7 +106,11 @@ impl Launch {
             .spawn()
             .with_context(|| format!("starting {}", self.binary.display()))?;
         let pid = child.id().context("child pid")?;
-        Ok(Process { child, pid })
+        Ok(Process {
+            child,
+            pid,
+            wrapped: self.wrapper.is_some(),
+        })
     }
 }
 
@@ -114,6 +119,8 @@ impl Launch {
 pub struct Process {
     child: tokio::process::Child,
     pid: u32,
+    /// Started under `--wrapper`, in a process group of its own.
+    wrapped: bool,
 }
 
 impl Process {
@@ -158,8 +165,15 @@ impl Process {
         self.child.try_wait()
     }
 
-    /// `SIGKILL`; returns when the process is gone.
+    /// `SIGKILL`; returns when the process is gone. A wrapper's process group first gets `SIGTERM`
+    /// (a profiler writes its data then), so the controller under it stops too.
     pub async fn kill(mut self) {
+        if self.wrapped {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", "--", &format!("-{}", self.pid)])
+                .status();
+            let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+        }
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
     }
