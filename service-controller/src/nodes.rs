@@ -55,17 +55,7 @@ pub fn lb_node(node: &Node) -> LbNode {
         name: node.name_any(),
         provider_id: provider_id(node).map(str::to_string),
         labels: node.labels().clone(),
-        internal_ips: node
-            .status
-            .as_ref()
-            .and_then(|s| s.addresses.as_ref())
-            .map(|a| {
-                a.iter()
-                    .filter(|a| a.type_ == "InternalIP")
-                    .map(|a| a.address.clone())
-                    .collect()
-            })
-            .unwrap_or_default(),
+        internal_ips: internal_ips(node).map(str::to_string).collect(),
     }
 }
 
@@ -112,19 +102,10 @@ impl TargetHashes {
     pub fn changed(&mut self, node: &Node) -> bool {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         is_eligible(node).hash(&mut h);
-        let ips = node
-            .status
-            .as_ref()
-            .and_then(|s| s.addresses.as_deref())
-            .unwrap_or_default()
-            .iter()
-            .filter(|a| a.type_ == "InternalIP")
-            .map(|a| a.address.as_str());
-        let name = node.name_any();
-        hash_target(&mut h, &name, provider_id(node), node.labels(), ips);
+        hash_node(&mut h, node);
         let hash = h.finish();
         let map = self.relisting.as_mut().unwrap_or(&mut self.current);
-        map.insert(name, hash) != Some(hash)
+        map.insert(node.name_any(), hash) != Some(hash)
     }
 
     pub fn deleted(&mut self, node: &Node) {
@@ -183,18 +164,31 @@ pub fn eligible_fingerprint<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> u6
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for n in nodes {
-        let ips = n
-            .status
-            .as_ref()
-            .and_then(|s| s.addresses.as_deref())
-            .unwrap_or_default()
-            .iter()
-            .filter(|a| a.type_ == "InternalIP")
-            .map(|a| a.address.as_str());
-        let name = n.metadata.name.as_deref().unwrap_or_default();
-        hash_target(&mut h, name, provider_id(n), n.labels(), ips);
+        hash_node(&mut h, n);
     }
     h.finish()
+}
+
+/// [`hash_target`] of what `node`'s [`LbNode`] would hold.
+fn hash_node(h: &mut impl Hasher, node: &Node) {
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    hash_target(
+        h,
+        name,
+        provider_id(node),
+        node.labels(),
+        internal_ips(node),
+    );
+}
+
+fn internal_ips(node: &Node) -> impl Iterator<Item = &str> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.as_str())
 }
 
 fn hash_target<'a>(
