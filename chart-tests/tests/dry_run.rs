@@ -1,6 +1,7 @@
-//! Every object the chart renders (defaults and every ci/*.yaml) sent to a real kube-apiserver as a
-//! server-side apply with dryRun=All and strict field validation: schema, defaulting, admission and
-//! RBAC-escalation checks run, nothing is stored.
+//! Every object the chart renders (defaults, every ci/*.yaml and the translated HCCM values file of
+//! chart-tests/fixtures/) sent to a real kube-apiserver as a server-side apply with dryRun=All and
+//! strict field validation: schema, defaulting, admission and RBAC-escalation checks run, nothing
+//! is stored.
 
 use std::collections::BTreeMap;
 
@@ -175,4 +176,67 @@ async fn helm_install_dry_run_renders_notes_that_name_what_was_enabled() {
         "{notes}"
     );
     assert!(!notes.contains("create secret generic hcloud"), "{notes}");
+
+    // HCCM's networking switch: the route-controller and hostNetwork, named as such.
+    let notes = install(Some("charts/cloud-controllers/ci/networking-values.yaml"));
+    for c in chart_tests::CONTROLLERS {
+        assert!(
+            notes.contains(&format!(
+                "  - {c}: Deployment cloud-controllers-{c}, 1 replica(s)"
+            )),
+            "{notes}"
+        );
+    }
+    assert!(
+        notes.contains("admin port 10274, hostNetwork, Lease kube-system/cloud-controller-manager-route-controller"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("(and HCLOUD_NETWORK from key network)"),
+        "{notes}"
+    );
+    assert!(
+        !notes.contains("node-controller runs on the pod network"),
+        "{notes}"
+    );
+
+    let notes = install(Some(
+        "charts/cloud-controllers/ci/monitoring-off-values.yaml",
+    ));
+    assert!(notes.contains("HCLOUD_METRICS_ENABLED=false"), "{notes}");
+    assert!(!notes.contains("/metrics | grep"), "{notes}");
+}
+
+/// The hand translation of an HCCM values file (chart-tests/fixtures/; render.rs checks what it
+/// renders against the HCCM file) sent to the apiserver like every ci/*.yaml.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_translated_hccm_values_file_passes_a_server_side_dry_run() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    install_podmonitor_crd(&client).await;
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let objects = Render::default()
+        .values("chart-tests/fixtures/hccm-values-translated.yaml")
+        .arg("--api-versions")
+        .arg("monitoring.coreos.com/v1/PodMonitor")
+        .objects();
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for obj in &objects {
+        match apply(&client, &discovery, obj, true).await {
+            Ok(()) => *kinds.entry(kind(obj).to_owned()).or_default() += 1,
+            Err(e) => failures.push(e),
+        }
+    }
+    eprintln!(
+        "dry-run hccm-values-translated.yaml: {}/{} accepted {kinds:?}",
+        kinds.values().sum::<usize>(),
+        objects.len()
+    );
+    assert!(failures.is_empty(), "rejected:\n{}", failures.join("\n"));
+    assert_eq!(kinds.get("Deployment"), Some(&4), "{kinds:?}");
+    assert_eq!(kinds.get("PodMonitor"), Some(&4), "{kinds:?}");
 }

@@ -1,6 +1,7 @@
 //! The chart rendered by helm, no cluster: lint, every values file, the schema's refusals, the
 //! template's own refusals, and what the objects say (RBAC = the files, security, scheduling,
-//! probes, HCCM's Secret and variables).
+//! probes, HCCM's Secret and variables, HCCM's chart options: networking, monitoring, extra
+//! volumes, dnsConfig, strategy, tolerations), and an HCCM values file next to its translation.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -135,6 +136,11 @@ fn the_schema_rejects_misspelt_keys() {
         ("hcloud.loadBalancers.locaton=fsn1", "locaton"),
         ("routeController.image.tags=x", "tags"),
         ("simulator.enable=true", "enable"),
+        ("networking.enable=true", "enable"),
+        ("monitoring.podMonitor.anotations.x=y", "anotations"),
+        ("dnsConfig.nameserver[0]=1.1.1.1", "nameserver"),
+        ("strategy.rollingupdate.maxSurge=1", "rollingupdate"),
+        ("lifecycleController.extraVolume[0].name=x", "extraVolume"),
     ] {
         let err = Render::default().arg("--set").arg(key).error();
         assert!(
@@ -181,6 +187,41 @@ fn the_schema_rejects_wrong_types_and_values() {
             json!(["--cluster-cidr=10.0.0.0/8"]),
             "got array, want object",
         ),
+        (
+            "nodeController.hostNetwork",
+            json!("yes"),
+            "got string, want null or boolean",
+        ),
+        (
+            "networking.clusterCIDR",
+            json!("10.244.0.0"),
+            "does not match pattern",
+        ),
+        (
+            "extraVolumes",
+            json!({"name": "x"}),
+            "got object, want array",
+        ),
+        (
+            "extraVolumeMounts",
+            json!([{"name": "x"}]),
+            "missing property 'mountPath'",
+        ),
+        (
+            "serviceController.strategy",
+            json!({"type": "BlueGreen"}),
+            "must be one of",
+        ),
+        (
+            "dnsConfig",
+            json!({"options": [{"name": "ndots", "value": 1}]}),
+            "got number, want string",
+        ),
+        (
+            "monitoring.podMonitor.spec",
+            json!([]),
+            "got array, want object",
+        ),
     ] {
         let err = Render::default().set_json(key, &json).error();
         assert!(
@@ -216,6 +257,56 @@ fn the_template_refuses_what_would_not_work() {
         (
             Render::default().set("credentials.create", true),
             "credentials.token is required when credentials.create is true",
+        ),
+        (
+            Render::default()
+                .set("networking.enabled", true)
+                .set("networking.clusterCIDR", ""),
+            "routeController.clusterCIDR is required when routeController.enabled is true",
+        ),
+        (
+            Render::default()
+                .set("networking.enabled", true)
+                .set("serviceController.adminPort", 10271),
+            "nodeController.adminPort and serviceController.adminPort are both 10271, and both pods use the host's network",
+        ),
+        (
+            Render::default().set_json(
+                "extraVolumeMounts",
+                &json!([{"name": "token", "mountPath": "/etc/hcloud"}]),
+            ),
+            "nodeController: volume mount \"token\" (at /etc/hcloud) names no volume",
+        ),
+        (
+            Render::default()
+                .set_json("extraVolumes", &json!([{"name": "t", "emptyDir": {}}]))
+                .set_json(
+                    "serviceController.extraVolumes",
+                    &json!([{"name": "t", "emptyDir": {}}]),
+                ),
+            "serviceController: volume \"t\" is defined twice",
+        ),
+        (
+            Render::default()
+                .set("monitoring.podMonitor.enabled", true)
+                .set_json(
+                    "monitoring.podMonitor.spec",
+                    &json!({"podMetricsEndpoints": [{"port": "metrics"}]}),
+                )
+                .arg("--api-versions")
+                .arg("monitoring.coreos.com/v1/PodMonitor"),
+            "monitoring.podMonitor.spec.podMetricsEndpoints[0].port: metrics is HCCM's port name",
+        ),
+        (
+            Render::default()
+                .set("monitoring.podMonitor.enabled", true)
+                .set_json(
+                    "monitoring.podMonitor.spec",
+                    &json!({"selector": {"matchLabels": {"app": "x"}}}),
+                )
+                .arg("--api-versions")
+                .arg("monitoring.coreos.com/v1/PodMonitor"),
+            "monitoring.podMonitor.spec.selector: the chart sets each PodMonitor's selector",
         ),
     ];
     for (render, expect) in cases {
@@ -725,4 +816,576 @@ fn chart_version_and_app_version_are_the_workspace_version() {
     assert_eq!(chart_yaml["apiVersion"], "v2");
     assert_eq!(chart_yaml["version"], workspace_version);
     assert_eq!(chart_yaml["appVersion"], workspace_version);
+}
+
+fn pod_spec(deploy: &Value) -> &Value {
+    &deploy["spec"]["template"]["spec"]
+}
+
+fn deployment<'a>(objects: &'a [Value], controller: &str) -> &'a Value {
+    find(
+        objects,
+        "Deployment",
+        &format!("cloud-controllers-{controller}"),
+    )
+}
+
+/// The components that have a Deployment.
+fn deployed(objects: &[Value]) -> BTreeSet<String> {
+    of_kind(objects, "Deployment")
+        .filter_map(|d| component(d).map(str::to_owned))
+        .collect()
+}
+
+/// The rolling update a hostNetwork Deployment gets unless a strategy is given.
+fn no_surge() -> Value {
+    json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}})
+}
+
+#[test]
+fn networking_enabled_is_hccms_one_switch() {
+    let objects = Render::default()
+        .values("charts/cloud-controllers/ci/networking-values.yaml")
+        .objects();
+    assert_eq!(
+        deployed(&objects),
+        CONTROLLERS.iter().map(|c| c.to_string()).collect(),
+        "the route-controller comes with networking.enabled"
+    );
+    for c in CONTROLLERS {
+        let d = deployment(&objects, c);
+        // HCLOUD_NETWORK as hcloud.network.enabled gives it.
+        assert_eq!(
+            env(d, "HCLOUD_NETWORK").map(|e| &e["valueFrom"]),
+            Some(&json!({"secretKeyRef": {"name": "hcloud", "key": "network", "optional": true}})),
+            "{c}"
+        );
+        // Every pod on the host network, with what the chart does for hostNetwork.
+        assert_eq!(pod_spec(d)["hostNetwork"], true, "{c}");
+        assert_eq!(pod_spec(d)["dnsPolicy"], "Default", "{c}");
+        assert_eq!(d["spec"]["strategy"], no_surge(), "{c}");
+    }
+    let route = deployment(&objects, "route-controller");
+    let a = args(route);
+    assert!(
+        a.contains(&"--cluster-cidr=10.42.0.0/16".to_owned()),
+        "{a:?}"
+    );
+    // Its RBAC and ServiceAccount come with it.
+    find(
+        &objects,
+        "ClusterRole",
+        "cloud-controllers:route-controller",
+    );
+    find(
+        &objects,
+        "ServiceAccount",
+        "cloud-controllers-route-controller",
+    );
+    // HCCM's default cluster CIDR when only the switch is set.
+    let objects = Render::default().set("networking.enabled", true).objects();
+    let a = args(deployment(&objects, "route-controller"));
+    assert!(
+        a.contains(&"--cluster-cidr=10.244.0.0/16".to_owned()),
+        "{a:?}"
+    );
+}
+
+#[test]
+fn explicit_values_win_over_networking_enabled() {
+    let objects = Render::default()
+        .set("networking.enabled", true)
+        .set("networking.clusterCIDR", "10.42.0.0/16")
+        .set("routeController.clusterCIDR", "10.96.0.0/12")
+        .set("nodeController.hostNetwork", false)
+        .set("hcloud.network.enabled", false)
+        .set("lifecycleController.dnsPolicy", "ClusterFirstWithHostNet")
+        .objects();
+    let route = deployment(&objects, "route-controller");
+    assert!(
+        args(route).contains(&"--cluster-cidr=10.96.0.0/12".to_owned()),
+        "routeController.clusterCIDR wins: {:?}",
+        args(route)
+    );
+    assert!(
+        env(route, "HCLOUD_NETWORK").is_some(),
+        "the route-controller always gets the network"
+    );
+    let node = deployment(&objects, "node-controller");
+    assert_eq!(pod_spec(node)["hostNetwork"], false);
+    assert_eq!(pod_spec(node)["dnsPolicy"], "Default");
+    assert!(node["spec"]["strategy"].is_null());
+    assert!(
+        env(node, "HCLOUD_NETWORK").is_none(),
+        "hcloud.network.enabled=false wins"
+    );
+    let lifecycle = deployment(&objects, "lifecycle-controller");
+    assert_eq!(pod_spec(lifecycle)["hostNetwork"], true);
+    assert_eq!(pod_spec(lifecycle)["dnsPolicy"], "ClusterFirstWithHostNet");
+
+    // routeController.enabled=false: no route-controller object at all.
+    let objects = Render::default()
+        .set("networking.enabled", true)
+        .set("routeController.enabled", false)
+        .objects();
+    assert!(
+        objects
+            .iter()
+            .all(|o| component(o) != Some("route-controller")),
+        "{:?}",
+        objects.iter().map(describe).collect::<Vec<_>>()
+    );
+    assert_eq!(deployed(&objects).len(), 3);
+    // ... while the rest of the switch still applies.
+    let service = deployment(&objects, "service-controller");
+    assert_eq!(pod_spec(service)["hostNetwork"], true);
+    assert!(env(service, "HCLOUD_NETWORK").is_some());
+}
+
+#[test]
+fn networking_disabled_keeps_our_defaults() {
+    let defaults = Render::default().objects();
+    assert_eq!(
+        deployed(&defaults),
+        [
+            "lifecycle-controller",
+            "node-controller",
+            "service-controller"
+        ]
+        .map(String::from)
+        .into()
+    );
+    for d in of_kind(&defaults, "Deployment") {
+        let what = describe(d);
+        let pod = pod_spec(d);
+        assert_eq!(pod["hostNetwork"], false, "{what}");
+        // The node's resolver, as HCCM: cluster DNS needs initialized nodes first.
+        assert_eq!(pod["dnsPolicy"], "Default", "{what}");
+        assert!(pod["dnsConfig"].is_null(), "{what}");
+        assert!(pod["volumes"].is_null(), "{what}");
+        assert!(container(d)["volumeMounts"].is_null(), "{what}");
+        assert!(d["spec"]["strategy"].is_null(), "{what}");
+        assert!(env(d, "HCLOUD_NETWORK").is_none(), "{what}");
+        assert!(env(d, "HCLOUD_METRICS_ENABLED").is_none(), "{what}");
+    }
+    // HCCM's keys at their defaults, or the cluster CIDR alone, change nothing.
+    let explicit = Render::default()
+        .set("networking.enabled", false)
+        .set("networking.clusterCIDR", "10.42.0.0/16")
+        .set("monitoring.enabled", true)
+        .objects();
+    assert_eq!(explicit, defaults);
+    // Our own switches still work without HCCM's.
+    let objects = Render::default()
+        .set("routeController.enabled", true)
+        .set("routeController.clusterCIDR", "10.244.0.0/16")
+        .set("routeController.hostNetwork", true)
+        .objects();
+    let route = deployment(&objects, "route-controller");
+    assert_eq!(pod_spec(route)["hostNetwork"], true);
+    assert_eq!(
+        pod_spec(deployment(&objects, "node-controller"))["hostNetwork"],
+        false
+    );
+    assert!(env(deployment(&objects, "node-controller"), "HCLOUD_NETWORK").is_none());
+}
+
+#[test]
+fn extra_volumes_mount_a_token_file_in_every_controller() {
+    let objects = Render::default()
+        .values("charts/cloud-controllers/ci/pod-options-values.yaml")
+        .objects();
+    let token_volume = json!({
+        "name": "hcloud-token",
+        "secret": {"secretName": "hcloud", "items": [{"key": "token", "path": "token"}]}
+    });
+    let token_mount = json!({"name": "hcloud-token", "mountPath": "/etc/hcloud", "readOnly": true});
+    for c in CONTROLLERS {
+        let d = deployment(&objects, c);
+        let volumes = pod_spec(d)["volumes"].as_array().unwrap();
+        let mounts = container(d)["volumeMounts"].as_array().unwrap();
+        assert_eq!(volumes[0], token_volume, "{c}: the top-level volume first");
+        assert_eq!(mounts[0], token_mount, "{c}");
+        assert_eq!(
+            env(d, "HCLOUD_TOKEN_FILE").map(|e| &e["value"]),
+            Some(&json!("/etc/hcloud/token")),
+            "{c}"
+        );
+        assert!(
+            env(d, "HCLOUD_TOKEN").is_none(),
+            "{c}: the controllers refuse HCLOUD_TOKEN and HCLOUD_TOKEN_FILE together"
+        );
+        if c == "node-controller" {
+            // The controller's own volume is appended.
+            assert_eq!(volumes.len(), 2);
+            assert_eq!(
+                volumes[1],
+                json!({"name": "scratch", "emptyDir": {"sizeLimit": "16Mi"}})
+            );
+            assert_eq!(mounts[1], json!({"name": "scratch", "mountPath": "/tmp"}));
+        } else {
+            assert_eq!(volumes.len(), 1, "{c}");
+            assert_eq!(mounts.len(), 1, "{c}");
+        }
+    }
+}
+
+#[test]
+fn dns_config_and_strategy_have_a_default_and_per_controller_overrides() {
+    let objects = Render::default()
+        .values("charts/cloud-controllers/ci/pod-options-values.yaml")
+        .objects();
+    let ndots = json!({"options": [{"name": "ndots", "value": "1"}]});
+    let surge =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    for c in ["lifecycle-controller", "route-controller"] {
+        let d = deployment(&objects, c);
+        assert_eq!(
+            pod_spec(d)["dnsConfig"],
+            ndots,
+            "{c}: the top-level dnsConfig"
+        );
+        assert_eq!(d["spec"]["strategy"], surge, "{c}: the top-level strategy");
+    }
+    let service = deployment(&objects, "service-controller");
+    assert_eq!(pod_spec(service)["dnsPolicy"], "None");
+    assert_eq!(
+        pod_spec(service)["dnsConfig"],
+        json!({"nameservers": ["185.12.64.1", "185.12.64.2"]}),
+        "the controller's dnsConfig replaces the top-level one"
+    );
+    let node = deployment(&objects, "node-controller");
+    assert_eq!(pod_spec(node)["hostNetwork"], true);
+    assert_eq!(
+        node["spec"]["strategy"],
+        json!({"type": "Recreate"}),
+        "a given strategy wins over hostNetwork's maxSurge 0"
+    );
+
+    // A top-level strategy also wins over hostNetwork's; without one hostNetwork keeps maxSurge 0.
+    let objects = Render::default()
+        .set("nodeController.hostNetwork", true)
+        .set("strategy.type", "Recreate")
+        .objects();
+    assert_eq!(
+        deployment(&objects, "node-controller")["spec"]["strategy"],
+        json!({"type": "Recreate"})
+    );
+    let objects = Render::default()
+        .set("nodeController.hostNetwork", true)
+        .set("serviceController.strategy.type", "Recreate")
+        .objects();
+    assert_eq!(
+        deployment(&objects, "node-controller")["spec"]["strategy"],
+        no_surge()
+    );
+    assert!(deployment(&objects, "lifecycle-controller")["spec"]["strategy"].is_null());
+}
+
+#[test]
+fn default_tolerations_are_hccms() {
+    let objects = Render::default()
+        .values("charts/cloud-controllers/ci/all-on-values.yaml")
+        .set_json(
+            "routeController.tolerations",
+            &json!([{"key": "dedicated", "operator": "Equal", "value": "system", "effect": "NoSchedule"}]),
+        )
+        .objects();
+    for c in CONTROLLERS {
+        let d = deployment(&objects, c);
+        let tolerations = pod_spec(d)["tolerations"].as_array().unwrap();
+        for want in [
+            // HCCM's built-in set.
+            json!({"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}),
+            json!({"key": "CriticalAddonsOnly", "operator": "Exists"}),
+            json!({"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"}),
+            json!({"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}),
+            // No tolerationSeconds: never evicted from a NotReady node (a fresh cluster's, before
+            // its CNI runs), where DefaultTolerationSeconds would evict after 300 s.
+            json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}),
+            json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}),
+        ] {
+            assert!(
+                tolerations.contains(&want),
+                "{c}: {want} in {tolerations:?}"
+            );
+        }
+        // Not unreachable (HCCM neither): eviction from a dead node is what moves a single replica
+        // elsewhere; tolerating it forever would strand it there.
+        assert!(
+            !tolerations
+                .iter()
+                .any(|t| t["key"] == "node.kubernetes.io/unreachable"),
+            "{c}: {tolerations:?}"
+        );
+        let extra = tolerations.iter().any(|t| t["key"] == "dedicated");
+        assert_eq!(extra, c == "route-controller", "{c}: its own are appended");
+    }
+}
+
+#[test]
+fn monitoring_disabled_turns_metrics_off_and_renders_no_pod_monitor() {
+    let objects = Render::default()
+        .values("charts/cloud-controllers/ci/monitoring-off-values.yaml")
+        .arg("--api-versions")
+        .arg("monitoring.coreos.com/v1/PodMonitor")
+        .objects();
+    assert_eq!(of_kind(&objects, "PodMonitor").count(), 0);
+    for d in of_kind(&objects, "Deployment") {
+        assert_eq!(
+            env(d, "HCLOUD_METRICS_ENABLED").map(|e| &e["value"]),
+            Some(&json!("false")),
+            "{}",
+            describe(d)
+        );
+        // The admin port stays: probes need it.
+        assert_eq!(container(d)["ports"][0]["name"], "admin");
+    }
+    // Per controller the variable can still be dropped, like every variable the chart sets.
+    let objects = Render::default()
+        .set("monitoring.enabled", false)
+        .set("serviceController.env.HCLOUD_METRICS_ENABLED", "null")
+        .objects();
+    assert!(
+        env(
+            deployment(&objects, "service-controller"),
+            "HCLOUD_METRICS_ENABLED"
+        )
+        .is_none()
+    );
+    assert!(
+        env(
+            deployment(&objects, "node-controller"),
+            "HCLOUD_METRICS_ENABLED"
+        )
+        .is_some()
+    );
+}
+
+#[test]
+fn hccms_pod_monitor_keys_shape_the_pod_monitors() {
+    // HCCM's keys alone turn the PodMonitors on.
+    let objects = Render::default()
+        .values("charts/cloud-controllers/ci/pod-options-values.yaml")
+        .set("metrics.podMonitor.interval", "30s")
+        .set("metrics.podMonitor.labels.team", "platform")
+        .arg("--api-versions")
+        .arg("monitoring.coreos.com/v1/PodMonitor")
+        .objects();
+    let monitors: Vec<_> = of_kind(&objects, "PodMonitor").collect();
+    assert_eq!(monitors.len(), 4);
+    for m in monitors {
+        let c = component(m).unwrap();
+        assert_eq!(
+            m["metadata"]["annotations"],
+            json!({"example.com/owner": "platform"})
+        );
+        assert_eq!(m["metadata"]["labels"]["release"], "kube-prometheus-stack");
+        assert_eq!(
+            m["metadata"]["labels"]["team"], "platform",
+            "both label maps"
+        );
+        assert_eq!(m["metadata"]["labels"]["app.kubernetes.io/component"], c);
+        assert_eq!(m["spec"]["jobLabel"], "app.kubernetes.io/component");
+        assert_eq!(
+            m["spec"]["podMetricsEndpoints"],
+            json!([{"port": "admin", "path": "/metrics", "interval": "15s", "honorLabels": true}]),
+            "the endpoint's own interval wins over metrics.podMonitor.interval"
+        );
+        assert_eq!(
+            m["spec"]["selector"]["matchLabels"],
+            deployment(&objects, c)["spec"]["selector"]["matchLabels"]
+        );
+    }
+    // metrics.podMonitor.interval fills endpoints that set none.
+    let objects = Render::default()
+        .set("monitoring.podMonitor.enabled", true)
+        .set("metrics.podMonitor.interval", "30s")
+        .arg("--api-versions")
+        .arg("monitoring.coreos.com/v1/PodMonitor")
+        .objects();
+    let m = find(&objects, "PodMonitor", "cloud-controllers-node-controller");
+    assert_eq!(
+        m["spec"]["podMetricsEndpoints"],
+        json!([{"port": "admin", "path": "/metrics", "interval": "30s"}])
+    );
+    assert!(m["metadata"]["annotations"].is_null());
+}
+
+#[test]
+fn host_network_controllers_keep_distinct_admin_ports() {
+    // With every pod on the host network (networking.enabled), each controller binds its own port
+    // on the node: 10271-10274, probed and scraped there.
+    let objects = Render::default()
+        .values("charts/cloud-controllers/ci/networking-values.yaml")
+        .objects();
+    let mut ports = BTreeSet::new();
+    for c in CONTROLLERS {
+        let d = deployment(&objects, c);
+        assert_eq!(pod_spec(d)["hostNetwork"], true);
+        let port = container(d)["ports"][0]["containerPort"].as_u64().unwrap();
+        assert!(
+            args(d).contains(&format!("--admin-address=0.0.0.0:{port}")),
+            "{c}"
+        );
+        ports.insert(port);
+    }
+    assert_eq!(ports, [10271, 10272, 10273, 10274].into());
+    // The same port twice is fine on the pod network ...
+    Render::default()
+        .set("serviceController.adminPort", 10271)
+        .objects();
+    // ... and refused when both pods share the node's network.
+    let err = Render::default()
+        .set("nodeController.hostNetwork", true)
+        .set("serviceController.hostNetwork", true)
+        .set("serviceController.adminPort", 10271)
+        .error();
+    assert!(
+        err.contains("nodeController.adminPort and serviceController.adminPort are both 10271"),
+        "{err}"
+    );
+}
+
+const HCCM_VALUES: &str = "chart-tests/fixtures/hccm-values.yaml";
+const HCCM_TRANSLATED: &str = "chart-tests/fixtures/hccm-values-translated.yaml";
+
+#[test]
+fn an_hccm_values_file_is_refused_with_the_keys_to_translate() {
+    let err = Render::default().values(HCCM_VALUES).error();
+    assert!(
+        err.contains("values don't meet the specifications of the schema"),
+        "{err}"
+    );
+    let line = schema_line(&err);
+    for key in [
+        "replicaCount",
+        "env",
+        "args",
+        "resources",
+        "additionalTolerations",
+        "nodeSelector",
+        "podAnnotations",
+    ] {
+        assert!(line.contains(&format!("'{key}'")), "{key} in: {line}");
+    }
+    // The keys both charts share are not among them.
+    for key in [
+        "networking",
+        "monitoring",
+        "extraVolumes",
+        "extraVolumeMounts",
+    ] {
+        assert!(!line.contains(&format!("'{key}'")), "{key} in: {line}");
+    }
+    eprintln!("{HCCM_VALUES}: {line}");
+}
+
+#[test]
+fn the_translated_hccm_values_file_renders_what_hccm_would() {
+    let mut cmd = tool(helm());
+    cmd.args(["lint", "--strict", "--namespace", "kube-system"])
+        .arg(chart())
+        .arg("--values")
+        .arg(chart_tests::repo().join(HCCM_TRANSLATED));
+    let out = run(cmd);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && !text.contains("[ERROR]") && !text.contains("[WARNING]"),
+        "helm lint {HCCM_TRANSLATED}:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let hccm: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(chart_tests::repo().join(HCCM_VALUES)).unwrap(),
+    )
+    .unwrap();
+    let objects = Render::default()
+        .values(HCCM_TRANSLATED)
+        .arg("--api-versions")
+        .arg("monitoring.coreos.com/v1/PodMonitor")
+        .objects();
+    // networking.enabled: all four, the route-controller included.
+    assert_eq!(
+        deployed(&objects),
+        CONTROLLERS.iter().map(|c| c.to_string()).collect()
+    );
+    for c in CONTROLLERS {
+        let d = deployment(&objects, c);
+        let pod = pod_spec(d);
+        // replicaCount (and leader election, which HCCM turns on for more than one).
+        assert_eq!(d["spec"]["replicas"], hccm["replicaCount"], "{c}");
+        assert!(args(d).contains(&"--leader-elect=true".to_owned()), "{c}");
+        // env.HCLOUD_TOKEN, unchanged.
+        assert_eq!(
+            env(d, "HCLOUD_TOKEN").unwrap()["valueFrom"],
+            hccm["env"]["HCLOUD_TOKEN"]["valueFrom"],
+            "{c}"
+        );
+        // networking.enabled: the network from the Secret, the host's network.
+        assert_eq!(
+            env(d, "HCLOUD_NETWORK").unwrap()["valueFrom"]["secretKeyRef"],
+            json!({"name": "hcloud", "key": "network", "optional": true}),
+            "{c}"
+        );
+        assert_eq!(pod["hostNetwork"], true, "{c}");
+        assert_eq!(
+            pod["dnsPolicy"], "Default",
+            "{c}: HCCM's default dnsPolicy too"
+        );
+        // resources, nodeSelector, podAnnotations, additionalTolerations.
+        assert_eq!(container(d)["resources"], hccm["resources"], "{c}");
+        assert_eq!(pod["nodeSelector"], hccm["nodeSelector"], "{c}");
+        assert_eq!(
+            d["spec"]["template"]["metadata"]["annotations"], hccm["podAnnotations"],
+            "{c}"
+        );
+        let tolerations = pod["tolerations"].as_array().unwrap();
+        for t in hccm["additionalTolerations"].as_array().unwrap() {
+            assert!(tolerations.contains(t), "{c}: {t}");
+        }
+        // extraVolumes, extraVolumeMounts.
+        assert_eq!(pod["volumes"], hccm["extraVolumes"], "{c}");
+        assert_eq!(
+            container(d)["volumeMounts"],
+            hccm["extraVolumeMounts"],
+            "{c}"
+        );
+        // monitoring.enabled: /metrics stays on.
+        assert!(env(d, "HCLOUD_METRICS_ENABLED").is_none(), "{c}");
+    }
+    // env HCLOUD_* values reach the controller that reads them, with HCCM's values.
+    let service = deployment(&objects, "service-controller");
+    let node = deployment(&objects, "node-controller");
+    for (d, var) in [
+        (service, "HCLOUD_LOAD_BALANCERS_LOCATION"),
+        (service, "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP"),
+        (node, "HCLOUD_INSTANCES_ADDRESS_FAMILY"),
+    ] {
+        assert_eq!(
+            env(d, var).map(|e| &e["value"]),
+            Some(&hccm["env"][var]["value"]),
+            "{var}"
+        );
+    }
+    // networking.clusterCIDR and the route-controller's part of args.
+    let route = deployment(&objects, "route-controller");
+    let a = args(route);
+    assert!(
+        a.contains(&format!(
+            "--cluster-cidr={}",
+            hccm["networking"]["clusterCIDR"].as_str().unwrap()
+        )),
+        "{a:?}"
+    );
+    assert!(
+        a.contains(&"--route-reconciliation-period=30s".to_owned()),
+        "{a:?}"
+    );
+    // monitoring.podMonitor: one PodMonitor per controller with HCCM's labels.
+    let monitors: Vec<_> = of_kind(&objects, "PodMonitor").collect();
+    assert_eq!(monitors.len(), 4);
+    for m in monitors {
+        assert_eq!(m["metadata"]["labels"]["release"], "kube-prometheus-stack");
+    }
 }

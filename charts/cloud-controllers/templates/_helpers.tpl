@@ -11,6 +11,61 @@ node-controller lifecycle-controller service-controller route-controller
 {{- . | camelcase | untitle -}}
 {{- end }}
 
+{{/*
+Whether controller `.component` is deployed: "true" or "". Its block's `enabled`; null (the
+route-controller's default) follows networking.enabled, HCCM's switch. dict "root" $ "component" name
+*/}}
+{{- define "cc.enabled" -}}
+{{- $v := index .root.Values (include "cc.valuesKey" .component) }}
+{{- if kindIs "invalid" $v.enabled }}
+{{- if .root.Values.networking.enabled }}true{{ end }}
+{{- else if $v.enabled }}true{{ end }}
+{{- end }}
+
+{{/*
+Whether controller `.component` runs with hostNetwork: "true" or "false". Its block's `hostNetwork`;
+null (the default) follows networking.enabled. dict "root" $ "component" name
+*/}}
+{{- define "cc.hostNetwork" -}}
+{{- $v := index .root.Values (include "cc.valuesKey" .component) }}
+{{- if kindIs "invalid" $v.hostNetwork }}
+{{- ternary "true" "false" (eq (toString .root.Values.networking.enabled) "true") }}
+{{- else }}
+{{- ternary "true" "false" (eq (toString $v.hostNetwork) "true") }}
+{{- end }}
+{{- end }}
+
+{{/*
+The route-controller's --cluster-cidr: routeController.clusterCIDR, else networking.clusterCIDR when
+networking.enabled, else "".
+*/}}
+{{- define "cc.clusterCIDR" -}}
+{{- if .Values.routeController.clusterCIDR }}
+{{- .Values.routeController.clusterCIDR }}
+{{- else if .Values.networking.enabled }}
+{{- .Values.networking.clusterCIDR }}
+{{- end }}
+{{- end }}
+
+{{/*
+Whether every controller gets HCLOUD_NETWORK ("true" or ""): hcloud.network.enabled; null (the
+default) follows networking.enabled. The route-controller always gets it.
+*/}}
+{{- define "cc.networkForAll" -}}
+{{- $n := .Values.hcloud.network.enabled }}
+{{- if kindIs "invalid" $n }}
+{{- if .Values.networking.enabled }}true{{ end }}
+{{- else if $n }}true{{ end }}
+{{- end }}
+
+{{/*
+Whether PodMonitors are wanted ("true" or ""): metrics.podMonitor.enabled or HCCM's
+monitoring.podMonitor.enabled, and monitoring.enabled (HCCM's: no metrics, nothing to scrape).
+*/}}
+{{- define "cc.podMonitorWanted" -}}
+{{- if and .Values.monitoring.enabled (or .Values.metrics.podMonitor.enabled .Values.monitoring.podMonitor.enabled) }}true{{ end }}
+{{- end }}
+
 {{- define "cc.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -124,11 +179,11 @@ flag). dict "root" $ "component" name "values" block
 {{- with $le.renewDeadline }}{{ $_ := set $args "leader-elect-renew-deadline" . }}{{ end }}
 {{- with $le.retryPeriod }}{{ $_ := set $args "leader-elect-retry-period" . }}{{ end }}
 {{- if eq .component "route-controller" }}
-{{- $_ := set $args "cluster-cidr" $v.clusterCIDR }}
+{{- $_ := set $args "cluster-cidr" (include "cc.clusterCIDR" $root) }}
 {{- end }}
 {{- range $flag, $value := $v.args }}
 {{- if has $flag (list "admin-address" "leader-elect" "leader-elect-resource-namespace" "leader-elect-resource-name" "cluster-cidr" "kubeconfig") }}
-{{- fail (printf "%s.args.%s: this flag is managed by the chart (admin-address: adminPort; leader-elect*: leaderElection, and the Lease name and namespace are fixed by the RBAC in files/rbac; cluster-cidr: routeController.clusterCIDR)" (include "cc.valuesKey" $.component) $flag) }}
+{{- fail (printf "%s.args.%s: this flag is managed by the chart (admin-address: adminPort; leader-elect*: leaderElection, and the Lease name and namespace are fixed by the RBAC in files/rbac; cluster-cidr: routeController.clusterCIDR or networking.clusterCIDR)" (include "cc.valuesKey" $.component) $flag) }}
 {{- end }}
 {{- if kindIs "invalid" $value }}
 {{- $_ := unset $args $flag }}
@@ -141,7 +196,8 @@ flag). dict "root" $ "component" name "values" block
 
 {{/*
 Environment of a controller: POD_NAME (Lease identity), the credentials, HCLOUD_* settings that
-controller reads, then the block's `env` (null removes) and `extraEnv`.
+controller reads (HCLOUD_METRICS_ENABLED=false with monitoring.enabled=false), then the block's `env`
+(null removes) and `extraEnv`.
 dict "root" $ "component" name "values" block
 */}}
 {{- define "cc.controllerEnv" -}}
@@ -152,7 +208,7 @@ dict "root" $ "component" name "values" block
 {{- $env := dict }}
 {{- $_ := set $env "POD_NAME" (dict "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) }}
 {{- $_ := set $env "HCLOUD_TOKEN" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.tokenKey" $root)))) }}
-{{- if or $h.network.enabled (eq .component "route-controller") }}
+{{- if or (include "cc.networkForAll" $root) (eq .component "route-controller") }}
 {{- $_ := set $env "HCLOUD_NETWORK" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.networkKey" $root) "optional" true))) }}
 {{- end }}
 {{- $plain := dict }}
@@ -164,6 +220,10 @@ dict "root" $ "component" name "values" block
 {{- $_ := set $plain "HCLOUD_SERVER_CACHE_MAX_AGE" $h.serverCacheMaxAge }}
 {{- $_ := set $plain "HCLOUD_REQUEST_TIMEOUT" $h.requestTimeout }}
 {{- $_ := set $plain "HCLOUD_DEBUG" $h.debug }}
+{{- /* HCCM's monitoring.enabled=false: the binaries turn /metrics off. */}}
+{{- if not $root.Values.monitoring.enabled }}
+{{- $_ := set $plain "HCLOUD_METRICS_ENABLED" "false" }}
+{{- end }}
 {{- if eq .component "node-controller" }}
 {{- $_ := set $plain "HCLOUD_INSTANCES_ADDRESS_FAMILY" $h.instances.addressFamily }}
 {{- $_ := set $plain "HCLOUD_INSTANCES_ZONE_LABEL_ENABLED" $h.instances.zoneLabelEnabled }}
