@@ -32,7 +32,7 @@ pub struct RateLimitSnapshot {
 }
 
 /// Point-in-time copy of all counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatsSnapshot {
     /// Calls by (method, endpoint template, status). Monotonic.
     pub calls: BTreeMap<CallKey, u64>,
@@ -46,6 +46,39 @@ pub struct StatsSnapshot {
     pub paced: u64,
     /// `GET /actions` polls.
     pub action_polls: u64,
+    /// Durations of answered requests by method, in [`LATENCY_BUCKETS`].
+    pub latency: BTreeMap<String, Latency>,
+    /// Requests on the wire right now.
+    pub in_flight: i64,
+    /// Provider operations by HCCM's name for them (e.g. `hcloud/instancesv2.InstanceMetadata`).
+    pub operations: BTreeMap<&'static str, u64>,
+}
+
+/// Upper bounds of the request-duration buckets, in seconds: Prometheus's default buckets, which
+/// hcloud-go's `hcloud_api_request_duration_seconds` uses.
+pub const LATENCY_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A request-duration histogram.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Latency {
+    /// Observations at or below each bound of [`LATENCY_BUCKETS`] (not cumulative).
+    pub buckets: [u64; LATENCY_BUCKETS.len()],
+    /// All observations, including those above the last bound.
+    pub count: u64,
+    /// Their sum, in seconds.
+    pub sum: f64,
+}
+
+impl Latency {
+    fn observe(&mut self, seconds: f64) {
+        if let Some(i) = LATENCY_BUCKETS.iter().position(|b| seconds <= *b) {
+            self.buckets[i] += 1;
+        }
+        self.count += 1;
+        self.sum += seconds;
+    }
 }
 
 impl StatsSnapshot {
@@ -84,6 +117,9 @@ pub struct ClientStats {
     retries: AtomicU64,
     paced: AtomicU64,
     action_polls: AtomicU64,
+    latency: Mutex<BTreeMap<String, Latency>>,
+    in_flight: AtomicI64,
+    operations: Mutex<BTreeMap<&'static str, u64>>,
     observer: OnceLock<Arc<dyn ApiObserver>>,
 }
 
@@ -119,7 +155,28 @@ impl ClientStats {
             retries: self.retries.load(Ordering::Relaxed),
             paced: self.paced.load(Ordering::Relaxed),
             action_polls: self.action_polls.load(Ordering::Relaxed),
+            latency: self.latency.lock().map(|l| l.clone()).unwrap_or_default(),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            operations: self
+                .operations
+                .lock()
+                .map(|o| o.clone())
+                .unwrap_or_default(),
         }
+    }
+
+    /// Counts one provider operation under HCCM's name for it
+    /// (`cloud_controller_manager_operations_total{op}`).
+    pub fn record_operation(&self, op: &'static str) {
+        if let Ok(mut o) = self.operations.lock() {
+            *o.entry(op).or_default() += 1;
+        }
+    }
+
+    /// Marks a request as on the wire until the guard drops.
+    pub(crate) fn in_flight(&self) -> InFlight<'_> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(&self.in_flight)
     }
 
     /// Remaining rate-limit budget as last reported, if any response carried it.
@@ -138,6 +195,13 @@ impl ClientStats {
         }
         if let Some(o) = self.observer.get() {
             o.on_request(&key, elapsed);
+        }
+        if status != 0
+            && let Ok(mut l) = self.latency.lock()
+        {
+            l.entry(key.method.clone())
+                .or_default()
+                .observe(elapsed.as_secs_f64());
         }
         if let Ok(mut c) = self.calls.lock() {
             *c.entry(key).or_default() += 1;
@@ -164,6 +228,15 @@ impl ClientStats {
 
     pub(crate) fn record_action_poll(&self) {
         self.action_polls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A request on the wire (see [`ClientStats::in_flight`]).
+pub(crate) struct InFlight<'a>(&'a AtomicI64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -196,7 +269,7 @@ mod tests {
         assert!(!stats.set_observer(obs.clone()));
         assert_eq!(stats.remaining_budget(), None);
         stats.record_call("GET", "/servers/{id}", 200, Duration::from_millis(3));
-        stats.record_call("GET", "/servers/{id}", 429, Duration::from_millis(1));
+        stats.record_call("GET", "/servers/{id}", 429, Duration::from_millis(20));
         stats.record_rate_limit(RateLimitSnapshot {
             limit: 3600,
             remaining: 17,
@@ -208,6 +281,14 @@ mod tests {
         assert_eq!(s.rate_limited, 1);
         assert_eq!(stats.remaining_budget(), Some(17));
         assert_eq!(obs.requests.load(Ordering::Relaxed), 2);
+        let get = &s.latency["GET"];
+        assert_eq!((get.count, get.buckets[0], get.buckets[2]), (2, 1, 1));
+        {
+            let _a = stats.in_flight();
+            let _b = stats.in_flight();
+            assert_eq!(stats.snapshot().in_flight, 2);
+        }
+        assert_eq!(stats.snapshot().in_flight, 0);
         assert_eq!(obs.last_remaining.load(Ordering::Relaxed), 17);
     }
 }

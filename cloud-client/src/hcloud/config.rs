@@ -164,8 +164,37 @@ pub struct HcloudConfig {
     pub rate_limit_reserve: u32,
     /// Value of the `User-Agent` header.
     pub user_agent: String,
-    /// `HCLOUD_DEBUG`: accepted for HCCM's manifests; requests are traced at `debug` level instead.
+    /// `HCLOUD_DEBUG`: log every request and response (token redacted), as HCCM dumps them.
     pub debug: bool,
+    /// `HCLOUD_SERVER_CACHE_MODE`: how server lookups are cached.
+    pub server_cache_mode: ServerCacheMode,
+    /// Settings that are accepted but deserve a word at startup (logged when the provider is
+    /// built), e.g. both `HCLOUD_TOKEN` and `HCLOUD_TOKEN_FILE` set.
+    pub startup_warnings: Vec<String>,
+}
+
+/// `HCLOUD_SERVER_CACHE_MODE`, HCCM's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServerCacheMode {
+    /// One shared list of all servers serves every lookup until it is older than the max age.
+    #[default]
+    All,
+    /// Each server is read by itself (by id, or by name) and kept for the max age.
+    One,
+    /// Each lookup reads the server by itself, nothing is kept.
+    Off,
+}
+
+impl ServerCacheMode {
+    /// HCCM's value names, exactly.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "all" => Some(Self::All),
+            "one" => Some(Self::One),
+            "off" => Some(Self::Off),
+            _ => None,
+        }
+    }
 }
 
 impl HcloudConfig {
@@ -188,6 +217,8 @@ impl HcloudConfig {
             rate_limit_reserve: 2,
             user_agent: format!("cloud-controllers/{}", env!("CARGO_PKG_VERSION")),
             debug: false,
+            server_cache_mode: ServerCacheMode::All,
+            startup_warnings: Vec::new(),
         }
     }
 
@@ -206,8 +237,8 @@ impl HcloudConfig {
     /// variable by name with its raw value. Every problem is returned at once, each naming the
     /// variable, its value (never the token's) and what is accepted.
     ///
-    /// An empty value counts as unset, except for `HCLOUD_ENDPOINT` and `HCLOUD_NETWORK`, where an
-    /// empty value is more likely a broken Secret or template than a wish for the default.
+    /// An empty value counts as unset, as in HCCM (whose templates render `HCLOUD_NETWORK=""` when
+    /// no network is configured).
     pub fn from_settings(
         token: Option<Token>,
         lookup: impl Fn(&str) -> Option<String>,
@@ -220,6 +251,7 @@ impl HcloudConfig {
         let mut problems = Vec::new();
 
         let token_file = get("HCLOUD_TOKEN_FILE");
+        let mut startup_warnings = Vec::new();
         let token = match (token, token_file) {
             (Some(t), None) => {
                 if t.is_empty() {
@@ -238,10 +270,16 @@ impl HcloudConfig {
                     Token::new("")
                 }
             },
-            (Some(_), Some(_)) => {
-                problems
-                    .push("HCLOUD_TOKEN and HCLOUD_TOKEN_FILE are both set; set only one".into());
-                Token::new("")
+            // HCCM reads the file only when the variable is unset; so does this, but says so.
+            (Some(t), Some(path)) => {
+                startup_warnings.push(format!(
+                    "HCLOUD_TOKEN and HCLOUD_TOKEN_FILE={path} are both set: using HCLOUD_TOKEN, \
+                     as HCCM does; unset one of them"
+                ));
+                if t.is_empty() {
+                    problems.push("HCLOUD_TOKEN is empty".to_string());
+                }
+                t
             }
             (None, None) => {
                 problems.push(TOKEN_REQUIRED.to_string());
@@ -262,20 +300,32 @@ impl HcloudConfig {
             ));
         }
         let mut c = Self::new(token);
+        c.startup_warnings = startup_warnings;
 
-        if let Some(v) = lookup("HCLOUD_ENDPOINT") {
-            c.endpoint = v.trim().trim_end_matches('/').to_string();
+        if let Some(v) = get("HCLOUD_ENDPOINT") {
+            c.endpoint = v.trim_end_matches('/').to_string();
             if !(c.endpoint.starts_with("http://") || c.endpoint.starts_with("https://")) {
                 problems.push(format!(
                     "HCLOUD_ENDPOINT={v:?}: must be an http:// or https:// URL"
                 ));
             }
         }
-        match lookup("HCLOUD_NETWORK") {
-            Some(v) if v.trim().is_empty() => {
-                problems.push("HCLOUD_NETWORK is set but empty".to_string())
+        c.network = get("HCLOUD_NETWORK");
+        if let Some(v) = get("HCLOUD_SERVER_CACHE_MODE") {
+            match ServerCacheMode::parse(&v) {
+                Some(m) => c.server_cache_mode = m,
+                None => problems.push(format!(
+                    "HCLOUD_SERVER_CACHE_MODE={v:?}: must be all, one or off"
+                )),
             }
-            v => c.network = v.map(|v| v.trim().to_string()),
+        }
+        if get("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK").is_some() {
+            c.startup_warnings.push(
+                "HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK has no effect: no startup check asks the \
+                 metadata service whether this host is in the network (a missing network still \
+                 fails startup)"
+                    .to_string(),
+            );
         }
         if let Some(v) = get("HCLOUD_INSTANCES_ADDRESS_FAMILY") {
             match AddressFamily::parse(&v) {
@@ -423,9 +473,6 @@ impl HcloudConfig {
         if self.request_timeout.is_zero() {
             problems.push("HCLOUD_REQUEST_TIMEOUT must be greater than zero".to_string());
         }
-        if self.server_cache_max_age.is_zero() {
-            problems.push("HCLOUD_SERVER_CACHE_MAX_AGE must be greater than zero".to_string());
-        }
         if self.lb_defaults.location.is_some() && self.lb_defaults.network_zone.is_some() {
             problems.push(
                 "HCLOUD_LOAD_BALANCERS_LOCATION and HCLOUD_LOAD_BALANCERS_NETWORK_ZONE are mutually exclusive".into(),
@@ -438,11 +485,6 @@ impl HcloudConfig {
             problems.push(format!(
                 "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE={a:?}: expected round_robin or least_connections"
             ));
-        }
-        if self.lb_defaults.use_private_ip && self.network.is_none() {
-            problems.push(
-                "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP=true requires HCLOUD_NETWORK".to_string(),
-            );
         }
         // Checked per Service otherwise, where the Warning would blame an annotation nobody set.
         if let Some(r) = &self.lb_defaults.private_subnet_ip_range
@@ -577,45 +619,63 @@ mod tests {
     }
 
     #[test]
-    fn empty_endpoint_or_network_is_refused_other_empty_values_are_unset() {
-        let err = cfg(&[
+    fn empty_values_are_unset_as_in_hccm() {
+        let c = cfg(&[
             ("HCLOUD_TOKEN", TOKEN),
             ("HCLOUD_ENDPOINT", ""),
             ("HCLOUD_NETWORK", " "),
             ("HCLOUD_INSTANCES_ADDRESS_FAMILY", ""),
+            ("HCLOUD_SERVER_CACHE_MODE", ""),
         ])
-        .unwrap_err();
-        let CloudError::InvalidConfig { problems } = &err else {
-            panic!("{err}")
-        };
-        assert_eq!(
-            problems,
-            &[
-                "HCLOUD_ENDPOINT=\"\": must be an http:// or https:// URL",
-                "HCLOUD_NETWORK is set but empty"
-            ]
+        .unwrap();
+        assert_eq!(c.endpoint, DEFAULT_ENDPOINT);
+        assert_eq!(c.network, None);
+        assert_eq!(c.server_cache_mode, ServerCacheMode::All);
+        assert!(c.startup_warnings.is_empty());
+    }
+
+    #[test]
+    fn hccm_settings_that_used_to_stop_startup() {
+        // Private-IP targets without a network: a per-Service matter now (see LbSpec).
+        let c = cfg(&[
+            ("HCLOUD_TOKEN", TOKEN),
+            ("HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP", "true"),
+            ("HCLOUD_SERVER_CACHE_MAX_AGE", "0"),
+            ("HCLOUD_SERVER_CACHE_MODE", "off"),
+            ("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true"),
+        ])
+        .unwrap();
+        assert!(c.lb_defaults.use_private_ip);
+        assert_eq!(c.server_cache_max_age, Duration::ZERO);
+        assert_eq!(c.server_cache_mode, ServerCacheMode::Off);
+        assert_eq!(c.startup_warnings.len(), 1, "{:?}", c.startup_warnings);
+        assert!(c.startup_warnings[0].contains("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK"));
+        let err = cfg(&[
+            ("HCLOUD_TOKEN", TOKEN),
+            ("HCLOUD_SERVER_CACHE_MODE", "some"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("HCLOUD_SERVER_CACHE_MODE=\"some\": must be all, one or off"),
+            "{err}"
         );
     }
 
     #[test]
-    fn a_token_is_given_one_way_and_never_quoted() {
-        let both = HcloudConfig::from_settings(Some(Token::new(TOKEN)), |k| {
-            (k == "HCLOUD_TOKEN_FILE").then(|| "/etc/hostname".to_string())
+    fn the_variable_wins_over_the_file_with_a_warning() {
+        let c = HcloudConfig::from_settings(Some(Token::new(TOKEN)), |k| {
+            (k == "HCLOUD_TOKEN_FILE").then(|| "/nonexistent/token".to_string())
         })
-        .unwrap_err()
-        .to_string();
-        assert!(both.contains("set only one"), "{both}");
-        let spaced = HcloudConfig::from_settings(Some(Token::new("ab cd\nef")), |_| None)
-            .unwrap_err()
-            .to_string();
+        .unwrap();
+        assert_eq!(c.token.expose(), TOKEN);
+        assert_eq!(c.startup_warnings.len(), 1);
         assert!(
-            spaced.contains("value not shown") && !spaced.contains("ab cd"),
-            "{spaced}"
+            c.startup_warnings[0].contains("using HCLOUD_TOKEN")
+                && !c.startup_warnings[0].contains(TOKEN),
+            "{:?}",
+            c.startup_warnings
         );
-        let empty = HcloudConfig::from_settings(Some(Token::new("  \n")), |_| None)
-            .unwrap_err()
-            .to_string();
-        assert!(empty.contains("HCLOUD_TOKEN is empty"), "{empty}");
     }
 
     #[test]

@@ -89,10 +89,7 @@ impl HcloudInstances {
         match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
             Some(pid) => {
                 let id = ProviderId::cloud_id(pid)?;
-                let s = match self.cache.lookup(&ServerKey::Id(id)).await? {
-                    Some(s) => Some(s),
-                    None => self.cache.get_by_id(id).await?.map(Arc::new),
-                };
+                let s = self.cache.by_id(id).await?;
                 Ok((s, vec![format!("providerID {pid} (server id {id})")]))
             }
             None => {
@@ -149,6 +146,9 @@ impl Instances for HcloudInstances {
     /// (see [`HcloudInstances::find`]). A node known only by its name has no such question: its
     /// miss is a `NotFound` error, which nobody deletes on.
     async fn instance_exists(&self, node: &NodeRef) -> Result<bool, CloudError> {
+        self.cache
+            .stats()
+            .record_operation("hcloud/instancesv2.InstanceExists");
         match self.find(node).await? {
             (Some(_), _) => Ok(true),
             (None, _) if node.provider_id.as_deref().is_some_and(|p| !p.is_empty()) => Ok(false),
@@ -160,10 +160,16 @@ impl Instances for HcloudInstances {
     }
 
     async fn instance_shutdown(&self, node: &NodeRef) -> Result<bool, CloudError> {
+        self.cache
+            .stats()
+            .record_operation("hcloud/instancesv2.InstanceShutdown");
         Ok(self.get(node).await?.status == "off")
     }
 
     async fn instance_metadata(&self, node: &NodeRef) -> Result<InstanceMetadata, CloudError> {
+        self.cache
+            .stats()
+            .record_operation("hcloud/instancesv2.InstanceMetadata");
         let s = self.get(node).await?;
         Ok(self.metadata_of(&s))
     }

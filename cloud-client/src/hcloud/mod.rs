@@ -23,7 +23,9 @@ pub(crate) mod wire;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use config::{ActionPollPolicy, AddressFamily, HcloudConfig, LbDefaults, RetryPolicy, Token};
+pub use config::{
+    ActionPollPolicy, AddressFamily, HcloudConfig, LbDefaults, RetryPolicy, ServerCacheMode, Token,
+};
 pub use instances::HcloudInstances;
 pub use load_balancer::HcloudLoadBalancers;
 pub use provider_id::ProviderId;
@@ -69,6 +71,9 @@ impl HcloudProvider {
         stats: Arc<ClientStats>,
     ) -> Result<Self, CloudError> {
         config.validate()?;
+        for warning in &config.startup_warnings {
+            tracing::warn!("{warning}");
+        }
         if config.token.len() != 64 {
             tracing::warn!(
                 len = config.token.len(),
@@ -78,6 +83,7 @@ impl HcloudProvider {
         let transport = Transport::new(&config, stats)?;
         let servers = ServerCache::new(
             transport.clone(),
+            config.server_cache_mode,
             config.server_cache_max_age,
             config.server_cache_miss_fresh,
         );

@@ -185,6 +185,7 @@ fn ipv4_only(req: &RouteRequest) -> Result<(), CloudError> {
 #[async_trait]
 impl Routes for HcloudRoutes {
     async fn list_routes(&self) -> Result<Vec<Route>, CloudError> {
+        self.transport.stats().record_operation("hcloud/ListRoutes");
         let net = self.network().await?;
         let mut out = Vec::with_capacity(net.routes.len());
         for r in &net.routes {
@@ -205,6 +206,7 @@ impl Routes for HcloudRoutes {
     }
 
     async fn list_routes_unresolved(&self) -> Result<Vec<Route>, CloudError> {
+        self.transport.stats().record_operation("hcloud/ListRoutes");
         let net = self.network().await?;
         Ok(net
             .routes
@@ -220,6 +222,9 @@ impl Routes for HcloudRoutes {
     }
 
     async fn create_route(&self, req: &RouteRequest) -> Result<(), CloudError> {
+        self.transport
+            .stats()
+            .record_operation("hcloud/CreateRoute");
         ipv4_only(req)?;
         let net = self.network().await?;
         let current: Vec<(&str, &str)> = net
@@ -235,6 +240,9 @@ impl Routes for HcloudRoutes {
         req: &RouteRequest,
         current: &[Route],
     ) -> Result<(), CloudError> {
+        self.transport
+            .stats()
+            .record_operation("hcloud/CreateRoute");
         let current: Vec<(&str, &str)> = current
             .iter()
             .map(|r| (r.destination_cidr.as_str(), r.gateway.as_str()))
@@ -243,6 +251,9 @@ impl Routes for HcloudRoutes {
     }
 
     async fn delete_route(&self, route: &Route) -> Result<(), CloudError> {
+        self.transport
+            .stats()
+            .record_operation("hcloud/DeleteRoute");
         let gateway = if route.gateway.is_empty() {
             let net = self.network().await?;
             match net

@@ -2,6 +2,10 @@
 //! private IP) until it is older than the max age. Refreshes are single-flight: concurrent callers
 //! wait for the one list in progress instead of starting their own.
 //!
+//! That is `HCLOUD_SERVER_CACHE_MODE=all`, the default. With `one`, a lookup by id or name reads
+//! that one server (`GET /servers/{id}`, `GET /servers?name=`) and keeps the answer for the max
+//! age; with `off` it reads it every time. Lookups by private IP (routes) always use the list.
+//!
 //! A miss is never trusted from an old snapshot: unless the snapshot is younger than `miss_fresh`
 //! (or a refresh already happened since the caller's snapshot was taken), one fresh list is fetched
 //! before "not found" is reported. That is what keeps a stale cache from ever deleting a Node.
@@ -14,6 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::CloudError;
+use crate::hcloud::config::ServerCacheMode;
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{Server, ServerResponse, ServersPage};
@@ -87,6 +92,10 @@ pub(crate) struct ServerCache {
 
 struct Inner {
     transport: Transport,
+    mode: ServerCacheMode,
+    /// Servers read one by one (`one` mode), by key, with when they were read. Misses are not
+    /// kept: a server that is not there yet may be created any moment.
+    single: RwLock<HashMap<String, (Instant, Arc<Server>)>>,
     max_age: Duration,
     miss_fresh: Duration,
     current: RwLock<Option<Arc<Snapshot>>>,
@@ -102,16 +111,28 @@ impl fmt::Debug for ServerCache {
 }
 
 impl ServerCache {
-    pub(crate) fn new(transport: Transport, max_age: Duration, miss_fresh: Duration) -> Self {
+    pub(crate) fn new(
+        transport: Transport,
+        mode: ServerCacheMode,
+        max_age: Duration,
+        miss_fresh: Duration,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 transport,
+                mode,
+                single: RwLock::new(HashMap::new()),
                 max_age,
                 miss_fresh,
                 current: RwLock::new(None),
                 refresh: tokio::sync::Mutex::new(()),
             }),
         }
+    }
+
+    /// The client's statistics (operations are counted there).
+    pub(crate) fn stats(&self) -> &Arc<crate::stats::ClientStats> {
+        self.inner.transport.stats()
     }
 
     fn current(&self) -> Option<Arc<Snapshot>> {
@@ -163,12 +184,61 @@ impl ServerCache {
         Ok(snap)
     }
 
-    /// Looks a server up. `Ok(None)` only when a fresh list (see module docs) does not contain it.
+    /// Looks a server up. `Ok(None)` only when a fresh read (see module docs) does not find it.
     pub(crate) async fn lookup(
         &self,
         key: &ServerKey<'_>,
     ) -> Result<Option<Arc<Server>>, CloudError> {
-        self.lookup_with_age(key, self.inner.max_age).await
+        let cache_key = match (self.inner.mode, key) {
+            (ServerCacheMode::All, _) | (_, ServerKey::PrivateIp(_)) => {
+                return self.lookup_with_age(key, self.inner.max_age).await;
+            }
+            (_, ServerKey::Id(id)) => format!("id/{id}"),
+            (_, ServerKey::Name(name)) => format!("name/{name}"),
+        };
+        if self.inner.mode == ServerCacheMode::One
+            && let Some((read, server)) = self
+                .inner
+                .single
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&cache_key)
+            && read.elapsed() < self.inner.max_age
+        {
+            return Ok(Some(server.clone()));
+        }
+        let found = match key {
+            ServerKey::Id(id) => self.get_by_id(*id).await?,
+            ServerKey::Name(name) => self.get_by_name(name).await?,
+            ServerKey::PrivateIp(_) => unreachable!("answered from the list above"),
+        }
+        .map(Arc::new);
+        if self.inner.mode == ServerCacheMode::One
+            && let Some(server) = &found
+        {
+            let mut single = self.inner.single.write().unwrap_or_else(|e| e.into_inner());
+            single.retain(|_, (read, _)| read.elapsed() < self.inner.max_age);
+            single.insert(cache_key, (Instant::now(), server.clone()));
+        }
+        Ok(found)
+    }
+
+    /// Server `id`: a miss in the list is asked again with `GET /servers/{id}`, since lists lag
+    /// behind creates; in the other modes the lookup was that read already.
+    pub(crate) async fn by_id(&self, id: i64) -> Result<Option<Arc<Server>>, CloudError> {
+        match self.lookup(&ServerKey::Id(id)).await? {
+            None if self.inner.mode == ServerCacheMode::All => {
+                Ok(self.get_by_id(id).await?.map(Arc::new))
+            }
+            found => Ok(found),
+        }
+    }
+
+    /// Reads the server named `name` (`GET /servers?name=`): names are unique in a project.
+    async fn get_by_name(&self, name: &str) -> Result<Option<Server>, CloudError> {
+        let req = Req::get("/servers", "/servers").query("name", name);
+        let page: ServersPage = self.inner.transport.call(&req).await?;
+        Ok(page.servers.into_iter().find(|s| s.name == name))
     }
 
     /// Reads server `id` itself (`GET /servers/{id}`): the API's one unambiguous answer to "is it

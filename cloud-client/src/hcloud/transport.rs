@@ -83,6 +83,8 @@ struct Inner {
     retry: RetryPolicy,
     limiter: RateLimiter,
     stats: Arc<ClientStats>,
+    /// `HCLOUD_DEBUG`: log each exchange in full.
+    debug: bool,
 }
 
 impl fmt::Debug for Transport {
@@ -124,6 +126,7 @@ impl Transport {
                 retry: config.retry,
                 limiter: RateLimiter::new(config.rate_limit_reserve),
                 stats,
+                debug: config.debug,
             }),
         })
     }
@@ -196,7 +199,10 @@ impl Transport {
             correlation_id = tracing::field::Empty,
         );
         let started = Instant::now();
-        let result = self.exchange(req).instrument(span.clone()).await;
+        let result = {
+            let _on_the_wire = inner.stats.in_flight();
+            self.exchange(req).instrument(span.clone()).await
+        };
         let elapsed = started.elapsed();
         let method = req.method.as_str();
         match result {
@@ -216,6 +222,9 @@ impl Transport {
                 span.record("status", status);
                 if let Some(c) = &correlation_id {
                     span.record("correlation_id", c.as_str());
+                }
+                if inner.debug {
+                    self.dump(req, status, &body);
                 }
                 let _e = span.enter();
                 tracing::debug!(
@@ -300,6 +309,34 @@ impl Transport {
         let headers = resp.headers().clone();
         let body = resp.bytes().await?.to_vec();
         Ok((status, headers, body))
+    }
+
+    /// `HCLOUD_DEBUG`: the exchange as HCCM's debug writer shows it (request line, the
+    /// Authorization header redacted, bodies), logged at info so that no RUST_LOG is needed.
+    fn dump(&self, req: &Req, status: u16, body: &[u8]) {
+        let query: Vec<String> = req.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let request = format!(
+            "{} {}{}{} (Authorization: Bearer <redacted>){}",
+            req.method,
+            self.inner.endpoint,
+            req.path,
+            if query.is_empty() {
+                String::new()
+            } else {
+                format!("?{}", query.join("&"))
+            },
+            req.body
+                .as_ref()
+                .map(|b| format!(" {b}"))
+                .unwrap_or_default(),
+        );
+        tracing::info!(
+            target: "hcloud_debug",
+            request = %self.redact(request),
+            status,
+            response = %self.redact(String::from_utf8_lossy(body).into_owned()),
+            "HCLOUD_DEBUG"
+        );
     }
 
     /// Belt and braces: no message we build may contain the token, whatever a library put in it.

@@ -279,3 +279,58 @@ async fn a_list_that_misses_a_server_never_makes_it_gone() {
     w.delete_server(id).await.unwrap();
     assert!(!inst.instance_exists(&node).await.unwrap());
 }
+
+/// `HCLOUD_SERVER_CACHE_MODE`: `all` lists once for both lookups; `one` reads each server by itself
+/// once and keeps it; `off` reads it at every lookup. A server missing from the list is still
+/// confirmed by id in `all`, and a 404 in `one`/`off` is final (one read, no second ask).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_cache_modes_read_as_hccm_names_them() {
+    use cloud_client::hcloud::ServerCacheMode;
+    let sim = sim_fast().await;
+    let id = sim
+        .world()
+        .create_server("node-1", "cx22", "fsn1")
+        .await
+        .unwrap();
+    let by_id = NodeRef {
+        provider_id: Some(format!("hcloud://{id}")),
+        ..NodeRef::new("node-1")
+    };
+    let by_name = NodeRef::new("node-1");
+    // (calls to GET /servers, list or ?name=; calls to GET /servers/{id}) for the four lookups.
+    for (mode, expected) in [
+        (ServerCacheMode::All, (1, 0)),
+        (ServerCacheMode::One, (1, 1)),
+        (ServerCacheMode::Off, (2, 2)),
+    ] {
+        let p = provider(&sim, |c| {
+            c.server_cache_mode = mode;
+            c.server_cache_max_age = Duration::from_secs(60);
+        })
+        .await;
+        let inst = p.instances();
+        for node in [&by_id, &by_name, &by_id, &by_name] {
+            let meta = inst.instance_metadata(node).await.unwrap();
+            assert_eq!(meta.provider_id, format!("hcloud://{id}"), "{mode:?}");
+        }
+        let calls = p.stats().snapshot();
+        let gets = calls.calls_to("GET", "/servers/{id}");
+        assert_eq!(
+            (calls.calls_to("GET", "/servers"), gets),
+            expected,
+            "{mode:?}: {calls:?}"
+        );
+        assert!(
+            !inst
+                .instance_exists(&NodeRef {
+                    provider_id: Some("hcloud://999999".into()),
+                    ..NodeRef::new("gone")
+                })
+                .await
+                .unwrap(),
+            "{mode:?}"
+        );
+        let gone_reads = p.stats().snapshot().calls_to("GET", "/servers/{id}") - gets;
+        assert_eq!(gone_reads, 1, "{mode:?}: a 404 is asked once");
+    }
+}

@@ -168,3 +168,68 @@ async fn pagination_follows_next_page_and_stats_match_the_sim() {
         Some(s.rate_limit.unwrap().remaining)
     );
 }
+
+/// A `MakeWriter` into a shared buffer, to read what was logged.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+/// `HCLOUD_DEBUG=true` logs each request and response in full, the token redacted, at info level
+/// (no RUST_LOG needed); without it, nothing of the kind is logged.
+#[tokio::test(flavor = "current_thread")]
+async fn hcloud_debug_logs_every_exchange_with_the_token_redacted() {
+    let sim = sim_fast().await;
+    sim.world()
+        .create_server("node-1", "cx22", "fsn1")
+        .await
+        .unwrap();
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    for debug in [false, true] {
+        captured.0.lock().unwrap().clear();
+        let p = provider(&sim, |c| c.debug = debug).await;
+        let meta = p
+            .instances()
+            .instance_metadata(&NodeRef::new("node-1"))
+            .await
+            .unwrap();
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(!log.contains(&sim.token()), "{log}");
+        if !debug {
+            assert!(!log.contains("HCLOUD_DEBUG"), "{log}");
+            continue;
+        }
+        let line = log
+            .lines()
+            .find(|l| l.contains("HCLOUD_DEBUG") && l.contains("GET "))
+            .unwrap_or_else(|| panic!("no exchange logged: {log}"));
+        assert!(
+            line.contains("/servers")
+                && line.contains("Bearer <redacted>")
+                && line.contains("status=200")
+                && line.contains(&meta.provider_id["hcloud://".len()..]),
+            "{line}"
+        );
+    }
+}

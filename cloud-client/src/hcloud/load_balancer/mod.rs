@@ -194,6 +194,9 @@ impl LoadBalancers for HcloudLoadBalancers {
     }
 
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError> {
+        self.transport
+            .stats()
+            .record_operation("hcloud/loadBalancers.GetLoadBalancer");
         let spec = self.spec(svc)?;
         Ok(self
             .finder
@@ -207,6 +210,9 @@ impl LoadBalancers for HcloudLoadBalancers {
         svc: &ServiceRef,
         nodes: &[LbNode],
     ) -> Result<EnsureOutcome, CloudError> {
+        self.transport
+            .stats()
+            .record_operation("hcloud/loadBalancers.EnsureLoadBalancer");
         let spec = self.spec(svc)?;
         let mut warnings = Vec::new();
         // HCCM also looks an unlabelled LB up by name. With the default name (`a` + this Service's
@@ -238,6 +244,9 @@ impl LoadBalancers for HcloudLoadBalancers {
         svc: &ServiceRef,
         nodes: &[LbNode],
     ) -> Result<UpdateOutcome, CloudError> {
+        self.transport
+            .stats()
+            .record_operation("hcloud/loadBalancers.UpdateLoadBalancer");
         let spec = self.spec(svc)?;
         let mut warnings = Vec::new();
         let named = spec.name_annotated.then_some(spec.name.as_str());
@@ -264,6 +273,9 @@ impl LoadBalancers for HcloudLoadBalancers {
     }
 
     async fn delete(&self, svc: &ServiceRef) -> Result<DeleteOutcome, CloudError> {
+        self.transport
+            .stats()
+            .record_operation("hcloud/loadBalancers.EnsureLoadBalancerDeleted");
         // Only our label identifies what we may delete; a same-named foreign LB is never touched.
         let Some((lb, _)) = self.finder.find(svc, None, false).await? else {
             return Ok(DeleteOutcome {
