@@ -1,6 +1,5 @@
 //! Admin HTTP server: `/healthz` (liveness), `/readyz` (readiness), `/metrics` (OpenMetrics text).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -9,7 +8,8 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use prometheus_client::registry::Registry;
+
+use crate::metrics::Registries;
 use tokio_util::sync::CancellationToken;
 
 /// Readiness of one process: ready while standing by for the Lease, or once the leader's caches
@@ -53,7 +53,6 @@ impl Readiness {
 
 #[derive(Clone)]
 struct AdminState {
-    registry: Arc<Registry>,
     readiness: Readiness,
 }
 
@@ -69,47 +68,48 @@ async fn readyz(State(s): State<AdminState>) -> impl IntoResponse {
     }
 }
 
-async fn metrics(State(s): State<AdminState>) -> impl IntoResponse {
+async fn metrics(State(registries): State<Arc<Registries>>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        crate::metrics::encode(&s.registry),
+        crate::metrics::encode(&registries),
     )
 }
 
-/// The router, for tests that call it without a socket.
-pub fn router(registry: Arc<Registry>, readiness: Readiness) -> Router {
-    Router::new()
+/// The probes, plus `/metrics` when `registries` is given.
+pub fn router(registries: Option<Arc<Registries>>, readiness: Readiness) -> Router {
+    let probes = Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(AdminState {
-            registry,
-            readiness,
-        })
+        .with_state(AdminState { readiness });
+    match registries {
+        Some(r) => probes.merge(metrics_router(r)),
+        None => probes,
+    }
 }
 
-/// Binds the admin server and serves it until `shutdown` is cancelled. Returns the bound address
-/// (useful with port 0) and the serving task.
-pub async fn serve(
-    addr: SocketAddr,
-    registry: Arc<Registry>,
-    readiness: Readiness,
+/// `/metrics` alone (served on `HCLOUD_METRICS_ADDRESS`).
+pub fn metrics_router(registries: Arc<Registries>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(registries)
+}
+
+/// Serves `app` on `listener` until `shutdown` is cancelled.
+pub fn spawn_server(
+    listener: tokio::net::TcpListener,
+    app: Router,
     shutdown: CancellationToken,
-) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    let app = router(registry, readiness);
-    let task = tokio::spawn(async move {
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown.cancelled_owned())
             .await
         {
             tracing::error!(error = %e, "admin server failed");
         }
-    });
-    Ok((local, task))
+    })
 }

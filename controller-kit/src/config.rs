@@ -58,9 +58,30 @@ pub struct CommonArgs {
     #[arg(long, env = "ADMIN_ADDRESS")]
     pub admin_address: Option<String>,
 
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "LOG_FORMAT")]
+    /// HCCM's switch for the `/metrics` page (default true).
+    #[arg(long, env = "HCLOUD_METRICS_ENABLED")]
+    pub hcloud_metrics_enabled: Option<String>,
+    /// Serve `/metrics` on this address (`host:port` or `:port`) instead of the admin address
+    /// (HCCM's variable; HCCM's default `:8233` is not assumed: on a shared host network the four
+    /// controllers could not all bind it). Each controller needs its own on a host network.
+    #[arg(long, env = "HCLOUD_METRICS_ADDRESS")]
+    pub hcloud_metrics_address: Option<String>,
+
+    /// Log format (`--logging-format`, upstream's name, is the same flag).
+    #[arg(long, alias = "logging-format", value_enum, default_value_t = LogFormat::Text, env = "LOG_FORMAT")]
     pub log_format: LogFormat,
+
+    /// Kubernetes API server address, overriding the kubeconfig's (upstream `--master`).
+    #[arg(long)]
+    pub master: Option<String>,
+    /// Requests per second this controller sends to the API server at most (client-side token
+    /// bucket). Default: no client-side limit, the apiserver's priority and fairness applies; when
+    /// only `--kube-api-burst` is given, upstream's 20.
+    #[arg(long)]
+    pub kube_api_qps: Option<String>,
+    /// Requests the token bucket lets through at once. Default with `--kube-api-qps`: upstream's 30.
+    #[arg(long)]
+    pub kube_api_burst: Option<String>,
 
     /// Run leader election on a coordination.k8s.io Lease before reconciling anything.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", env = "LEADER_ELECT")]
@@ -114,9 +135,15 @@ pub struct CompatArgs {
     /// Cluster name (accepted; load balancers are named and labelled as HCCM does, without it).
     #[arg(long, default_value = "kubernetes")]
     pub cluster_name: String,
-    /// klog verbosity; accepted, use RUST_LOG instead.
+    /// klog verbosity, mapped to the log level when RUST_LOG is unset: 0-3 info, 4-5 debug, 6 and
+    /// more trace.
     #[arg(long = "v", short = 'v')]
     pub verbosity: Option<String>,
+    /// klog's per-file verbosity, `pattern=N,...`, mapped to per-module levels when RUST_LOG is
+    /// unset: a pattern names a module path (`cloud_client=6`, `service_controller::node_sync=4`);
+    /// a trailing `*` is dropped, `-` reads as `_`.
+    #[arg(long)]
+    pub vmodule: Option<String>,
 }
 
 /// HCCM's `HCLOUD_*` variables this binary lists in `--help` (flags exist for local runs). They are
@@ -152,10 +179,12 @@ pub struct CloudArgs {
 
 impl CloudArgs {
     /// Hands the settings to cloud-client, the one parser of `HCLOUD_*`: what clap read for the
-    /// variables declared here, `env` for the rest.
+    /// variables declared here, `env` for the rest. Without `load_balancers`, the
+    /// `HCLOUD_LOAD_BALANCERS_*` variables are not even read.
     pub fn hcloud_config(
         &self,
         env: impl Fn(&str) -> Option<String>,
+        load_balancers: bool,
     ) -> Result<HcloudConfig, Vec<String>> {
         let declared = |name: &str| match name {
             "HCLOUD_TOKEN_FILE" => Some(self.hcloud_token_file.clone()),
@@ -170,6 +199,9 @@ impl CloudArgs {
             _ => None,
         };
         HcloudConfig::from_settings(self.hcloud_token.clone(), |name| {
+            if !load_balancers && name.starts_with("HCLOUD_LOAD_BALANCERS_") {
+                return None;
+            }
             declared(name).unwrap_or_else(|| env(name))
         })
         .map_err(|e| match e {
@@ -196,6 +228,26 @@ pub struct LeaderElection {
     pub retry_period: Duration,
 }
 
+/// Where the `/metrics` page is served (`HCLOUD_METRICS_ENABLED`, `HCLOUD_METRICS_ADDRESS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsServing {
+    /// On the admin address, next to the probes (the default).
+    OnAdmin,
+    /// On its own address.
+    At(SocketAddr),
+    /// Not at all.
+    Off,
+}
+
+/// A client-side limit on Kubernetes API requests (a token bucket, as client-go's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KubeApiRate {
+    /// Tokens added per second.
+    pub qps: f64,
+    /// Bucket size.
+    pub burst: u32,
+}
+
 /// The validated configuration every controller reads.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -205,8 +257,16 @@ pub struct Config {
     pub enabled: bool,
     /// Admin server address.
     pub admin_address: SocketAddr,
+    /// Where `/metrics` is served.
+    pub metrics: MetricsServing,
     /// Log format.
     pub log_format: LogFormat,
+    /// The log filter used when RUST_LOG is unset (from `--v` and `--vmodule`).
+    pub log_filter: String,
+    /// `--master`: the API server address, overriding the kubeconfig's.
+    pub master: Option<String>,
+    /// `--kube-api-qps`/`--kube-api-burst`; `None`: no client-side limit.
+    pub kube_api_rate: Option<KubeApiRate>,
     /// Leader election, `None` when disabled.
     pub leader_election: Option<LeaderElection>,
     /// `--concurrent-node-syncs` (controller default applied).
@@ -352,7 +412,8 @@ pub fn controller_enabled(info: &ControllerInfo, spec: &str, problems: &mut Prob
     decision.unwrap_or(star)
 }
 
-fn parse_admin_address(value: &str) -> Result<SocketAddr, String> {
+/// `host:port` or `:port` (all interfaces), as Go's listeners take it.
+fn parse_listen_address(name: &str, value: &str) -> Result<SocketAddr, String> {
     let v = value.trim();
     let full = if v.starts_with(':') {
         format!("0.0.0.0{v}")
@@ -360,7 +421,30 @@ fn parse_admin_address(value: &str) -> Result<SocketAddr, String> {
         v.to_string()
     };
     full.parse::<SocketAddr>()
-        .map_err(|_| format!("--admin-address={value:?}: expected host:port or :port"))
+        .map_err(|_| format!("{name}={value:?}: expected host:port or :port"))
+}
+
+/// `HCLOUD_METRICS_ENABLED` and `HCLOUD_METRICS_ADDRESS` (empty values count as unset).
+fn metrics_serving(
+    enabled: Option<&str>,
+    address: Option<&str>,
+    p: &mut Problems,
+) -> MetricsServing {
+    let enabled = match enabled.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) => p.bool("HCLOUD_METRICS_ENABLED", v, true),
+        None => true,
+    };
+    match address.map(str::trim).filter(|v| !v.is_empty()) {
+        _ if !enabled => MetricsServing::Off,
+        Some(a) => match parse_listen_address("HCLOUD_METRICS_ADDRESS", a) {
+            Ok(addr) => MetricsServing::At(addr),
+            Err(e) => {
+                p.push(e);
+                MetricsServing::OnAdmin
+            }
+        },
+        None => MetricsServing::OnAdmin,
+    }
 }
 
 fn default_identity() -> String {
@@ -408,7 +492,7 @@ impl CommonArgs {
     ) -> Result<Config, ConfigError> {
         let enabled = controller_enabled(info, &self.controllers, p);
         let admin_address = match &self.admin_address {
-            Some(a) => parse_admin_address(a).unwrap_or_else(|e| {
+            Some(a) => parse_listen_address("--admin-address", a).unwrap_or_else(|e| {
                 p.push(e);
                 SocketAddr::from(([0, 0, 0, 0], info.default_admin_port))
             }),
@@ -473,9 +557,18 @@ impl CommonArgs {
             retry_period,
         });
 
-        let concurrent_node_syncs = match &self.concurrent_node_syncs {
-            Some(v) => p.int("--concurrent-node-syncs", v, 1, 1024, 1) as u16,
-            None => info.default_concurrency,
+        let concurrent_node_syncs = match (&self.concurrent_node_syncs, info.node_syncs_default) {
+            (Some(v), Some(_)) => p.int("--concurrent-node-syncs", v, 1, 1024, 1) as u16,
+            (None, Some(default)) => default,
+            (given, None) => {
+                if given.is_some() {
+                    crate::cli::note_ignored(
+                        "concurrent-node-syncs",
+                        crate::cli::Why::ReadBy("node-controller and lifecycle-controller"),
+                    );
+                }
+                1
+            }
         };
         if let Some(cp) = &self.compat.cloud_provider
             && cp != "hcloud"
@@ -484,8 +577,34 @@ impl CommonArgs {
                 "--cloud-provider={cp:?}: only \"hcloud\" is supported"
             ));
         }
+        let metrics = metrics_serving(
+            self.hcloud_metrics_enabled.as_deref(),
+            self.hcloud_metrics_address.as_deref(),
+            p,
+        );
+        let log_filter = log_filter(
+            self.compat.verbosity.as_deref(),
+            self.compat.vmodule.as_deref(),
+            p,
+        );
+        let kube_api_rate = kube_api_rate(
+            self.kube_api_qps.as_deref(),
+            self.kube_api_burst.as_deref(),
+            p,
+        );
+        let master = self.master.clone().filter(|m| !m.trim().is_empty());
+        if let Some(m) = &master
+            && !(m.starts_with("https://") || m.starts_with("http://"))
+        {
+            p.push(format!(
+                "--master={m:?}: expected the API server's URL, e.g. https://10.0.0.1:6443"
+            ));
+        }
         let cloud = if need_cloud {
-            match self.cloud.hcloud_config(|name| std::env::var(name).ok()) {
+            match self.cloud.hcloud_config(
+                |name| std::env::var(name).ok(),
+                info.reads_load_balancer_settings,
+            ) {
                 Ok(config) => Some(config),
                 Err(problems) => {
                     problems.into_iter().for_each(|problem| p.push(problem));
@@ -499,7 +618,11 @@ impl CommonArgs {
             kubeconfig: self.kubeconfig.clone(),
             enabled,
             admin_address,
+            metrics,
             log_format: self.log_format,
+            log_filter,
+            master,
+            kube_api_rate,
             leader_election,
             concurrent_node_syncs,
             cluster_name: self.compat.cluster_name.clone(),
@@ -507,6 +630,69 @@ impl CommonArgs {
             node_label_selector: self.node_label_selector.clone().filter(|s| !s.is_empty()),
         })
     }
+}
+
+/// `--kube-api-qps` and `--kube-api-burst`: either one given sets a limit, the other taking
+/// upstream's default.
+fn kube_api_rate(qps: Option<&str>, burst: Option<&str>, p: &mut Problems) -> Option<KubeApiRate> {
+    if qps.is_none() && burst.is_none() {
+        return None;
+    }
+    let qps = match qps.map(str::trim) {
+        None => 20.0,
+        Some(v) => match v.parse::<f64>() {
+            Ok(q) if q.is_finite() && q > 0.0 => q,
+            _ => {
+                p.push(format!(
+                    "--kube-api-qps={v:?}: expected a number of requests per second above 0"
+                ));
+                20.0
+            }
+        },
+    };
+    let burst = match burst {
+        None => 30,
+        Some(v) => p.int("--kube-api-burst", v, 1, 100_000, 30) as u32,
+    };
+    Some(KubeApiRate { qps, burst })
+}
+
+/// klog's `-v` level as a tracing level.
+fn klog_level(v: u64) -> &'static str {
+    match v {
+        0..=3 => "info",
+        4..=5 => "debug",
+        _ => "trace",
+    }
+}
+
+/// The default log filter from `--v` and `--vmodule` (RUST_LOG, when set, replaces it).
+fn log_filter(v: Option<&str>, vmodule: Option<&str>, p: &mut Problems) -> String {
+    let mut directives = vec![match v {
+        Some(v) => klog_level(p.int("--v", v, 0, 100, 0)).to_string(),
+        None => "info".to_string(),
+    }];
+    for entry in vmodule.unwrap_or_default().split(',').map(str::trim) {
+        if entry.is_empty() {
+            continue;
+        }
+        let parsed = entry.split_once('=').and_then(|(pattern, n)| {
+            let module = pattern.trim().trim_end_matches('*').replace('-', "_");
+            let level = n.trim().parse::<u64>().ok()?;
+            let valid = !module.is_empty()
+                && module
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+            valid.then(|| format!("{module}={}", klog_level(level)))
+        });
+        match parsed {
+            Some(d) => directives.push(d),
+            None => p.push(format!(
+                "--vmodule: {entry:?}: expected module=N, e.g. cloud_client=6"
+            )),
+        }
+    }
+    directives.join(",")
 }
 
 /// Nodes per list request of the Node watches (1000 Nodes: 20 requests at start).
@@ -560,7 +746,8 @@ mod tests {
         alias: "cloud-node",
         component: "cloud-node-controller",
         default_admin_port: 10270,
-        default_concurrency: 16,
+        node_syncs_default: Some(16),
+        reads_load_balancer_settings: false,
     };
 
     #[derive(Parser, Debug)]
@@ -572,7 +759,7 @@ mod tests {
     fn parse(args: &[&str]) -> CommonArgs {
         let mut v = vec!["bin"];
         v.extend_from_slice(args);
-        crate::cli::parse_from::<Cli, _, _>(v).common
+        crate::cli::parse_from::<Cli, _, _>(v).0.common
     }
 
     #[test]
@@ -661,5 +848,68 @@ mod tests {
         assert_eq!(le.lease_name, "cloud-controller-manager-node-controller");
         assert_eq!(le.namespace, "kube-system");
         assert_eq!(le.lease_duration, Duration::from_secs(15));
+    }
+
+    #[test]
+    fn klog_verbosity_and_vmodule_become_the_log_filter() {
+        let mut args = parse(&[
+            "--v=4",
+            "--vmodule=cloud-client=6,service_controller::node_sync*=2",
+            "--logging-format=json",
+        ]);
+        args.cloud.hcloud_token = Some(Token::new("x"));
+        let c = args.validate(&INFO, true).unwrap();
+        assert_eq!(
+            c.log_filter,
+            "debug,cloud_client=trace,service_controller::node_sync=info"
+        );
+        assert_eq!(c.log_format, LogFormat::Json);
+        assert_eq!(
+            parse(&[]).validate(&INFO, false).unwrap().log_filter,
+            "info"
+        );
+        let err = parse(&["--v=loud", "--vmodule=a.go"])
+            .validate(&INFO, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--v=\"loud\"") && err.contains("\"a.go\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn kube_api_rate_and_master() {
+        let c = parse(&[]).validate(&INFO, false).unwrap();
+        assert_eq!((c.kube_api_rate, c.master), (None, None));
+        let c = parse(&["--kube-api-qps=5.5", "--master=https://10.0.0.1:6443"])
+            .validate(&INFO, false)
+            .unwrap();
+        assert_eq!(
+            c.kube_api_rate,
+            Some(KubeApiRate {
+                qps: 5.5,
+                burst: 30
+            })
+        );
+        assert_eq!(c.master.as_deref(), Some("https://10.0.0.1:6443"));
+        let c = parse(&["--kube-api-burst=50"])
+            .validate(&INFO, false)
+            .unwrap();
+        assert_eq!(
+            c.kube_api_rate,
+            Some(KubeApiRate {
+                qps: 20.0,
+                burst: 50
+            })
+        );
+        let err = parse(&[
+            "--kube-api-qps=0",
+            "--kube-api-burst=-1",
+            "--master=10.0.0.1",
+        ])
+        .validate(&INFO, false)
+        .unwrap_err();
+        assert_eq!(err.problems.len(), 3, "{err}");
     }
 }

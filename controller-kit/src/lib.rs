@@ -12,11 +12,13 @@ pub mod cli;
 pub mod cloud;
 pub mod config;
 pub mod events;
+pub mod kube_rate;
 pub mod leader;
 pub mod metrics;
 pub mod runtime;
 pub mod shutdown;
 pub mod telemetry;
+pub mod upstream_metrics;
 pub mod watch;
 
 pub use admin::Readiness;
@@ -39,8 +41,12 @@ pub struct ControllerInfo {
     pub component: &'static str,
     /// Default admin port (distinct per controller).
     pub default_admin_port: u16,
-    /// Default for `--concurrent-node-syncs` (or the controller's own concurrency flag).
-    pub default_concurrency: u16,
+    /// Default for `--concurrent-node-syncs`; `None` when this controller does not read it (the
+    /// flag is then accepted without effect, and named in the startup Warning when given).
+    pub node_syncs_default: Option<u16>,
+    /// Whether this controller reads the `HCLOUD_LOAD_BALANCERS_*` settings. The others never
+    /// parse them, so a wrong one stops only the controller it concerns.
+    pub reads_load_balancer_settings: bool,
 }
 
 /// Installs aws-lc-rs as the process-wide rustls provider (call first in `main` and in tests).

@@ -4,10 +4,10 @@
 //! `reconcile_duration_seconds{controller}`, `queue_depth{controller}`, `leader{controller}`,
 //! `cloud_api_requests_total{endpoint,method,status}`, `cloud_api_rate_limit_remaining`,
 //! `cloud_api_rate_limit_limit`, `cloud_api_rate_limited_total`, `cloud_api_retries_total`,
-//! `kube_api_requests_total{verb}`, `watch_events_total{resource}`, `process_resident_memory_bytes`,
-//! `process_cpu_seconds_total`, `process_open_fds`, `runtime_alive_tasks` (leak signals for a
-//! long-running process), plus whatever a controller registers itself through
-//! [`crate::Runtime::registry_mut`].
+//! `kube_api_requests_total{verb}`, `watch_events_total{resource}`, `runtime_alive_tasks`, plus
+//! whatever a controller registers itself through [`crate::Runtime::registry_mut`]. HCCM's and
+//! upstream's families (`hcloud_api_*`, `process_*`, ...) are served next to them under their own
+//! names: [`crate::upstream_metrics`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -56,6 +56,8 @@ pub struct KitMetrics {
     queue_depth: Family<ControllerLabels, Gauge>,
     leader: Family<ControllerLabels, Gauge>,
     warnings: Family<ReasonLabels, Counter>,
+    /// client-go's `leader_election_master_status{name}`, with leader election only.
+    leader_status: Option<Gauge>,
     pub(crate) kube_api: KubeApiMetrics,
 }
 
@@ -71,6 +73,7 @@ impl KitMetrics {
             queue_depth: Family::default(),
             leader: Family::default(),
             warnings: Family::default(),
+            leader_status: None,
             kube_api: KubeApiMetrics::default(),
         };
         registry.register("reconciles", "Reconciles by result", m.reconciles.clone());
@@ -110,6 +113,29 @@ impl KitMetrics {
     /// [`crate::Runtime::with_kube_api_metrics`]).
     pub fn kube_api(&self) -> &KubeApiMetrics {
         &self.kube_api
+    }
+
+    /// Serves client-go's `leader_election_master_status{name="<lease>"}` in `upstream` too.
+    pub fn register_leader_status(&mut self, lease: &str, upstream: &mut Registry) {
+        let family = Family::<Vec<(String, String)>, Gauge>::default();
+        upstream.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            family.clone(),
+        );
+        let gauge = family
+            .get_or_create(&vec![("name".to_string(), lease.to_string())])
+            .clone();
+        gauge.set(0);
+        self.leader_status = Some(gauge);
+    }
+
+    /// Records whether this process leads (or runs without leader election).
+    pub fn set_leader(&self, leads: bool) {
+        self.leader_gauge().set(i64::from(leads));
+        if let Some(g) = &self.leader_status {
+            g.set(i64::from(leads));
+        }
     }
 
     /// The leader gauge.
@@ -255,88 +281,23 @@ impl Collector for CloudStatsCollector {
     }
 }
 
-/// The process's resident memory, open file descriptors and live tokio tasks, read at scrape
-/// time: the three figures that grow when a controller leaks (the soak test watches them).
-#[derive(Debug)]
-pub struct ProcessCollector {
-    /// `/proc/self`; another directory of the same layout in tests.
-    proc_dir: std::path::PathBuf,
-}
+/// Live tokio tasks, read at scrape time: with `process_resident_memory_bytes` and
+/// `process_open_fds` (served under their standard names, see [`crate::upstream_metrics`]) the
+/// figures that grow when a controller leaks (the soak test watches them).
+#[derive(Debug, Default)]
+pub struct RuntimeCollector;
 
-impl Default for ProcessCollector {
-    fn default() -> Self {
-        Self {
-            proc_dir: "/proc/self".into(),
-        }
-    }
-}
-
-impl ProcessCollector {
-    fn resident_bytes(&self) -> Option<i64> {
-        let status = std::fs::read_to_string(self.proc_dir.join("status")).ok()?;
-        let kib: i64 = status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
-        Some(kib * 1024)
-    }
-
-    /// User plus system CPU time, from `stat`'s `utime` and `stime` (in clock ticks, 100 a second on
-    /// Linux).
-    fn cpu_seconds(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(self.proc_dir.join("stat")).ok()?;
-        // The fields after the command name, which is in parentheses and may contain spaces.
-        let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
-        let utime: f64 = fields.nth(11)?.parse().ok()?;
-        let stime: f64 = fields.next()?.parse().ok()?;
-        Some((utime + stime) / 100.0)
-    }
-
-    fn open_fds(&self) -> Option<i64> {
-        Some(std::fs::read_dir(self.proc_dir.join("fd")).ok()?.count() as i64)
-    }
-}
-
-impl Collector for ProcessCollector {
+impl Collector for RuntimeCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let gauges = [
-            (
-                "process_resident_memory_bytes",
-                "Resident memory of this process",
-                self.resident_bytes(),
-            ),
-            (
-                "process_open_fds",
-                "Open file descriptors of this process",
-                self.open_fds(),
-            ),
-            (
-                "runtime_alive_tasks",
-                "Tokio tasks alive in this process",
-                tokio::runtime::Handle::try_current()
-                    .ok()
-                    .map(|h| h.metrics().num_alive_tasks() as i64),
-            ),
-        ];
-        for (name, help, value) in gauges {
-            if let Some(value) = value {
-                encoder
-                    .encode_descriptor(name, help, None, MetricType::Gauge)?
-                    .encode_gauge(&value)?;
-            }
-        }
-        if let Some(seconds) = self.cpu_seconds() {
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
             encoder
                 .encode_descriptor(
-                    "process_cpu_seconds",
-                    "User and system CPU time of this process",
+                    "runtime_alive_tasks",
+                    "Tokio tasks alive in this process",
                     None,
-                    MetricType::Counter,
+                    MetricType::Gauge,
                 )?
-                .encode_counter::<NoLabelSet, _, u64>(&seconds, None)?;
+                .encode_gauge(&(handle.metrics().num_alive_tasks() as i64))?;
         }
         Ok(())
     }
@@ -425,10 +386,33 @@ impl SharedGauge {
     }
 }
 
-/// Renders a registry in the OpenMetrics text format.
-pub fn encode(registry: &Registry) -> String {
+/// A process's two registries: ours, every name prefixed `cloud_controllers_`, and the families
+/// served under HCCM's and upstream's own names (see [`crate::upstream_metrics`]).
+#[derive(Debug)]
+pub struct Registries {
+    /// `cloud_controllers_*`.
+    pub ours: Registry,
+    /// HCCM's and upstream's names, unprefixed.
+    pub upstream: Registry,
+}
+
+impl Default for Registries {
+    fn default() -> Self {
+        Self {
+            ours: Registry::with_prefix("cloud_controllers"),
+            upstream: Registry::default(),
+        }
+    }
+}
+
+/// Renders both registries as one page in the OpenMetrics text format.
+pub fn encode(registries: &Registries) -> String {
+    use prometheus_client::encoding::text::{encode_eof, encode_registry};
     let mut out = String::new();
-    if prometheus_client::encoding::text::encode(&mut out, registry).is_err() {
+    let encoded = encode_registry(&mut out, &registries.ours)
+        .and_then(|()| encode_registry(&mut out, &registries.upstream))
+        .and_then(|()| encode_eof(&mut out));
+    if encoded.is_err() {
         out.clear();
         out.push_str("# encoding failed\n");
     }
@@ -441,8 +425,8 @@ mod tests {
 
     #[test]
     fn timer_counts_and_observes() {
-        let mut reg = Registry::with_prefix("cloud_controllers");
-        let m = KitMetrics::register("node-controller", &mut reg);
+        let mut reg = Registries::default();
+        let m = KitMetrics::register("node-controller", &mut reg.ours);
         {
             let mut t = m.reconcile_timer();
             assert_eq!(m.queue_gauge().get(), 1);
@@ -452,7 +436,8 @@ mod tests {
             let _t = m.reconcile_timer();
         }
         let stats = cloud_client::ClientStats::new();
-        reg.register_collector(Box::new(CloudStatsCollector::new(stats)));
+        reg.ours
+            .register_collector(Box::new(CloudStatsCollector::new(stats)));
         let text = encode(&reg);
         assert!(
             text.contains(
@@ -466,60 +451,27 @@ mod tests {
             text.contains("cloud_controllers_cloud_api_retries_total 0"),
             "{text}"
         );
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
-    /// Read from a directory laid out like `/proc/self`, so the figures are exact: the real
-    /// process's fd count moves while other tests in this binary open and close files.
     #[tokio::test]
-    async fn process_figures_are_read_at_scrape_time() {
-        let dir = std::env::temp_dir().join(format!("proc-figures-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("fd")).unwrap();
-        std::fs::write(
-            dir.join("status"),
-            "Name:\tx\nVmRSS:\t    2048 kB\nThreads:\t4\n",
-        )
-        .unwrap();
-        for fd in ["0", "1", "2"] {
-            std::fs::write(dir.join("fd").join(fd), "").unwrap();
-        }
-        let mut reg = Registry::with_prefix("cloud_controllers");
-        reg.register_collector(Box::new(ProcessCollector {
-            proc_dir: dir.clone(),
-        }));
-        let value = |text: &str, name: &str| -> f64 {
+    async fn live_tasks_are_read_at_scrape_time() {
+        let mut reg = Registries::default();
+        reg.ours.register_collector(Box::new(RuntimeCollector));
+        let tasks = |text: &str| -> f64 {
             text.lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-                .unwrap_or_else(|| panic!("no {name} in {text}"))
+                .find_map(|l| {
+                    l.strip_prefix("cloud_controllers_runtime_alive_tasks")?
+                        .trim()
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("no tasks in {text}"))
         };
-        let text = encode(&reg);
-        assert_eq!(
-            value(&text, "cloud_controllers_process_resident_memory_bytes"),
-            2048.0 * 1024.0
-        );
-        assert_eq!(value(&text, "cloud_controllers_process_open_fds"), 3.0);
-        // Read at scrape time, not at registration.
-        for fd in ["3", "4"] {
-            std::fs::write(dir.join("fd").join(fd), "").unwrap();
-        }
-        let text = encode(&reg);
-        assert_eq!(value(&text, "cloud_controllers_process_open_fds"), 5.0);
-        std::fs::remove_dir_all(&dir).unwrap();
-        // The real /proc/self answers too.
-        let real = encode(&{
-            let mut r = Registry::with_prefix("cloud_controllers");
-            r.register_collector(Box::new(ProcessCollector::default()));
-            r
-        });
-        assert!(value(&real, "cloud_controllers_process_resident_memory_bytes") > 1e6);
-        assert!(value(&real, "cloud_controllers_process_open_fds") >= 3.0);
-        let tasks = value(&text, "cloud_controllers_runtime_alive_tasks");
+        let before = tasks(&encode(&reg));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let parked = tokio::spawn(async move { rx.await.ok() });
-        let text = encode(&reg);
-        assert_eq!(
-            value(&text, "cloud_controllers_runtime_alive_tasks"),
-            tasks + 1.0
-        );
+        assert_eq!(tasks(&encode(&reg)), before + 1.0);
         tx.send(()).unwrap();
         parked.await.unwrap();
     }

@@ -15,10 +15,11 @@ use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{self, Readiness};
-use crate::config::{CommonArgs, Config, ConfigError, Problems};
+use crate::config::{CommonArgs, Config, ConfigError, MetricsServing, Problems};
 use crate::events::Events;
 use crate::leader::LeaderGate;
-use crate::metrics::{CloudStatsCollector, KitMetrics, KubeApiMetrics};
+use crate::metrics::{CloudStatsCollector, KitMetrics, KubeApiMetrics, Registries};
+use crate::upstream_metrics::{HcloudApiCollector, ProcessCollector};
 use crate::{ControllerInfo, telemetry};
 
 /// What a controller gets when it starts (after winning the Lease).
@@ -60,6 +61,18 @@ pub enum RunError {
         /// Cause.
         source: std::io::Error,
     },
+    /// `HCLOUD_METRICS_ADDRESS` could not be bound (on a host network, most likely taken by
+    /// another controller given the same address).
+    #[error(
+        "HCLOUD_METRICS_ADDRESS={addr}: {source} (on a shared host network each controller needs \
+         its own address; unset it to serve /metrics on the admin port)"
+    )]
+    Metrics {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
     /// The controller failed.
     #[error("controller failed: {0:#}")]
     Controller(anyhow::Error),
@@ -75,7 +88,7 @@ pub struct Runtime {
     config: Arc<Config>,
     client: kube::Client,
     shutdown: CancellationToken,
-    registry: Registry,
+    registries: Registries,
     metrics: KitMetrics,
     readiness: Readiness,
     instance: Option<String>,
@@ -99,9 +112,17 @@ impl Runtime {
         client: kube::Client,
         shutdown: CancellationToken,
     ) -> Self {
-        let mut registry = Registry::with_prefix("cloud_controllers");
-        let metrics = KitMetrics::register(info.name, &mut registry);
-        registry.register_collector(Box::new(crate::metrics::ProcessCollector::default()));
+        let mut registries = Registries::default();
+        let mut metrics = KitMetrics::register(info.name, &mut registries.ours);
+        registries
+            .ours
+            .register_collector(Box::new(crate::metrics::RuntimeCollector));
+        registries
+            .upstream
+            .register_collector(Box::new(ProcessCollector::default()));
+        if let Some(le) = &config.leader_election {
+            metrics.register_leader_status(&le.lease_name, &mut registries.upstream);
+        }
         let instance = config
             .leader_election
             .as_ref()
@@ -113,7 +134,7 @@ impl Runtime {
             config: Arc::new(config),
             client,
             shutdown,
-            registry,
+            registries,
             metrics,
             readiness: Readiness::default(),
             instance,
@@ -124,7 +145,7 @@ impl Runtime {
     /// Exposes `metrics` (those the Kubernetes client counts into, see [`kube_client`]) on
     /// `/metrics`, and hands them to the controller through [`Runtime::metrics`].
     pub fn with_kube_api_metrics(mut self, metrics: KubeApiMetrics) -> Self {
-        metrics.register(&mut self.registry);
+        metrics.register(&mut self.registries.ours);
         self.metrics.kube_api = metrics;
         self
     }
@@ -149,14 +170,29 @@ impl Runtime {
     pub fn readiness(&self) -> Readiness {
         self.readiness.clone()
     }
-    /// Register controller-specific metrics here before [`Runtime::run`].
+    /// Register controller-specific metrics here before [`Runtime::run`]; their names get the
+    /// `cloud_controllers_` prefix.
     pub fn registry_mut(&mut self) -> &mut Registry {
-        &mut self.registry
+        &mut self.registries.ours
     }
-    /// Exposes a cloud client's call counters and rate-limit budget on `/metrics`.
+    /// Register metrics under upstream's own names here (e.g. k8s.io/cloud-provider's
+    /// `service_controller_*`), unprefixed, so that HCCM's dashboards find them.
+    pub fn upstream_registry_mut(&mut self) -> &mut Registry {
+        &mut self.registries.upstream
+    }
+    /// Both registries at once: ours (prefixed) and upstream's names.
+    pub fn registries_mut(&mut self) -> (&mut Registry, &mut Registry) {
+        (&mut self.registries.ours, &mut self.registries.upstream)
+    }
+    /// Exposes a cloud client's call counters and rate-limit budget on `/metrics`, under our
+    /// names and under hcloud-go's and HCCM's.
     pub fn register_cloud_stats(&mut self, stats: Arc<cloud_client::ClientStats>) {
-        self.registry
-            .register_collector(Box::new(CloudStatsCollector::new(stats)));
+        self.registries
+            .ours
+            .register_collector(Box::new(CloudStatsCollector::new(stats.clone())));
+        self.registries
+            .upstream
+            .register_collector(Box::new(HcloudApiCollector::new(stats)));
     }
 
     /// Binds the admin server now (run binds it otherwise) and returns its address.
@@ -201,19 +237,27 @@ impl Runtime {
         let listener = self.listener.take().expect("bound above");
         let admin_token = CancellationToken::new();
         let _admin_guard = admin_token.clone().drop_guard();
-        {
-            let registry = Arc::new(std::mem::take(&mut self.registry));
-            let app = admin::router(registry, self.readiness.clone());
-            let token = admin_token.clone();
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, app)
-                    .with_graceful_shutdown(token.cancelled_owned())
+        let registries = Arc::new(std::mem::take(&mut self.registries));
+        let on_admin = match self.config.metrics {
+            MetricsServing::OnAdmin => Some(registries.clone()),
+            MetricsServing::Off => None,
+            MetricsServing::At(addr) => {
+                let metrics_listener = tokio::net::TcpListener::bind(addr)
                     .await
-                {
-                    tracing::error!(error = %e, "admin server failed");
-                }
-            });
-        }
+                    .map_err(|source| RunError::Metrics { addr, source })?;
+                admin::spawn_server(
+                    metrics_listener,
+                    admin::metrics_router(registries.clone()),
+                    admin_token.clone(),
+                );
+                None
+            }
+        };
+        admin::spawn_server(
+            listener,
+            admin::router(on_admin, self.readiness.clone()),
+            admin_token.clone(),
+        );
 
         let events = Events::new(
             self.client.clone(),
@@ -258,7 +302,7 @@ impl Runtime {
             }
             None => None,
         };
-        self.metrics.leader_gauge().set(1);
+        self.metrics.set_leader(true);
 
         let ctrl_token = self.shutdown.child_token();
         let ctx = Context {
@@ -290,7 +334,7 @@ impl Runtime {
                 reason = l.lost() => {
                     ctrl_token.cancel();
                     task.abort();
-                    self.metrics.leader_gauge().set(0);
+                    self.metrics.set_leader(false);
                     tracing::error!(%reason, "leadership lost; stopped reconciling");
                     return Err(RunError::LeaseLost(reason));
                 }
@@ -310,7 +354,7 @@ impl Runtime {
             },
         };
         ctrl_token.cancel();
-        self.metrics.leader_gauge().set(0);
+        self.metrics.set_leader(false);
         if let Some(l) = leadership {
             l.release().await;
         }
@@ -354,7 +398,11 @@ where
             return ExitCode::from(1);
         }
     };
-    let _telemetry = rt.block_on(async { telemetry::init(info.name, config.log_format) });
+    let _telemetry = rt.block_on(async {
+        let guard = telemetry::init(info.name, config.log_format, &config.log_filter);
+        crate::cli::warn_ignored();
+        guard
+    });
     let code = rt.block_on(async move {
         let shutdown = crate::shutdown::signal_token();
         tokio::spawn(crate::allocator::trim_periodically(shutdown.clone()));
@@ -393,22 +441,30 @@ where
 }
 
 /// The Kubernetes client for `config`: `--kubeconfig` when given, else in-cluster/default
-/// inference. Every request it sends is counted into `metrics`.
+/// inference, `--master` overriding the address. Every request it sends is counted into
+/// `metrics`, and waits for the `--kube-api-qps` token bucket when one is set.
 pub async fn kube_client(config: &Config, metrics: KubeApiMetrics) -> anyhow::Result<kube::Client> {
-    let kc = match &config.kubeconfig {
+    let mut kc = match &config.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
         }
         None => kube::Config::infer().await?,
     };
+    if let Some(master) = &config.master {
+        kc.cluster_url = master.parse()?;
+    }
     let count = tower::util::MapRequestLayer::new(move |request: http::Request<_>| {
         metrics.count_request(&request);
         request
     });
-    Ok(kube::client::ClientBuilder::try_from(kc)?
-        .with_layer(&count)
-        .build())
+    let builder = kube::client::ClientBuilder::try_from(kc)?.with_layer(&count);
+    Ok(match config.kube_api_rate {
+        Some(rate) => builder
+            .with_layer(&crate::kube_rate::RateLimitLayer::new(rate))
+            .build(),
+        None => builder.build(),
+    })
 }
 
 /// Drives a kube-runtime controller's result stream to its end. Reconcile errors are the

@@ -1,4 +1,4 @@
-//! tracing setup: text or JSON logs (RUST_LOG filter, default `info`), plus OTLP trace export
+//! tracing setup: text or JSON logs (RUST_LOG filter, else the one `--v`/`--vmodule` give), plus OTLP trace export
 //! (http/protobuf, blocking reqwest client in the batch processor's own thread) when
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set. The returned guard flushes and shuts the exporter down.
 
@@ -68,10 +68,12 @@ fn otlp_provider(service: &str) -> Result<Option<SdkTracerProvider>, String> {
     .map_err(|_| "OTLP exporter setup panicked".to_string())?
 }
 
-/// Installs the global subscriber. Calling it twice is harmless (the second call only returns a
-/// guard without exporter), so tests may call it too.
-pub fn init(service: &str, format: LogFormat) -> TelemetryGuard {
-    let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// Installs the global subscriber, filtering by RUST_LOG when set, else by `default_filter` (e.g.
+/// `info`). Calling it twice is harmless (the second call only returns a guard without exporter),
+/// so tests may call it too.
+pub fn init(service: &str, format: LogFormat, default_filter: &str) -> TelemetryGuard {
+    let filter =
+        || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let fmt_layer = match format {
         // Colours only on a terminal: `kubectl logs` and log collectors would show the escapes.
         LogFormat::Text => tracing_subscriber::fmt::layer()

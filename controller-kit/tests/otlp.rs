@@ -25,8 +25,11 @@ async fn spans_are_exported_over_otlp_http_and_flushed_on_drop() {
     unsafe {
         std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"));
     }
-    let guard =
-        controller_kit::telemetry::init("otlp-test", controller_kit::config::LogFormat::Json);
+    let guard = controller_kit::telemetry::init(
+        "otlp-test",
+        controller_kit::config::LogFormat::Json,
+        "info",
+    );
     assert!(guard.exporting());
     {
         let span = tracing::info_span!("reconcile", node = "n1");

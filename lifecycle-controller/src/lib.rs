@@ -33,7 +33,8 @@ pub const INFO: ControllerInfo = ControllerInfo {
     alias: "cloud-node-lifecycle",
     component: "cloud-node-lifecycle-controller",
     default_admin_port: 10272,
-    default_concurrency: 8,
+    node_syncs_default: Some(8),
+    reads_load_balancer_settings: false,
 };
 
 /// Flags of this controller only.

@@ -38,7 +38,8 @@ pub const INFO: ControllerInfo = ControllerInfo {
     alias: "cloud-node",
     component: "cloud-node-controller",
     default_admin_port: 10271,
-    default_concurrency: 8,
+    node_syncs_default: Some(8),
+    reads_load_balancer_settings: false,
 };
 
 /// Flags of this controller only.
@@ -103,7 +104,8 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
         )));
     };
     rt.register_cloud_stats(cloud.stats.clone());
-    let metrics = NodeMetrics::register(rt.registry_mut());
+    let (ours, upstream) = rt.registries_mut();
+    let metrics = NodeMetrics::register(ours, upstream);
     rt.run(move |ctx| run(ctx, instances, metrics, settings))
         .await
 }

@@ -1,4 +1,5 @@
-//! Node-controller metrics (upstream names, under the `cloud_controllers_` prefix).
+//! Node-controller metrics: k8s.io/cloud-provider's `node_controller_*` histograms under their
+//! upstream names, ours under the `cloud_controllers_` prefix.
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -16,8 +17,8 @@ pub struct NodeMetrics {
 }
 
 impl NodeMetrics {
-    /// Creates and registers the metrics.
-    pub fn register(registry: &mut Registry) -> Self {
+    /// Creates the metrics, registering upstream's series in `upstream` and ours in `registry`.
+    pub fn register(registry: &mut Registry, upstream: &mut Registry) -> Self {
         let m = Self {
             taint_removal_delay: Histogram::new(exponential_buckets(0.25, 2.0, 14)),
             initial_sync_delay: Histogram::new(exponential_buckets(0.25, 2.0, 14)),
@@ -28,12 +29,12 @@ impl NodeMetrics {
             "Nodes still carrying the uninitialized taint (initialization backlog)",
             m.uninitialized_nodes.clone(),
         );
-        registry.register(
+        upstream.register(
             "node_controller_cloud_provider_taint_removal_delay_seconds",
             "Seconds from Node creation until the uninitialized taint was removed",
             m.taint_removal_delay.clone(),
         );
-        registry.register(
+        upstream.register(
             "node_controller_initial_node_sync_delay_seconds",
             "Seconds from Node creation until its initial sync finished",
             m.initial_sync_delay.clone(),

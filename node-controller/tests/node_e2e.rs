@@ -160,9 +160,7 @@ async fn initializes_node_with_labels_addresses_provider_id_and_removes_taint() 
 
     let metrics = ctl.metrics().await;
     assert!(
-        metrics.contains(
-            "cloud_controllers_node_controller_cloud_provider_taint_removal_delay_seconds_count 1"
-        ),
+        metrics.contains("\nnode_controller_cloud_provider_taint_removal_delay_seconds_count 1"),
         "{metrics}"
     );
     assert!(

@@ -39,7 +39,8 @@ pub const INFO: ControllerInfo = ControllerInfo {
     alias: "route",
     component: "route_controller",
     default_admin_port: 10274,
-    default_concurrency: 1,
+    node_syncs_default: None,
+    reads_load_balancer_settings: false,
 };
 
 /// Flags of this controller only (the other binaries accept upstream's without effect).
@@ -117,7 +118,8 @@ impl RouteArgs {
 /// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
 pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<(), RunError> {
     rt.register_cloud_stats(cloud.stats.clone());
-    let metrics = RouteMetrics::register(rt.registry_mut());
+    let (ours, upstream) = rt.registries_mut();
+    let metrics = RouteMetrics::register(ours, upstream);
     let (Some(cluster), Some(routes)) = (settings.cluster.clone(), cloud.routes.clone()) else {
         return rt
             .idle("routes are disabled (--configure-cloud-routes=false or HCLOUD_NETWORK_ROUTES_ENABLED=false)")

@@ -1,4 +1,5 @@
-//! Route-controller metrics (upstream names, under the `cloud_controllers_` prefix).
+//! Route-controller metrics: k8s.io/cloud-provider's `route_controller_route_sync_total` under its
+//! upstream name, ours under the `cloud_controllers_` prefix.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -29,17 +30,17 @@ pub struct RouteMetrics {
 }
 
 impl RouteMetrics {
-    /// Creates and registers the metrics.
-    pub fn register(registry: &mut Registry) -> Self {
+    /// Creates the metrics, registering upstream's series in `upstream` and ours in `registry`.
+    pub fn register(registry: &mut Registry, upstream: &mut Registry) -> Self {
         let m = Self {
             route_sync: Counter::default(),
             writes: Family::default(),
             routes: Gauge::default(),
             pending: Gauge::default(),
         };
-        registry.register(
+        upstream.register(
             "route_controller_route_sync",
-            "Passes comparing the nodes with the network's routes",
+            "A metric counting the amount of times routes have been synced with the cloud provider.",
             m.route_sync.clone(),
         );
         registry.register(

@@ -62,3 +62,30 @@ const CASES: &[ConfigCase] = &[
 fn every_bad_configuration_exits_2_naming_flag_value_and_accepted_forms() {
     assert_all(BIN, CASES);
 }
+
+#[test]
+fn every_hccm_flag_is_accepted_and_the_unread_ones_are_named_in_one_warning() {
+    test_support::hccm_flags::assert_every_flag_accepted(
+        BIN,
+        &[
+            "cluster-cidr",
+            "configure-cloud-routes",
+            "route-reconciliation-period",
+        ],
+    );
+}
+
+/// HCCM's metric families under HCCM's names on `HCLOUD_METRICS_ADDRESS`, HCCM's environment
+/// accepted where it used to stop the binary, and `HCLOUD_METRICS_ENABLED=false` honoured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hccm_installation_switches_over() {
+    test_support::hccm_switch::assert_switch_from_hccm(test_support::hccm_switch::Case {
+        controller: "route-controller",
+        bin: BIN,
+        op: Some("hcloud/ListRoutes"),
+        network: true,
+        args: &["--cluster-cidr=10.244.0.0/16"],
+        services: false,
+    })
+    .await;
+}

@@ -246,7 +246,10 @@ async fn update_targets(svc: &Service, ctx: &Ctx, nodes: &[LbNode]) -> Result<()
             info!("load balancer not found while updating targets; re-creating it");
             return ensure(svc, ctx, nodes, true).await;
         }
-        Ok(o) => o,
+        Ok(o) => {
+            ctx.metrics.node_sync_done();
+            o
+        }
         Err(source) => {
             ctx.metrics.nodesync_errors.inc();
             let e = Error::Cloud {

@@ -41,7 +41,8 @@ pub const INFO: ControllerInfo = ControllerInfo {
     alias: "service",
     component: "service-controller",
     default_admin_port: 10273,
-    default_concurrency: 10,
+    node_syncs_default: None,
+    reads_load_balancer_settings: true,
 };
 
 /// Flags of this controller only.
@@ -52,8 +53,14 @@ pub struct ServiceArgs {
     #[arg(long, env = "SERVICE_LOAD_BALANCER_CLASS")]
     pub load_balancer_class: Option<String>,
     /// How often each load balancer is re-read and repaired when nothing changed (±10 % jitter).
-    #[arg(long, default_value = "10m")]
-    pub load_balancer_drift_check_period: String,
+    /// Default 10m.
+    #[arg(long)]
+    pub load_balancer_drift_check_period: Option<String>,
+    /// Upstream's periodic node sync, deprecated there; here it sets the drift check period
+    /// unless `--load-balancer-drift-check-period` is given (node changes reach the load
+    /// balancers by watch either way).
+    #[arg(long)]
+    pub node_sync_period: Option<String>,
     /// How long node changes are collected before the load balancers follow them.
     #[arg(long, default_value = "1s")]
     pub node_sync_window: String,
@@ -112,11 +119,16 @@ impl ServiceArgs {
             classes: ClassFilter {
                 own_class: class.map(str::to_string),
             },
-            drift_period: p.positive_duration(
-                "--load-balancer-drift-check-period",
+            drift_period: match (
                 &self.load_balancer_drift_check_period,
-                d.drift_period,
-            ),
+                &self.node_sync_period,
+            ) {
+                (Some(v), _) => {
+                    p.positive_duration("--load-balancer-drift-check-period", v, d.drift_period)
+                }
+                (None, Some(v)) => p.positive_duration("--node-sync-period", v, d.drift_period),
+                (None, None) => d.drift_period,
+            },
             node_sync_window: p.duration(
                 "--node-sync-window",
                 &self.node_sync_window,
@@ -137,7 +149,8 @@ impl ServiceArgs {
 /// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
 pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<(), RunError> {
     rt.register_cloud_stats(cloud.stats.clone());
-    let metrics = ServiceMetrics::register(rt.registry_mut());
+    let (ours, upstream) = rt.registries_mut();
+    let metrics = ServiceMetrics::register(ours, upstream);
     let Some(lbs) = cloud.load_balancers.clone() else {
         return rt
             .idle("load balancers are disabled (HCLOUD_LOAD_BALANCERS_ENABLED=false)")

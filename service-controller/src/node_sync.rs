@@ -42,7 +42,7 @@ pub async fn run(
         let now = current(&store);
         if now != last {
             last = now;
-            metrics.node_set_changes.inc();
+            metrics.node_set_changed();
             // A full channel means a pass is already pending; it will see this set too.
             let _ = trigger.try_send(());
         }

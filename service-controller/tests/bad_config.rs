@@ -5,12 +5,13 @@
 
 mod support;
 
-use test_support::bad_config::{ConfigCase, assert_all};
+use test_support::bad_config::{ConfigCase, LOAD_BALANCER_DEFAULT, assert_all};
 use test_support::process::Binary;
 
 const BIN: &str = env!("CARGO_BIN_EXE_service-controller");
 
 const CASES: &[ConfigCase] = &[
+    LOAD_BALANCER_DEFAULT,
     ConfigCase {
         name: "drift check period zero",
         args: &["--load-balancer-drift-check-period=0s"],
@@ -101,12 +102,6 @@ const CASES: &[ConfigCase] = &[
             "an IPv4 CIDR",
         ],
     },
-    ConfigCase {
-        name: "private IP targets without a network",
-        args: &[],
-        env: &[("HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP", "true")],
-        expect: &["HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP=true requires HCLOUD_NETWORK"],
-    },
 ];
 
 #[test]
@@ -154,4 +149,27 @@ async fn refused_token_fails_startup_naming_it() {
     let (code, all) = start_against(&sim, &"b".repeat(64), "k8s").await;
     assert_eq!(code, Some(2), "{all}");
     assert!(all.contains("HCLOUD_TOKEN was refused"), "{all}");
+}
+
+#[test]
+fn every_hccm_flag_is_accepted_and_the_unread_ones_are_named_in_one_warning() {
+    test_support::hccm_flags::assert_every_flag_accepted(
+        BIN,
+        &["concurrent-service-syncs", "node-sync-period"],
+    );
+}
+
+/// HCCM's metric families under HCCM's names on `HCLOUD_METRICS_ADDRESS`, HCCM's environment
+/// accepted where it used to stop the binary, and `HCLOUD_METRICS_ENABLED=false` honoured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hccm_installation_switches_over() {
+    test_support::hccm_switch::assert_switch_from_hccm(test_support::hccm_switch::Case {
+        controller: "service-controller",
+        bin: BIN,
+        op: Some("hcloud/loadBalancers.EnsureLoadBalancer"),
+        network: false,
+        args: &[],
+        services: true,
+    })
+    .await;
 }

@@ -52,12 +52,6 @@ pub const COMMON: &[ConfigCase] = &[
         expect: &["HCLOUD_TOKEN_FILE=/nonexistent/token", "cannot read"],
     },
     ConfigCase {
-        name: "token and token file",
-        args: &[],
-        env: &[("HCLOUD_TOKEN_FILE", "/etc/hostname")],
-        expect: &["HCLOUD_TOKEN and HCLOUD_TOKEN_FILE", "set only one"],
-    },
-    ConfigCase {
         name: "endpoint not an URL",
         args: &[],
         env: &[("HCLOUD_ENDPOINT", "api.hetzner.cloud/v1")],
@@ -103,10 +97,46 @@ pub const COMMON: &[ConfigCase] = &[
         ],
     },
     ConfigCase {
-        name: "empty network",
+        name: "server cache mode",
         args: &[],
-        env: &[("HCLOUD_NETWORK", " ")],
-        expect: &["HCLOUD_NETWORK is set but empty"],
+        env: &[("HCLOUD_SERVER_CACHE_MODE", "some")],
+        expect: &["HCLOUD_SERVER_CACHE_MODE=\"some\"", "all, one or off"],
+    },
+    ConfigCase {
+        name: "metrics switch",
+        args: &[],
+        env: &[("HCLOUD_METRICS_ENABLED", "no")],
+        expect: &["HCLOUD_METRICS_ENABLED=\"no\"", "a boolean (1, t, T"],
+    },
+    ConfigCase {
+        name: "metrics address",
+        args: &[],
+        env: &[("HCLOUD_METRICS_ADDRESS", "8233")],
+        expect: &["HCLOUD_METRICS_ADDRESS=\"8233\"", "host:port or :port"],
+    },
+    ConfigCase {
+        name: "kube api qps",
+        args: &["--kube-api-qps=0"],
+        env: &[],
+        expect: &["--kube-api-qps=\"0\"", "above 0"],
+    },
+    ConfigCase {
+        name: "klog verbosity",
+        args: &["--v=loud"],
+        env: &[],
+        expect: &["--v=\"loud\"", "non-negative integer"],
+    },
+    ConfigCase {
+        name: "vmodule",
+        args: &["--vmodule=controller.go"],
+        env: &[],
+        expect: &["--vmodule", "\"controller.go\"", "module=N"],
+    },
+    ConfigCase {
+        name: "master",
+        args: &["--master=10.0.0.1:6443"],
+        env: &[],
+        expect: &["--master=\"10.0.0.1:6443\"", "API server's URL"],
     },
     ConfigCase {
         name: "routes enabled bool (read by cloud-client)",
@@ -114,15 +144,6 @@ pub const COMMON: &[ConfigCase] = &[
         env: &[("HCLOUD_NETWORK_ROUTES_ENABLED", "yes")],
         expect: &[
             "HCLOUD_NETWORK_ROUTES_ENABLED=\"yes\"",
-            "a boolean (1, t, T",
-        ],
-    },
-    ConfigCase {
-        name: "load balancer default bool (read by cloud-client)",
-        args: &[],
-        env: &[("HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP", "maybe")],
-        expect: &[
-            "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP=\"maybe\"",
             "a boolean (1, t, T",
         ],
     },
@@ -168,13 +189,28 @@ pub const COMMON: &[ConfigCase] = &[
         env: &[],
         expect: &["--log-format", "'xml'", "text, json"],
     },
-    ConfigCase {
-        name: "concurrency",
-        args: &["--concurrent-node-syncs=0"],
-        env: &[],
-        expect: &["--concurrent-node-syncs=0", "between 1 and 1024"],
-    },
 ];
+
+/// For service-controller, the one controller that reads the `HCLOUD_LOAD_BALANCERS_*` settings
+/// (the others never parse them).
+pub const LOAD_BALANCER_DEFAULT: ConfigCase = ConfigCase {
+    name: "load balancer default bool (read by cloud-client)",
+    args: &[],
+    env: &[("HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP", "maybe")],
+    expect: &[
+        "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP=\"maybe\"",
+        "a boolean (1, t, T",
+    ],
+};
+
+/// For the two controllers that read `--concurrent-node-syncs` (the others accept it without
+/// effect).
+pub const NODE_SYNCS: ConfigCase = ConfigCase {
+    name: "concurrency",
+    args: &["--concurrent-node-syncs=0"],
+    env: &[],
+    expect: &["--concurrent-node-syncs=0", "between 1 and 1024"],
+};
 
 /// Runs `bin` for each case; returns one line per failed expectation.
 pub fn check(bin: &str, cases: &[ConfigCase]) -> Vec<String> {

@@ -15,6 +15,8 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 
 pub mod bad_config;
+pub mod hccm_flags;
+pub mod hccm_switch;
 pub mod process;
 pub mod run;
 pub mod sim;

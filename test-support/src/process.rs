@@ -64,6 +64,11 @@ impl Binary {
         self
     }
 
+    /// The command itself, to spawn with other settings (e.g. piped output).
+    pub fn command(self) -> Command {
+        self.cmd
+    }
+
     pub fn spawn(mut self) -> Child {
         self.cmd.spawn().expect("start the controller binary")
     }

@@ -96,6 +96,7 @@ where
     std::mem::forget(controller_kit::telemetry::init(
         "test",
         controller_kit::config::LogFormat::Text,
+        "info",
     ));
     let token = CancellationToken::new();
     let mut rt = Runtime::new(info, config, client, token.clone());

@@ -50,9 +50,9 @@ async fn read(fleet: &Fleet) -> Vec<Reading> {
     for r in &fleet.replicas {
         let m = r.metrics().await;
         out.push(Reading {
-            rss_mib: metric(&m, "cloud_controllers_process_resident_memory_bytes") / 1048576.0,
+            rss_mib: metric(&m, "process_resident_memory_bytes") / 1048576.0,
             tasks: metric(&m, "cloud_controllers_runtime_alive_tasks"),
-            fds: metric(&m, "cloud_controllers_process_open_fds"),
+            fds: metric(&m, "process_open_fds"),
             calls: cloud_calls(&m),
         });
     }
