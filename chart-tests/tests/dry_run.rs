@@ -56,8 +56,8 @@ async fn install_podmonitor_crd(client: &kube::Client) {
     panic!("PodMonitor never served");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_rendered_object_passes_a_server_side_dry_run() {
+/// The test apiserver with the PodMonitor kind installed, and its discovery.
+async fn apiserver_with_pod_monitors() -> (kube::Client, Discovery) {
     let k = testenv::kube().await;
     let client = k.client().await;
     install_podmonitor_crd(&client).await;
@@ -65,6 +65,12 @@ async fn every_rendered_object_passes_a_server_side_dry_run() {
         .run()
         .await
         .expect("discovery");
+    (client, discovery)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rendered_object_passes_a_server_side_dry_run() {
+    let (client, discovery) = apiserver_with_pod_monitors().await;
 
     let mut renders: Vec<(String, Render)> = vec![("defaults".into(), Render::default())];
     for file in ci_values() {
@@ -211,13 +217,7 @@ async fn helm_install_dry_run_renders_notes_that_name_what_was_enabled() {
 /// renders against the HCCM file) sent to the apiserver like every ci/*.yaml.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_translated_hccm_values_file_passes_a_server_side_dry_run() {
-    let k = testenv::kube().await;
-    let client = k.client().await;
-    install_podmonitor_crd(&client).await;
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .expect("discovery");
+    let (client, discovery) = apiserver_with_pod_monitors().await;
     let objects = Render::default()
         .values("chart-tests/fixtures/hccm-values-translated.yaml")
         .arg("--api-versions")

@@ -172,7 +172,7 @@ pub struct CloudArgs {
     /// Server snapshot max age (Go duration, default 10s).
     #[arg(long, env = "HCLOUD_SERVER_CACHE_MAX_AGE")]
     pub hcloud_server_cache_max_age: Option<String>,
-    /// Dump HTTP traffic (accepted; requests are traced at debug level instead).
+    /// Log every cloud request and response, the token redacted.
     #[arg(long, env = "HCLOUD_DEBUG")]
     pub hcloud_debug: Option<String>,
 }

@@ -292,7 +292,7 @@ async fn update_targets(svc: &Service, ctx: &Ctx, nodes: &[LbNode]) -> Result<()
             )
             .await;
     }
-    debug!(
+    info!(
         writes = outcome.writes,
         targets = nodes.len(),
         "load balancer targets updated"
