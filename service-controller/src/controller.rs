@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, info, info_span, warn};
 
 use crate::applied::{AppliedSet, Work};
 use crate::error::Error;
