@@ -1,5 +1,5 @@
 //! What every handler shares: the world behind one mutex, the live configuration, the rate
-//! limiter, fault rules and counters.
+//! limiters (Cloud and Robot), fault rules and counters.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,7 +9,7 @@ use crate::config::SimConfig;
 use crate::counters::Counters;
 use crate::faults::Faults;
 use crate::persistence;
-use crate::rate_limit::RateLimiter;
+use crate::rate_limit::{RateLimiter, RobotRateLimiter};
 use crate::state::State;
 
 pub type App = Arc<AppInner>;
@@ -20,6 +20,8 @@ pub struct AppInner {
     pub config: SimConfig,
     pub action_ms: AtomicU64,
     pub rate: RateLimiter,
+    /// The Robot webservice's per-resource limits (`/robot`).
+    pub robot_rate: RobotRateLimiter,
     pub faults: Faults,
     pub counters: Counters,
     dirty: AtomicBool,
@@ -33,6 +35,10 @@ impl AppInner {
             state: Mutex::new(state),
             action_ms: AtomicU64::new(config.action_duration.as_millis() as u64),
             rate: RateLimiter::new(config.rate_limit_per_hour),
+            robot_rate: RobotRateLimiter::new(&[
+                ("server", config.robot_server_requests_per_hour),
+                ("reset", config.robot_reset_requests_per_hour),
+            ]),
             faults: Faults::new(config.fault_seed),
             counters: Counters::new(config.request_log_capacity),
             dirty: AtomicBool::new(false),

@@ -27,6 +27,15 @@ pub struct SimConfig {
     /// Routes one network may hold; more answer 403 `resource_limit_exceeded`. Hetzner's limit
     /// is 100 (docs/hetzner-api.md, "Networks and routes"); benchmarks raise it.
     pub max_routes_per_network: usize,
+    /// Robot webservice (`/robot`) HTTP basic auth user.
+    pub robot_user: String,
+    /// Robot webservice HTTP basic auth password.
+    pub robot_password: String,
+    /// Robot rate limit of the `server` resource (`GET /server` and `GET /server/{n}` share it):
+    /// requests per sliding hour. The real limit is 200.
+    pub robot_server_requests_per_hour: u32,
+    /// Robot rate limit of the `reset` resource (`GET /reset/{n}`) per sliding hour (real: 500).
+    pub robot_reset_requests_per_hour: u32,
 }
 
 impl Default for SimConfig {
@@ -41,6 +50,10 @@ impl Default for SimConfig {
             fault_seed: 0x5eed,
             request_log_capacity: 10_000,
             max_routes_per_network: MAX_ROUTES,
+            robot_user: DEFAULT_ROBOT_USER.to_owned(),
+            robot_password: DEFAULT_ROBOT_PASSWORD.to_owned(),
+            robot_server_requests_per_hour: 200,
+            robot_reset_requests_per_hour: 500,
         }
     }
 }
@@ -60,6 +73,16 @@ impl fmt::Debug for SimConfig {
             .field("fault_seed", &self.fault_seed)
             .field("request_log_capacity", &self.request_log_capacity)
             .field("max_routes_per_network", &self.max_routes_per_network)
+            .field("robot_user", &self.robot_user)
+            .field("robot_password", &"<redacted>")
+            .field(
+                "robot_server_requests_per_hour",
+                &self.robot_server_requests_per_hour,
+            )
+            .field(
+                "robot_reset_requests_per_hour",
+                &self.robot_reset_requests_per_hour,
+            )
             .finish()
     }
 }
@@ -70,3 +93,9 @@ pub const MAX_ROUTES: usize = 100;
 
 /// The token `Sim::token()` returns when any token is accepted: 64 characters, like a real one.
 pub const DEFAULT_TOKEN: &str = "cloudsimcloudsimcloudsimcloudsimcloudsimcloudsimcloudsimcloudsim";
+
+/// The Robot webservice user a default `SimConfig` accepts (`Sim::robot_user()`).
+pub const DEFAULT_ROBOT_USER: &str = "cloudsim-robot";
+
+/// The Robot webservice password a default `SimConfig` accepts (`Sim::robot_password()`).
+pub const DEFAULT_ROBOT_PASSWORD: &str = "cloudsim-robot-password";

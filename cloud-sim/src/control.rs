@@ -15,6 +15,12 @@
 //! | `PUT /_sim/metadata` | `{"server": id}` | default server of the metadata service |
 //! | `POST /_sim/batch/servers` | `{"count", "prefix", "server_type", "image"?, "location"?, "labels"?, "networks"?, "public_net"?}` | `{"servers": [ids]}` |
 //! | `POST /_sim/state/save` | | writes the `--state` file now |
+//! | `GET /_sim/robot/servers` | | `{"servers": [{"server": {...}}]}`: the dedicated servers |
+//! | `POST /_sim/robot/servers` | a `RobotServerReq`, all optional | 201 `{"server": {...}}` (`GET /server/{n}` shape) |
+//! | `GET` / `PUT` / `DELETE /_sim/robot/servers/{number}` | `PUT`: a `RobotServerReq` without `server_number`, `ipv4` | show / change (`"power": "off"`) / remove |
+//! | `GET /_sim/robot/rate_limit` | | `{"server": {status}, "reset": {status}}` |
+//! | `PUT /_sim/robot/rate_limit` | `{"resource", "max_request"?, "interval"? (s), "remaining"?}` | the resource's status |
+//! | `DELETE /_sim/robot/rate_limit` | | forgets all counted Robot requests |
 //!
 //! The batch endpoint exists because benchmarks need 1 000–10 000 servers: through
 //! `POST /servers` that is one request plus an action wait each, minutes of setup and the whole
@@ -32,9 +38,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::app::App;
+use crate::clock::{now_ms, rfc3339};
 use crate::error::ApiError;
 use crate::faults::FaultRule;
-use crate::handlers::{Body, servers};
+use crate::handlers::{Body, robot, servers};
+use crate::state::RobotServer;
 
 pub fn routes() -> Router<App> {
     Router::new()
@@ -51,6 +59,22 @@ pub fn routes() -> Router<App> {
         .route("/_sim/metadata", put(set_metadata))
         .route("/_sim/batch/servers", post(batch_servers))
         .route("/_sim/state/save", post(save_state))
+        .route(
+            "/_sim/robot/servers",
+            get(robot_servers).post(create_robot_server),
+        )
+        .route(
+            "/_sim/robot/servers/{number}",
+            get(robot_server)
+                .put(update_robot_server)
+                .delete(delete_robot_server),
+        )
+        .route(
+            "/_sim/robot/rate_limit",
+            get(robot_rate_limit)
+                .put(set_robot_rate_limit)
+                .delete(reset_robot_rate_limit),
+        )
 }
 
 async fn counters(AppState(app): AppState<App>) -> Json<Value> {
@@ -195,4 +219,248 @@ async fn save_state(AppState(app): AppState<App>) -> Result<StatusCode, ApiError
     app.flush()
         .map(|()| StatusCode::NO_CONTENT)
         .map_err(|e| ApiError::new(500, "server_error", format!("cannot write state: {e}")))
+}
+
+// --- Robot webservice ------------------------------------------------------------------------
+
+/// A dedicated server to create (`POST`) or the fields to change (`PUT`); every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RobotServerReq {
+    /// Default: the next free number above 1 000 000. Create only.
+    server_number: Option<u64>,
+    /// Default: `""` (a server nobody named).
+    server_name: Option<String>,
+    /// Default `AX41-NVMe`.
+    product: Option<String>,
+    /// Default `FSN1-DC14`.
+    dc: Option<String>,
+    /// Default `unlimited`.
+    traffic: Option<String>,
+    /// `ready` (default) | `in process`.
+    status: Option<String>,
+    cancelled: Option<bool>,
+    /// `YYYY-MM-DD`; default: 30 days from now.
+    paid_until: Option<String>,
+    /// `false`: IPv6 only (`server_ip` null, `ip` empty). Create only.
+    ipv4: Option<bool>,
+    /// `on` (default) | `off`: `operating_status` `running` | `shut off`.
+    power: Option<String>,
+    /// `false`: a tower-case model whose `operating_status` is `not supported`.
+    operating_status_supported: Option<bool>,
+    /// `false`: no reset option; `GET /reset/{n}` answers `RESET_NOT_AVAILABLE`.
+    reset: Option<bool>,
+}
+
+fn parse_power(power: &str) -> Result<bool, ApiError> {
+    match power {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(ApiError::invalid_input(
+            "power",
+            "must be \"on\" or \"off\"",
+        )),
+    }
+}
+
+fn check_robot_fields(req: &RobotServerReq) -> Result<(), ApiError> {
+    if let Some(status) = &req.status
+        && status != "ready"
+        && status != "in process"
+    {
+        return Err(ApiError::invalid_input(
+            "status",
+            "must be \"ready\" or \"in process\"",
+        ));
+    }
+    if let Some(date) = &req.paid_until {
+        let b = date.as_bytes();
+        let shape = b.len() == 10
+            && b.iter().enumerate().all(|(i, c)| match i {
+                4 | 7 => *c == b'-',
+                _ => c.is_ascii_digit(),
+            });
+        if !shape {
+            return Err(ApiError::invalid_input("paid_until", "must be YYYY-MM-DD"));
+        }
+    }
+    if let Some(power) = &req.power {
+        parse_power(power)?;
+    }
+    Ok(())
+}
+
+/// Applies the changeable fields of `req` (already checked).
+fn apply_robot_fields(s: &mut RobotServer, req: RobotServerReq) {
+    let set = |field: &mut String, value: Option<String>| {
+        if let Some(v) = value {
+            *field = v;
+        }
+    };
+    set(&mut s.name, req.server_name);
+    set(&mut s.product, req.product);
+    set(&mut s.dc, req.dc);
+    set(&mut s.traffic, req.traffic);
+    set(&mut s.status, req.status);
+    set(&mut s.paid_until, req.paid_until);
+    if let Some(c) = req.cancelled {
+        s.cancelled = c;
+    }
+    if let Some(on) = req.power.as_deref().and_then(|p| parse_power(p).ok()) {
+        s.powered_on = on;
+    }
+    if let Some(v) = req.operating_status_supported {
+        s.operating_status_supported = v;
+    }
+    if let Some(v) = req.reset {
+        s.reset_available = v;
+    }
+}
+
+fn robot_number(raw: &str) -> Result<u64, ApiError> {
+    raw.parse()
+        .map_err(|_| ApiError::not_found("dedicated server"))
+}
+
+async fn robot_servers(AppState(app): AppState<App>) -> Json<Value> {
+    let st = app.read();
+    let servers: Vec<Value> = st
+        .robot_servers
+        .values()
+        .map(|s| robot::server_json(s, true))
+        .collect();
+    Json(json!({"servers": servers}))
+}
+
+async fn robot_server(
+    AppState(app): AppState<App>,
+    Path(number): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let number = robot_number(&number)?;
+    let st = app.read();
+    st.robot_servers
+        .get(&number)
+        .map(|s| Json(robot::server_json(s, true)))
+        .ok_or_else(|| ApiError::not_found("dedicated server"))
+}
+
+async fn create_robot_server(
+    AppState(app): AppState<App>,
+    Body(mut req): Body<RobotServerReq>,
+) -> Result<Response, ApiError> {
+    check_robot_fields(&req)?;
+    let mut st = app.write();
+    let number = match req.server_number.take() {
+        Some(n) if st.robot_servers.contains_key(&n) => {
+            return Err(ApiError::uniqueness("server_number"));
+        }
+        Some(0) => return Err(ApiError::invalid_input("server_number", "must be > 0")),
+        Some(n) => n,
+        None => st.alloc_robot_number(),
+    };
+    let (v4, v6) = st.alloc_robot_ips();
+    let created_ms = now_ms();
+    let mut server = RobotServer {
+        number,
+        name: String::new(),
+        ipv4: req.ipv4.take().unwrap_or(true).then_some(v4),
+        ipv6_net: v6,
+        product: "AX41-NVMe".to_owned(),
+        dc: "FSN1-DC14".to_owned(),
+        traffic: "unlimited".to_owned(),
+        status: "ready".to_owned(),
+        cancelled: false,
+        paid_until: rfc3339(created_ms + 30 * 24 * 3600 * 1000)[..10].to_owned(),
+        powered_on: true,
+        operating_status_supported: true,
+        reset_available: true,
+        created_ms,
+    };
+    apply_robot_fields(&mut server, req);
+    let body = robot::server_json(&server, true);
+    st.robot_servers.insert(number, server);
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+async fn update_robot_server(
+    AppState(app): AppState<App>,
+    Path(number): Path<String>,
+    Body(req): Body<RobotServerReq>,
+) -> Result<Json<Value>, ApiError> {
+    let number = robot_number(&number)?;
+    if req.server_number.is_some_and(|n| n != number) {
+        return Err(ApiError::invalid_input(
+            "server_number",
+            "cannot be changed",
+        ));
+    }
+    if req.ipv4.is_some() {
+        return Err(ApiError::invalid_input("ipv4", "cannot be changed"));
+    }
+    check_robot_fields(&req)?;
+    let mut st = app.write();
+    let server = st
+        .robot_servers
+        .get_mut(&number)
+        .ok_or_else(|| ApiError::not_found("dedicated server"))?;
+    apply_robot_fields(server, req);
+    Ok(Json(robot::server_json(server, true)))
+}
+
+async fn delete_robot_server(
+    AppState(app): AppState<App>,
+    Path(number): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let number = robot_number(&number)?;
+    app.write()
+        .robot_servers
+        .remove(&number)
+        .map(|_| StatusCode::NO_CONTENT)
+        .ok_or_else(|| ApiError::not_found("dedicated server"))
+}
+
+async fn robot_rate_limit(AppState(app): AppState<App>) -> Json<Value> {
+    let limits: serde_json::Map<String, Value> = app
+        .robot_rate
+        .statuses()
+        .into_iter()
+        .map(|st| (st.resource.clone(), json!(st)))
+        .collect();
+    Json(Value::Object(limits))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RobotRateLimitReq {
+    resource: String,
+    max_request: Option<u32>,
+    /// Seconds.
+    interval: Option<u64>,
+    remaining: Option<u32>,
+}
+
+async fn set_robot_rate_limit(
+    AppState(app): AppState<App>,
+    Body(req): Body<RobotRateLimitReq>,
+) -> Result<Json<Value>, ApiError> {
+    if req.interval == Some(0) {
+        return Err(ApiError::invalid_input(
+            "interval",
+            "must be at least 1 second",
+        ));
+    }
+    app.robot_rate
+        .set(
+            &req.resource,
+            req.max_request,
+            req.interval.map(Duration::from_secs),
+            req.remaining,
+        )
+        .map(|st| Json(json!(st)))
+        .ok_or_else(|| ApiError::invalid_input("resource", "must be \"server\" or \"reset\""))
+}
+
+async fn reset_robot_rate_limit(AppState(app): AppState<App>) -> StatusCode {
+    app.robot_rate.reset();
+    StatusCode::NO_CONTENT
 }

@@ -1,5 +1,6 @@
-//! The API's error body and status codes (docs/hetzner-api.md, "Errors"), plus the crate's
-//! startup errors.
+//! The API's error body and status codes (docs/hetzner-api.md, "Errors"), the Robot
+//! webservice's (upper-case codes, the status repeated in the body), plus the crate's startup
+//! errors.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -129,7 +130,113 @@ pub fn default_status(code: &str) -> u16 {
         "bad_gateway" => 502,
         "unavailable" | "maintenance" => 503,
         "timeout" => 504,
+        // Robot webservice codes (upper case), for injected faults that name only a code.
+        "INVALID_INPUT" => 400,
+        "UNAUTHORIZED" => 401,
+        "RATE_LIMIT_EXCEEDED" => 403,
+        "NOT_FOUND"
+        | "SERVER_NOT_FOUND"
+        | "RESET_NOT_AVAILABLE"
+        | "IP_NOT_FOUND"
+        | "SUBNET_NOT_FOUND" => 404,
+        "METHOD_NOT_ALLOWED" => 405,
+        "CONFLICT" | "RESET_MANUAL_ACTIVE" => 409,
+        "INTERNAL_ERROR" | "RESET_FAILED" => 500,
+        "MAINTENANCE" => 503,
+        "TIMEOUT" => 504,
         _ => 422,
+    }
+}
+
+/// A Robot webservice error: `{"error": {"status", "code", "message", ...}}`. The status is
+/// repeated in the body; `RATE_LIMIT_EXCEEDED` adds `max_request` and `interval`.
+#[derive(Debug, Clone)]
+pub struct RobotError {
+    pub status: StatusCode,
+    pub code: String,
+    pub message: String,
+    /// Extra members of the `error` object.
+    pub extra: serde_json::Map<String, Value>,
+}
+
+impl RobotError {
+    pub fn new(status: u16, code: &str, message: impl Into<String>) -> Self {
+        RobotError {
+            status: StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            code: code.to_owned(),
+            message: message.into(),
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(401, "UNAUTHORIZED", "Unauthorized")
+    }
+
+    /// An unknown path (or a method the simulator does not serve on a known one).
+    pub fn not_found() -> Self {
+        Self::new(404, "NOT_FOUND", "Not found")
+    }
+
+    pub fn server_not_found(key: &str) -> Self {
+        Self::new(
+            404,
+            "SERVER_NOT_FOUND",
+            format!("Server with id or ip {key} not found"),
+        )
+    }
+
+    pub fn reset_not_available(number: u64) -> Self {
+        Self::new(
+            404,
+            "RESET_NOT_AVAILABLE",
+            format!("The server {number} has no reset option"),
+        )
+    }
+
+    pub fn rate_limited(max_request: u32, interval: u64) -> Self {
+        let mut e = Self::new(
+            403,
+            "RATE_LIMIT_EXCEEDED",
+            format!("Rate limit exceeded: at most {max_request} requests in {interval} seconds"),
+        );
+        e.extra.insert("max_request".into(), json!(max_request));
+        e.extra.insert("interval".into(), json!(interval));
+        e
+    }
+
+    pub fn body(&self) -> Value {
+        let mut error = serde_json::Map::new();
+        error.insert("status".into(), json!(self.status.as_u16()));
+        error.insert("code".into(), json!(self.code));
+        error.insert("message".into(), json!(self.message));
+        error.extend(self.extra.clone());
+        json!({ "error": error })
+    }
+}
+
+/// Injected faults are decided as Cloud errors; on `/robot` they answer in Robot shape.
+impl From<ApiError> for RobotError {
+    fn from(e: ApiError) -> Self {
+        RobotError {
+            status: e.status,
+            code: e.code,
+            message: e.message,
+            extra: serde_json::Map::new(),
+        }
+    }
+}
+
+impl IntoResponse for RobotError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status, Json(self.body())).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Basic realm=\"Robot Webservice\""),
+            );
+        }
+        resp
     }
 }
 

@@ -1,6 +1,8 @@
 //! Fault injection: rules that make matching API requests fail, slow down, hang, lose fields
 //! in their response, or start actions that end in `error`. The same rules are reachable from
 //! Rust (`Sim::faults()`) and over HTTP (`/_sim/faults`), so tests and demos share one model.
+//! They apply to the Robot webservice too: its endpoints keep their prefix
+//! (`"GET /robot/server/{server-number}"`) and injected errors answer in Robot shape.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +15,7 @@ use crate::error::ApiError;
 
 /// One fault rule. `endpoint` is `"METHOD /template"` as the counters name it
 /// (`"POST /load_balancers/{id}/actions/add_target"`); a trailing `*` matches a prefix
-/// (`"POST /load_balancers/*"`); `None` matches every API request.
+/// (`"POST /load_balancers/*"`); `None` matches every API request (Cloud and Robot).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultRule {
     #[serde(default)]
@@ -365,8 +367,15 @@ fn matches(pattern: Option<&str>, endpoint: &str) -> bool {
     }
 }
 
-/// Applies `OmitField` rules to a response body.
+/// Applies `OmitField` rules to a response body. A body that is an array (the Robot server
+/// list, `[{"server": {...}}]`) has the rules applied to each element.
 pub(crate) fn omit_fields(body: &mut Value, rules: &[(String, bool)]) {
+    if let Value::Array(items) = body {
+        for item in items {
+            omit_fields(item, rules);
+        }
+        return;
+    }
     for (path, null) in rules {
         let mut parts = path.split('.');
         let Some(kind) = parts.next() else { continue };
@@ -387,10 +396,18 @@ pub(crate) fn omit_fields(body: &mut Value, rules: &[(String, bool)]) {
 
 /// Applies an `OmitItems` rule: drops items of every top-level array in a response body
 /// (`servers`, `load_balancers`, ...), each with chance `share`. Pagination meta is left as
-/// it was, as a list that lags behind its own count would show it.
+/// it was, as a list that lags behind its own count would show it. A body that is itself an
+/// array (the Robot server list) loses its own items.
 pub(crate) fn omit_items(body: &mut Value, share: f64, seed: u64) {
-    let Value::Object(map) = body else { return };
     let mut rng = seed | 1;
+    if let Value::Array(items) = body {
+        items.retain(|_| {
+            rng = xorshift(rng);
+            unit(rng) >= share
+        });
+        return;
+    }
+    let Value::Object(map) = body else { return };
     for value in map.values_mut() {
         if let Value::Array(items) = value {
             items.retain(|_| {

@@ -1,5 +1,6 @@
 //! cloud-sim: a simulator of the Hetzner Cloud API subset the controllers use
-//! (docs/hetzner-api.md, "What cloud-sim models").
+//! (docs/hetzner-api.md, "What cloud-sim models"), and of the Robot webservice (dedicated
+//! servers) reads hcloud-cloud-controller-manager makes, at `Sim::robot_endpoint()`.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -27,7 +28,8 @@
 //!
 //! Control endpoints live under `/_sim` without authentication; see the `control` module.
 //! The metadata service is at `/hetzner/v1/metadata` and `/metadata/{server}/hetzner/v1/metadata`;
-//! see the `handlers::metadata` module for how the asking server is chosen.
+//! see the `handlers::metadata` module for how the asking server is chosen. The Robot
+//! webservice is at `/robot` (HTTP basic auth); see the `handlers::robot` module.
 
 mod actions;
 mod app;
@@ -51,12 +53,12 @@ mod state;
 mod wire;
 pub mod world;
 
-pub use config::{DEFAULT_TOKEN, SimConfig};
+pub use config::{DEFAULT_ROBOT_PASSWORD, DEFAULT_ROBOT_USER, DEFAULT_TOKEN, SimConfig};
 pub use counters::RequestLogEntry;
 pub use error::StartError;
 pub use faults::{FaultKind, FaultRule, Faults};
 pub use inventory::{Inventory, LoadBalancerItem, RouteItem, ServerItem};
 pub use label_selector::Selector;
-pub use rate_limit::RateLimitStatus;
+pub use rate_limit::{RateLimitStatus, RobotRateLimitStatus};
 pub use server::Sim;
 pub use world::{ActionInfo, ApiFailure, RawResponse, World, WorldError};

@@ -1,11 +1,12 @@
-//! `cloud-sim --listen 127.0.0.1:8080 [--state FILE] [--token TOKEN] [--rate-limit N] ...`
+//! `cloud-sim --listen 127.0.0.1:8080 [--state FILE] [--token TOKEN] [--rate-limit N] [--robot-user U] ...`
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
 use cloud_sim::{Sim, SimConfig};
 
-/// Serve a simulated Hetzner Cloud API (endpoint: http://<listen>/v1).
+/// Serve a simulated Hetzner Cloud API (endpoint: http://<listen>/v1) and Robot webservice
+/// (http://<listen>/robot).
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
@@ -33,6 +34,24 @@ struct Args {
     /// Routes one network may hold (Hetzner: 100).
     #[arg(long, default_value_t = 100)]
     max_routes_per_network: usize,
+    /// Robot webservice (http://<listen>/robot) basic-auth user.
+    #[arg(long, env = "CLOUD_SIM_ROBOT_USER", default_value = cloud_sim::DEFAULT_ROBOT_USER)]
+    robot_user: String,
+    /// Robot webservice basic-auth password.
+    #[arg(
+        long,
+        env = "CLOUD_SIM_ROBOT_PASSWORD",
+        hide_env_values = true,
+        hide_default_value = true,
+        default_value = cloud_sim::DEFAULT_ROBOT_PASSWORD
+    )]
+    robot_password: String,
+    /// Robot requests to the `server` resource (GET /server and GET /server/NUMBER) per sliding hour.
+    #[arg(long, default_value_t = 200)]
+    robot_server_limit: u32,
+    /// Robot requests to the `reset` resource (GET /reset/NUMBER) per sliding hour.
+    #[arg(long, default_value_t = 500)]
+    robot_reset_limit: u32,
 }
 
 #[tokio::main]
@@ -53,6 +72,10 @@ async fn main() -> anyhow::Result<()> {
         state_file: args.state,
         fault_seed: args.fault_seed,
         max_routes_per_network: args.max_routes_per_network,
+        robot_user: args.robot_user,
+        robot_password: args.robot_password,
+        robot_server_requests_per_hour: args.robot_server_limit,
+        robot_reset_requests_per_hour: args.robot_reset_limit,
         ..SimConfig::default()
     })
     .await
@@ -60,6 +83,11 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "cloud-sim: HCLOUD_ENDPOINT={} HCLOUD_TOKEN=<any 64 characters>",
         sim.endpoint()
+    );
+    println!(
+        "cloud-sim: Robot webservice at {} (user {})",
+        sim.robot_endpoint(),
+        sim.robot_user()
     );
     shutdown_signal().await;
     sim.shutdown().await;

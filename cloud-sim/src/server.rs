@@ -5,6 +5,12 @@
 //! token (401 `unauthorized`, 403 `token_readonly`) → fault rules (latency, hang, injected
 //! error) → handler → field omission → `RateLimit-*` and `X-Correlation-Id` headers → counters,
 //! request log and a debug log line. `/_sim/...` and the metadata service skip all of it.
+//!
+//! Pipeline for `/robot/...` (the Robot webservice, see `handlers::robot`): HTTP basic auth
+//! (401 `UNAUTHORIZED`) → the resource's sliding-window limit (403 `RATE_LIMIT_EXCEEDED`) →
+//! fault rules → handler (unknown paths and methods: 404 `NOT_FOUND`) → field omission →
+//! counters, request log and a debug log line. Robot endpoints keep their prefix in counters
+//! and fault rules (`GET /robot/server/{server-number}`); they spend no Cloud rate limit.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -25,11 +31,11 @@ use crate::clock::{now_ms, rfc3339};
 use crate::config::{DEFAULT_TOKEN, SimConfig};
 use crate::control;
 use crate::counters::{self, RequestLogEntry};
-use crate::error::{ApiError, StartError};
+use crate::error::{ApiError, RobotError, StartError};
 use crate::faults::{self, Faults};
 use crate::handlers;
 use crate::persistence;
-use crate::rate_limit::RateLimitStatus;
+use crate::rate_limit::{RateLimitStatus, RobotRateLimitStatus};
 use crate::state::State as World;
 use crate::world::World as WorldClient;
 
@@ -43,6 +49,7 @@ pub(crate) fn router(app: App) -> Router {
         .merge(handlers::catalog::routes())
         .merge(handlers::actions::routes())
         .merge(handlers::metadata::routes())
+        .merge(handlers::robot::routes())
         .merge(control::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
@@ -82,6 +89,12 @@ fn authorize(app: &AppInner, req: &Request) -> Result<(), ApiError> {
 async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_owned();
     let method = req.method().as_str().to_owned();
+    if path
+        .strip_prefix(handlers::robot::PREFIX)
+        .is_some_and(|p| p.is_empty() || p.starts_with('/'))
+    {
+        return robot_pipeline(app, req, next, path, method).await;
+    }
     let Some(api_path) = path
         .strip_prefix("/v1")
         .filter(|p| p.is_empty() || p.starts_with('/'))
@@ -153,9 +166,22 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
             headers.insert(name, v);
         }
     }
+    record(&app, method, endpoint, uri, &resp, started);
+    resp
+}
+
+/// Counts a finished API request and logs it.
+fn record(
+    app: &AppInner,
+    method: String,
+    endpoint: String,
+    uri: String,
+    resp: &Response,
+    started: Instant,
+) {
     let status = resp.status().as_u16();
     let duration_ms = started.elapsed().as_millis() as u64;
-    tracing::debug!(%method, %path, status, duration_ms, "cloud-sim API request");
+    tracing::debug!(%method, path = %uri, status, duration_ms, "cloud-sim API request");
     app.counters.record(RequestLogEntry {
         seq: 0,
         method,
@@ -165,6 +191,60 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
         duration_ms,
         at: rfc3339(now_ms()),
     });
+}
+
+/// The Robot webservice's pipeline (see the module comment).
+async fn robot_pipeline(
+    app: App,
+    req: Request,
+    next: Next,
+    path: String,
+    method: String,
+) -> Response {
+    let matched = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned());
+    // Only reads are simulated; other methods on known paths answer like unknown paths.
+    let served = matched.is_some() && (req.method() == Method::GET || req.method() == Method::HEAD);
+    let endpoint = matched.unwrap_or_else(|| path.clone());
+    let uri = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| path.clone());
+    let started = Instant::now();
+
+    let limited = || {
+        let resource = handlers::robot::resource_of(&endpoint).filter(|_| served)?;
+        app.robot_rate.try_acquire(resource).err()
+    };
+    let resp = if let Err(e) = handlers::robot::authorize(&app, req.headers()) {
+        e.into_response()
+    } else if let Some(st) = limited() {
+        RobotError::rate_limited(st.max_request, st.interval).into_response()
+    } else {
+        let decision = app.faults.decide(&counters::key(&method, &endpoint));
+        if !decision.latency.is_zero() {
+            tokio::time::sleep(decision.latency).await;
+        }
+        if let Some(hang) = decision.hang {
+            tokio::time::sleep(hang).await;
+            RobotError::new(504, "TIMEOUT", "injected timeout").into_response()
+        } else if let Some(e) = decision.error {
+            RobotError::from(e).into_response()
+        } else if !served {
+            RobotError::not_found().into_response()
+        } else {
+            let resp = next.run(req).await;
+            if decision.omit.is_empty() && decision.omit_items.is_none() {
+                resp
+            } else {
+                omit(resp, &decision.omit, decision.omit_items).await
+            }
+        }
+    };
+    record(&app, method, endpoint, uri, &resp, started);
     resp
 }
 
@@ -281,6 +361,22 @@ impl Sim {
         format!("http://{}/metadata/{server}", self.addr)
     }
 
+    /// `http://127.0.0.1:PORT/robot`: the Robot webservice's base URL (what
+    /// `https://robot-ws.your-server.de` is for the real one).
+    pub fn robot_endpoint(&self) -> String {
+        format!("http://{}{}", self.addr, handlers::robot::PREFIX)
+    }
+
+    /// The Robot webservice user (HTTP basic auth).
+    pub fn robot_user(&self) -> String {
+        self.app.config.robot_user.clone()
+    }
+
+    /// The Robot webservice password (HTTP basic auth).
+    pub fn robot_password(&self) -> String {
+        self.app.config.robot_password.clone()
+    }
+
     /// A valid 64-character token (the configured one, if any).
     pub fn token(&self) -> String {
         self.app
@@ -291,7 +387,8 @@ impl Sim {
     }
 
     /// Requests received for `method` + path template without `/v1`, e.g.
-    /// `requests("POST", "/load_balancers/{id}/actions/add_target")`.
+    /// `requests("POST", "/load_balancers/{id}/actions/add_target")`. Robot endpoints keep
+    /// their prefix: `requests("GET", "/robot/server/{server-number}")`.
     pub fn requests(&self, method: &str, path_template: &str) -> u64 {
         self.app.counters.get(method, path_template)
     }
@@ -329,6 +426,46 @@ impl Sim {
 
     pub fn rate_limit(&self) -> RateLimitStatus {
         self.app.rate.status()
+    }
+
+    /// Sets a Robot resource's limit: at most `max_request` requests within any `interval`.
+    /// Resources: `server` (`GET /server`, `GET /server/{n}`) and `reset` (`GET /reset/{n}`).
+    /// Requests already counted stay counted. Panics on an unknown resource.
+    pub fn set_robot_rate_limit(&self, resource: &str, max_request: u32, interval: Duration) {
+        self.app
+            .robot_rate
+            .set(resource, Some(max_request), Some(interval), None)
+            .unwrap_or_else(|| panic!("unknown Robot rate-limit resource {resource:?}"));
+    }
+
+    /// Leaves `remaining` requests of a Robot resource's current window ("10 left").
+    /// Panics on an unknown resource.
+    pub fn set_robot_rate_limit_remaining(&self, resource: &str, remaining: u32) {
+        self.app
+            .robot_rate
+            .set(resource, None, None, Some(remaining))
+            .unwrap_or_else(|| panic!("unknown Robot rate-limit resource {resource:?}"));
+    }
+
+    /// Forgets all counted Robot requests (every window empty); limits stay.
+    pub fn reset_robot_rate_limit(&self) {
+        self.app.robot_rate.reset();
+    }
+
+    /// A Robot resource's limit and usage; `None` for an unknown resource.
+    pub fn robot_rate_limit(&self, resource: &str) -> Option<RobotRateLimitStatus> {
+        self.app.robot_rate.status(resource)
+    }
+
+    /// The dedicated servers as they are now, read without a request (not counted, untouched
+    /// by faults and rate limits), in their `GET /server/{n}` shape (`{"server": {...}}`).
+    pub fn robot_servers(&self) -> Vec<serde_json::Value> {
+        self.app
+            .read()
+            .robot_servers
+            .values()
+            .map(|s| handlers::robot::server_json(s, true))
+            .collect()
     }
 
     /// How long actions started from now on stay `running`.

@@ -18,6 +18,10 @@ pub struct State {
     pub networks: BTreeMap<u64, Network>,
     pub certificates: BTreeMap<u64, Certificate>,
     pub actions: BTreeMap<u64, Action>,
+    /// Dedicated servers of the Robot webservice, by server number. Missing in state files
+    /// written before Robot support: empty then.
+    #[serde(default)]
+    pub robot_servers: BTreeMap<u64, RobotServer>,
     /// Ids of actions still running; the only ones `advance` has to look at.
     #[serde(skip)]
     pub running: BTreeSet<u64>,
@@ -42,6 +46,62 @@ pub struct NextIds {
     pub action: u64,
     pub public_ip: u64,
     pub mac: u64,
+    /// Robot server numbers handed out (offset by [`ROBOT_NUMBER_BASE`]).
+    #[serde(default)]
+    pub robot_server: u64,
+    /// Robot main addresses handed out.
+    #[serde(default)]
+    pub robot_ip: u64,
+}
+
+/// Robot server numbers start above this, so they never look like the small Cloud server ids
+/// a test creates next to them (a Cloud id passed where a Robot number belongs stays unknown).
+pub const ROBOT_NUMBER_BASE: u64 = 1_000_000;
+
+/// A dedicated (Robot) server. Its wire shape is in `handlers::robot`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RobotServer {
+    pub number: u64,
+    pub name: String,
+    /// Main IPv4 (`server_ip`); `None` for an IPv6-only server.
+    pub ipv4: Option<Ipv4Addr>,
+    /// Network address of the main /64 (`server_ipv6_net`, shown without prefix length).
+    pub ipv6_net: Ipv6Addr,
+    pub product: String,
+    pub dc: String,
+    pub traffic: String,
+    /// `ready` | `in process`
+    pub status: String,
+    pub cancelled: bool,
+    /// `YYYY-MM-DD`
+    pub paid_until: String,
+    pub powered_on: bool,
+    /// Whether the model reports its power state; tower-case models answer `not supported`.
+    pub operating_status_supported: bool,
+    /// Whether resets are available at all (`reset` in `GET /server/{n}`); without them
+    /// `GET /reset/{n}` answers `RESET_NOT_AVAILABLE`.
+    pub reset_available: bool,
+    pub created_ms: u64,
+}
+
+impl RobotServer {
+    /// `operating_status` of `GET /reset/{n}`.
+    pub fn operating_status(&self) -> &'static str {
+        match (self.operating_status_supported, self.powered_on) {
+            (false, _) => "not supported",
+            (true, true) => "running",
+            (true, false) => "shut off",
+        }
+    }
+
+    /// `type` of `GET /reset/{n}`: the power button only where the power state is known.
+    pub fn reset_types(&self) -> &'static [&'static str] {
+        if self.operating_status_supported {
+            &["power", "power_long", "sw", "hw", "man"]
+        } else {
+            &["sw", "hw", "man"]
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -264,6 +324,25 @@ impl State {
         let v4 = Ipv4Addr::from(u32::from(Ipv4Addr::new(100, 64, 0, 0)) + (n as u32 & 0x003f_ffff));
         let v6 = Ipv6Addr::new(0x2001, 0x0db8, (n >> 16) as u16, n as u16, 0, 0, 0, 0);
         (n, v4, v6)
+    }
+
+    /// A Robot server number: the next unused one above [`ROBOT_NUMBER_BASE`].
+    pub fn alloc_robot_number(&mut self) -> u64 {
+        loop {
+            let n = ROBOT_NUMBER_BASE + Self::next_id(&mut self.next.robot_server);
+            if !self.robot_servers.contains_key(&n) {
+                return n;
+            }
+        }
+    }
+
+    /// A Robot main IPv4 from 198.18.0.0/15 and IPv6 /64 from 3fff::/20 (RFC 9637): ranges the
+    /// Cloud side never hands out, so a dedicated server's address never equals a Cloud one.
+    pub fn alloc_robot_ips(&mut self) -> (Ipv4Addr, Ipv6Addr) {
+        let n = Self::next_id(&mut self.next.robot_ip);
+        let v4 = Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + (n as u32 & 0x0001_ffff));
+        let v6 = Ipv6Addr::new(0x3fff, 0, (n >> 16) as u16, n as u16, 0, 0, 0, 0);
+        (v4, v6)
     }
 
     pub fn alloc_mac(&mut self) -> String {

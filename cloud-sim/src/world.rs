@@ -177,6 +177,10 @@ impl World {
         if let Some(b) = body {
             req = req.json(&b);
         }
+        Self::read(req).await
+    }
+
+    async fn read(req: reqwest::RequestBuilder) -> Result<RawResponse> {
         let resp = req.send().await?;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
@@ -475,6 +479,119 @@ impl World {
             .call(Method::DELETE, &format!("/servers/{server}"), None)
             .await?;
         self.wait_in(&resp).await
+    }
+
+    // --- Robot webservice (dedicated servers) -----------------------------------------------
+
+    /// A Robot webservice request (`path` below `/robot`, e.g. `/server/1000001`) with HTTP
+    /// basic `credentials` (`None`: without any), answered as it came.
+    pub async fn robot_raw(
+        &self,
+        method: Method,
+        path: &str,
+        credentials: Option<(&str, &str)>,
+    ) -> Result<RawResponse> {
+        let mut req = self
+            .http
+            .request(method, format!("{}/robot{path}", self.base));
+        if let Some((user, password)) = credentials {
+            req = req.basic_auth(user, Some(password));
+        }
+        Self::read(req).await
+    }
+
+    /// A `/_sim` control call expecting `expect`; anything else is [`WorldError::Api`].
+    async fn control(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        expect: u16,
+    ) -> Result<Value> {
+        let m = method.to_string();
+        let r = self.raw(method, path, body).await?;
+        if r.status == expect {
+            Ok(r.body)
+        } else {
+            Err(WorldError::api(&m, path, &r))
+        }
+    }
+
+    /// A dedicated server, powered on, with fresh main addresses; returns its server number.
+    pub async fn create_robot_server(&self, name: &str, product: &str, dc: &str) -> Result<u64> {
+        self.create_robot_server_with(json!({"server_name": name, "product": product, "dc": dc}))
+            .await
+    }
+
+    /// `POST /_sim/robot/servers` with a full body (`server_number`, `power`, `ipv4`,
+    /// `operating_status_supported`, `reset`, ...; see the `control` module).
+    pub async fn create_robot_server_with(&self, body: Value) -> Result<u64> {
+        let r = self
+            .control(Method::POST, "/_sim/robot/servers", Some(body), 201)
+            .await?;
+        r.pointer("/server/server_number")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| WorldError::Unexpected(format!("no server_number in {r}")))
+    }
+
+    /// `PUT /_sim/robot/servers/{number}`: changes the given fields; returns the server as
+    /// `GET /server/{n}` shows it (`{"server": {...}}`).
+    pub async fn update_robot_server(&self, number: u64, body: Value) -> Result<Value> {
+        self.control(
+            Method::PUT,
+            &format!("/_sim/robot/servers/{number}"),
+            Some(body),
+            200,
+        )
+        .await
+    }
+
+    /// Powers a dedicated server off: `GET /reset/{n}` shows `operating_status: "shut off"`.
+    pub async fn robot_power_off(&self, number: u64) -> Result<()> {
+        self.update_robot_server(number, json!({"power": "off"}))
+            .await
+            .map(drop)
+    }
+
+    /// Powers a dedicated server on: `operating_status: "running"`.
+    pub async fn robot_power_on(&self, number: u64) -> Result<()> {
+        self.update_robot_server(number, json!({"power": "on"}))
+            .await
+            .map(drop)
+    }
+
+    /// Removes a dedicated server (cancelled and gone): it answers `SERVER_NOT_FOUND`.
+    pub async fn delete_robot_server(&self, number: u64) -> Result<()> {
+        self.control(
+            Method::DELETE,
+            &format!("/_sim/robot/servers/{number}"),
+            None,
+            204,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// At most `max_request` requests to `resource` (`server` | `reset`) within any
+    /// `interval_secs`; requests already counted stay counted.
+    pub async fn set_robot_rate_limit(
+        &self,
+        resource: &str,
+        max_request: u32,
+        interval_secs: u64,
+    ) -> Result<()> {
+        let body =
+            json!({"resource": resource, "max_request": max_request, "interval": interval_secs});
+        self.control(Method::PUT, "/_sim/robot/rate_limit", Some(body), 200)
+            .await
+            .map(drop)
+    }
+
+    /// Forgets every counted Robot request; limits stay.
+    pub async fn reset_robot_rate_limit(&self) -> Result<()> {
+        self.control(Method::DELETE, "/_sim/robot/rate_limit", None, 204)
+            .await
+            .map(drop)
     }
 
     // --- load balancers -------------------------------------------------------------------

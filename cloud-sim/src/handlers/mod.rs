@@ -8,6 +8,7 @@ pub mod certificates;
 pub mod load_balancers;
 pub mod metadata;
 pub mod networks;
+pub mod robot;
 pub mod servers;
 
 pub use crate::resource::{apply_update, check_labels, validate_name};
