@@ -25,6 +25,7 @@
 pub mod error;
 pub mod hcloud;
 pub mod provider;
+pub mod robot;
 pub mod stats;
 
 pub use error::{ApiError, CloudError, ErrorClass};

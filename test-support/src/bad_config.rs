@@ -97,6 +97,25 @@ pub const COMMON: &[ConfigCase] = &[
         ],
     },
     ConfigCase {
+        name: "one Robot credential without the other",
+        args: &[],
+        // The value carries the token's mark: the scan below proves it is never printed.
+        env: &[
+            ("ROBOT_ENABLED", "true"),
+            ("ROBOT_USER", "SECRETtoken-robot-user"),
+        ],
+        expect: &[
+            "ROBOT_ENABLED=true with ROBOT_USER but not ROBOT_PASSWORD",
+            "or neither",
+        ],
+    },
+    ConfigCase {
+        name: "Robot cache timeout",
+        args: &[],
+        env: &[("ROBOT_CACHE_TIMEOUT", "later")],
+        expect: &["ROBOT_CACHE_TIMEOUT=\"later\"", "Go duration"],
+    },
+    ConfigCase {
         name: "server cache mode",
         args: &[],
         env: &[("HCLOUD_SERVER_CACHE_MODE", "some")],

@@ -168,6 +168,8 @@ pub struct HcloudConfig {
     pub debug: bool,
     /// `HCLOUD_SERVER_CACHE_MODE`: how server lookups are cached.
     pub server_cache_mode: ServerCacheMode,
+    /// `ROBOT_*`: dedicated servers.
+    pub robot: crate::robot::RobotConfig,
     /// Settings that are accepted but deserve a word at startup (logged when the provider is
     /// built), e.g. both `HCLOUD_TOKEN` and `HCLOUD_TOKEN_FILE` set.
     pub startup_warnings: Vec<String>,
@@ -218,6 +220,7 @@ impl HcloudConfig {
             user_agent: format!("cloud-controllers/{}", env!("CARGO_PKG_VERSION")),
             debug: false,
             server_cache_mode: ServerCacheMode::All,
+            robot: crate::robot::RobotConfig::default(),
             startup_warnings: Vec::new(),
         }
     }
@@ -438,6 +441,10 @@ impl HcloudConfig {
         c.lb_defaults.private_subnet_ip_range =
             get("HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE");
 
+        match crate::robot::RobotConfig::from_lookup(&lookup) {
+            Ok(robot) => c.robot = robot,
+            Err(robot_problems) => problems.extend(robot_problems),
+        }
         problems.extend(c.combination_problems());
         if problems.is_empty() {
             Ok(c)

@@ -10,6 +10,7 @@ mod common;
 mod actions;
 mod instances;
 mod load_balancers;
+mod robot;
 mod routes;
 mod transport;
 

@@ -1,0 +1,260 @@
+//! `ROBOT_*`: HCCM's settings for dedicated (Robot) servers, with its names, defaults and parsing
+//! (`internal/config/config.go`): off by default; credentials optional (without them only the
+//! load balancers' IP targets work, from the Nodes' own addresses), both or neither; each
+//! credential from the variable or, when it is unset, from `<NAME>_FILE`.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::hcloud::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
+
+/// The Robot webservice's address (ours: HCCM's client has it built in).
+pub const DEFAULT_ROBOT_ENDPOINT: &str = "https://robot-ws.your-server.de";
+
+/// A Robot credential: its `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a value; surrounding whitespace (a file's trailing newline) is dropped.
+    pub fn new(value: impl AsRef<str>) -> Self {
+        Secret(value.as_ref().trim().to_string())
+    }
+
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// `ROBOT_USER` and `ROBOT_PASSWORD` (the user name is treated as a secret too: it is the
+/// account's login).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RobotCredentials {
+    pub user: Secret,
+    pub password: Secret,
+}
+
+/// Everything the Robot provider needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RobotConfig {
+    /// `ROBOT_ENABLED` (default false).
+    pub enabled: bool,
+    /// `ROBOT_USER` + `ROBOT_PASSWORD` (or their `_FILE`s); `None`: no Robot API calls, IP targets
+    /// from the Nodes' addresses only.
+    pub credentials: Option<RobotCredentials>,
+    /// `ROBOT_CACHE_TIMEOUT` (default 5m): how long one server list serves every lookup.
+    pub cache_timeout: Duration,
+    /// `ROBOT_RATE_LIMIT_WAIT_TIME` (default 0): after a rate-limit answer, no Robot call for
+    /// this long (0: until the next cache refresh).
+    pub rate_limit_wait: Duration,
+    /// `ROBOT_FORWARD_INTERNAL_IPS` (default true, only with Robot enabled): keep the
+    /// InternalIPs kubelet's `--node-ip` reports on Robot Nodes.
+    pub forward_internal_ips: bool,
+    /// `ROBOT_ENDPOINT` (ours; HCCM's is fixed): the webservice's base URL.
+    pub endpoint: String,
+}
+
+impl Default for RobotConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            credentials: None,
+            cache_timeout: Duration::from_secs(300),
+            rate_limit_wait: Duration::ZERO,
+            forward_internal_ips: false,
+            endpoint: DEFAULT_ROBOT_ENDPOINT.to_string(),
+        }
+    }
+}
+
+impl RobotConfig {
+    /// Reads the `ROBOT_*` variables through `lookup`; every problem is returned, each naming the
+    /// variable (never a credential's value).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, Vec<String>> {
+        let get = |k: &str| {
+            lookup(k)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| v.trim().to_string())
+        };
+        let mut problems = Vec::new();
+        let mut c = RobotConfig::default();
+        let bool_var = |name: &str, default: bool, problems: &mut Vec<String>| match get(name) {
+            None => default,
+            Some(v) => parse_bool(&v).unwrap_or_else(|| {
+                problems.push(format!("{name}={v:?}: not {BOOL_EXPECTED}"));
+                default
+            }),
+        };
+        let duration_var = |name: &str, problems: &mut Vec<String>| {
+            let v = get(name)?;
+            let d = parse_duration(&v);
+            if d.is_none() {
+                problems.push(format!("{name}={v:?}: expected {DURATION_EXPECTED}"));
+            }
+            d
+        };
+        c.enabled = bool_var("ROBOT_ENABLED", false, &mut problems);
+        // As HCCM: only meaningful with Robot on.
+        c.forward_internal_ips =
+            bool_var("ROBOT_FORWARD_INTERNAL_IPS", true, &mut problems) && c.enabled;
+        if let Some(d) = duration_var("ROBOT_CACHE_TIMEOUT", &mut problems)
+            && !d.is_zero()
+        {
+            c.cache_timeout = d;
+        }
+        if let Some(d) = duration_var("ROBOT_RATE_LIMIT_WAIT_TIME", &mut problems) {
+            c.rate_limit_wait = d;
+        }
+        if let Some(e) = get("ROBOT_ENDPOINT") {
+            if !(e.starts_with("http://") || e.starts_with("https://")) {
+                problems.push(format!(
+                    "ROBOT_ENDPOINT={e:?}: must be an http:// or https:// URL"
+                ));
+            }
+            c.endpoint = e.trim_end_matches('/').to_string();
+        }
+        let user = credential("ROBOT_USER", &lookup, &mut problems);
+        let password = credential("ROBOT_PASSWORD", &lookup, &mut problems);
+        if c.enabled {
+            match (user, password) {
+                (Some(user), Some(password)) => {
+                    c.credentials = Some(RobotCredentials { user, password })
+                }
+                (None, None) => {}
+                (user, _) => problems.push(format!(
+                    "ROBOT_ENABLED=true with {} but not {}: set both ROBOT_USER and ROBOT_PASSWORD \
+                     (or their _FILE variants), or neither (then load balancers target Robot \
+                     Nodes by their own addresses, and Robot Nodes are not initialized)",
+                    if user.is_some() {
+                        "ROBOT_USER"
+                    } else {
+                        "ROBOT_PASSWORD"
+                    },
+                    if user.is_some() {
+                        "ROBOT_PASSWORD"
+                    } else {
+                        "ROBOT_USER"
+                    },
+                )),
+            }
+        }
+        if problems.is_empty() {
+            Ok(c)
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+/// `NAME`, else the trimmed content of the file `NAME_FILE` names (HCCM's `LookupEnvWithFile`).
+fn credential(
+    name: &str,
+    lookup: &impl Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) -> Option<Secret> {
+    if let Some(v) = lookup(name).map(Secret::new).filter(|s| !s.is_empty()) {
+        return Some(v);
+    }
+    let path = lookup(&format!("{name}_FILE")).filter(|p| !p.trim().is_empty())?;
+    match std::fs::read_to_string(path.trim()) {
+        Ok(content) => Some(Secret::new(content))
+            .filter(|s| !s.is_empty())
+            .or_else(|| {
+                problems.push(format!("{name}_FILE={path}: the file is empty"));
+                None
+            }),
+        Err(e) => {
+            problems.push(format!("{name}_FILE={path}: cannot read: {e}"));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<RobotConfig, Vec<String>> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        RobotConfig::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_are_hccms() {
+        let c = cfg(&[]).unwrap();
+        assert!(!c.enabled && !c.forward_internal_ips && c.credentials.is_none());
+        assert_eq!(c.cache_timeout, Duration::from_secs(300));
+        assert_eq!(c.rate_limit_wait, Duration::ZERO);
+        assert_eq!(c.endpoint, DEFAULT_ROBOT_ENDPOINT);
+        let on = cfg(&[("ROBOT_ENABLED", "true")]).unwrap();
+        assert!(on.enabled && on.forward_internal_ips && on.credentials.is_none());
+    }
+
+    #[test]
+    fn credentials_from_variables_or_files_never_shown() {
+        let file = std::env::temp_dir().join(format!("robot-password-{}", std::process::id()));
+        std::fs::write(&file, "s3cret-pass\n").unwrap();
+        let c = cfg(&[
+            ("ROBOT_ENABLED", "1"),
+            ("ROBOT_USER", "#ws+robotuser"),
+            ("ROBOT_PASSWORD_FILE", file.to_str().unwrap()),
+            ("ROBOT_CACHE_TIMEOUT", "1m"),
+            ("ROBOT_RATE_LIMIT_WAIT_TIME", "30s"),
+            ("ROBOT_FORWARD_INTERNAL_IPS", "false"),
+        ])
+        .unwrap();
+        std::fs::remove_file(&file).ok();
+        let creds = c.credentials.clone().unwrap();
+        assert_eq!(
+            (creds.user.expose(), creds.password.expose()),
+            ("#ws+robotuser", "s3cret-pass")
+        );
+        assert_eq!(c.cache_timeout, Duration::from_secs(60));
+        assert_eq!(c.rate_limit_wait, Duration::from_secs(30));
+        assert!(!c.forward_internal_ips);
+        let shown = format!("{c:?} {}", creds.password);
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("robotuser"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn one_credential_without_the_other_is_refused_naming_both() {
+        let err = cfg(&[("ROBOT_ENABLED", "true"), ("ROBOT_USER", "u")]).unwrap_err();
+        assert_eq!(err.len(), 1, "{err:?}");
+        assert!(
+            err[0].contains("with ROBOT_USER but not ROBOT_PASSWORD") && !err[0].contains("\"u\""),
+            "{err:?}"
+        );
+        // Robot off: credentials are not looked at (HCCM ignores them too).
+        assert!(cfg(&[("ROBOT_USER", "u")]).is_ok());
+        let err = cfg(&[
+            ("ROBOT_ENABLED", "yes"),
+            ("ROBOT_CACHE_TIMEOUT", "soon"),
+            ("ROBOT_PASSWORD_FILE", "/nonexistent/robot"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.len(), 3, "{err:?}");
+    }
+}

@@ -1,0 +1,141 @@
+//! The Robot webservice client against cloud-sim's Robot API: shapes, the cached list, "gone" only
+//! from a server's own 404, the shut-off rule, credentials, and the rate-limit backoff.
+
+use std::time::Duration;
+
+use cloud_client::robot::{RobotClient, RobotConfig, RobotCredentials, Secret};
+use cloud_client::{ClientStats, ErrorClass};
+use cloud_sim::Sim;
+
+use crate::sim_fast;
+
+fn config(sim: &Sim) -> RobotConfig {
+    RobotConfig {
+        enabled: true,
+        credentials: Some(RobotCredentials {
+            user: Secret::new(sim.robot_user()),
+            password: Secret::new(sim.robot_password()),
+        }),
+        endpoint: sim.robot_endpoint(),
+        ..RobotConfig::default()
+    }
+}
+
+fn client(config: &RobotConfig) -> RobotClient {
+    RobotClient::new(config, ClientStats::new())
+        .unwrap()
+        .expect("enabled with credentials")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_cached_list_serves_lookups_and_only_a_404_says_gone() {
+    let sim = sim_fast().await;
+    let w = sim.world();
+    let a = w
+        .create_robot_server("bm-a", "AX41-NVMe", "FSN1-DC14")
+        .await
+        .unwrap() as i64;
+    let b = w
+        .create_robot_server("bm-b", "EX44", "HEL1-DC2")
+        .await
+        .unwrap() as i64;
+    let robot = client(&config(&sim));
+    sim.reset_counters();
+
+    let by_name = robot.by_name("bm-b").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            by_name.server_number,
+            by_name.product.as_str(),
+            by_name.dc.as_str()
+        ),
+        (b, "EX44", "HEL1-DC2")
+    );
+    assert!(
+        by_name
+            .server_ip
+            .as_deref()
+            .is_some_and(|ip| !ip.is_empty())
+    );
+    assert_eq!(robot.cached(a).await.unwrap().unwrap().server_name, "bm-a");
+    assert_eq!(robot.servers().await.unwrap().len(), 2);
+    assert!(robot.by_name("nope").await.unwrap().is_none());
+    assert_eq!(sim.requests("GET", "/robot/server"), 1, "one list for all");
+
+    // A server missing from the (cached) list is not gone; its own 404 is.
+    w.delete_robot_server(a as u64).await.unwrap();
+    assert!(
+        robot.cached(a).await.unwrap().is_some(),
+        "the list is cached"
+    );
+    assert_eq!(robot.server(a).await.unwrap(), None);
+    assert_eq!(robot.server(b).await.unwrap().unwrap().server_name, "bm-b");
+
+    // HCCM's shutdown rule: the reset state's operating_status.
+    assert!(!robot.is_shut_off(b).await.unwrap());
+    w.robot_power_off(b as u64).await.unwrap();
+    assert!(robot.is_shut_off(b).await.unwrap());
+    let calls = robot.stats().snapshot();
+    assert_eq!(calls.calls_to("GET", "/server"), 1);
+    assert_eq!(calls.calls_to("GET", "/server/{number}"), 2);
+    assert_eq!(calls.calls_to("GET", "/reset/{number}"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_credentials_are_a_permanent_error_that_never_shows_them() {
+    let sim = sim_fast().await;
+    let mut wrong = config(&sim);
+    wrong.credentials = Some(RobotCredentials {
+        user: Secret::new("SECRETuser"),
+        password: Secret::new("SECRETpassword"),
+    });
+    let robot = client(&wrong);
+    let err = robot.servers().await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Permanent, "{err}");
+    let shown = format!("{err} {err:?} {robot:?}");
+    assert!(shown.contains("401"), "{shown}");
+    assert!(!shown.contains("SECRET"), "{shown}");
+    assert!(
+        RobotClient::new(&RobotConfig::default(), ClientStats::new())
+            .unwrap()
+            .is_none(),
+        "Robot off: no client"
+    );
+}
+
+/// Over the Robot rate limit the client makes no call for `ROBOT_RATE_LIMIT_WAIT_TIME`, and
+/// lookups are answered from the last list meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_rate_limit_it_waits_and_answers_from_the_last_list() {
+    let sim = sim_fast().await;
+    let number = sim
+        .world()
+        .create_robot_server("bm", "AX41-NVMe", "FSN1-DC14")
+        .await
+        .unwrap() as i64;
+    let mut cfg = config(&sim);
+    // Every lookup wants a fresh list.
+    cfg.cache_timeout = Duration::ZERO;
+    cfg.rate_limit_wait = Duration::from_secs(60);
+    let robot = client(&cfg);
+    assert!(robot.cached(number).await.unwrap().is_some());
+    sim.set_robot_rate_limit_remaining("server", 0);
+    sim.reset_counters();
+
+    // The refused refresh: the last list answers.
+    assert!(robot.cached(number).await.unwrap().is_some());
+    // From now on no call at all, until the wait is over.
+    for _ in 0..5 {
+        assert!(robot.cached(number).await.unwrap().is_some());
+    }
+    let err = robot.server(number).await.unwrap_err();
+    assert_eq!(err.code(), Some("rate_limit_exceeded"), "{err}");
+    assert!(err.is_retryable());
+    assert_eq!(err.retry_after().map(|d| d.as_secs() > 50), Some(true));
+    assert_eq!(
+        sim.total_requests(),
+        1,
+        "one refused call, then none: {:?}",
+        sim.request_log()
+    );
+}
