@@ -24,6 +24,9 @@ pub struct NodeRef {
     pub name: String,
     /// `spec.providerID`, when set (empty strings are treated as absent).
     pub provider_id: Option<String>,
+    /// The Node's InternalIPs as reported (kubelet's `--node-ip`): a dedicated server's private
+    /// addresses are known only from there (`ROBOT_FORWARD_INTERNAL_IPS`).
+    pub internal_ips: Vec<String>,
 }
 
 impl NodeRef {
@@ -32,6 +35,7 @@ impl NodeRef {
         Self {
             name: name.into(),
             provider_id: None,
+            internal_ips: Vec::new(),
         }
     }
 
@@ -41,7 +45,14 @@ impl NodeRef {
         Self {
             name: name.into(),
             provider_id: (!p.is_empty()).then_some(p),
+            internal_ips: Vec::new(),
         }
+    }
+
+    /// The Node's reported InternalIPs.
+    pub fn with_internal_ips(mut self, ips: impl IntoIterator<Item = String>) -> Self {
+        self.internal_ips = ips.into_iter().collect();
+        self
     }
 }
 

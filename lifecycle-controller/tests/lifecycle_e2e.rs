@@ -522,3 +522,58 @@ async fn chart_rbac_refuses_services_node_status_and_secrets() {
         .await;
     assert!(forbidden(&refused), "listing Secrets: {refused:?}");
 }
+
+/// Dedicated servers follow the same rules: a powered-off one (its reset state says `shut off`)
+/// gets the shutdown taint, and one that is gone (its own 404) has its NotReady Node deleted.
+#[tokio::test]
+async fn robot_nodes_are_tainted_when_shut_off_and_deleted_when_gone() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("robot");
+    let (off, gone_name) = (unique("bm-off"), unique("bm-gone"));
+    let w = sim.world();
+    let off_number = w
+        .create_robot_server(&off, "AX41-NVMe", "FSN1-DC14")
+        .await
+        .unwrap();
+    let gone_number = w
+        .create_robot_server(&gone_name, "AX41-NVMe", "FSN1-DC14")
+        .await
+        .unwrap();
+    for (name, number) in [(&off, off_number), (&gone_name, gone_number)] {
+        create_node(
+            &client,
+            &run,
+            name,
+            NodeSpecT {
+                provider_id: Some(format!("hrobot://{number}")),
+                ready: Some(false),
+                ..Default::default()
+            },
+        )
+        .await;
+    }
+    let cloud = test_support::run::cloud_with(test_support::run::sim_config_with_robot(&sim)).await;
+    let ctl = start_lifecycle(client.clone(), &run, cloud, NodeFilter::default()).await;
+
+    w.robot_power_off(off_number).await.unwrap();
+    eventually(
+        "the shutdown taint on the powered-off Robot node",
+        T,
+        || async {
+            get_node(&client, &off)
+                .await
+                .filter(|n| has_taint(n, SHUTDOWN))
+        },
+    )
+    .await;
+    assert!(get_node(&client, &gone_name).await.is_some());
+    w.delete_robot_server(gone_number).await.unwrap();
+    gone(&client, &gone_name).await;
+    assert!(
+        get_node(&client, &off).await.is_some(),
+        "a shut-off server's Node stays"
+    );
+    ctl.stop().await.unwrap();
+}

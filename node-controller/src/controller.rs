@@ -84,9 +84,19 @@ pub fn provider_id(node: &Node) -> Option<&str> {
         .filter(|p| !p.is_empty())
 }
 
-/// What the cloud lookup needs about a node.
+/// What the cloud lookup needs about a node: its name, providerID and reported InternalIPs (a
+/// dedicated server's private addresses are known only from kubelet's `--node-ip`).
 pub fn node_ref(node: &Node) -> NodeRef {
+    let internal_ips = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone());
     NodeRef::with_provider_id(node.name_any(), provider_id(node).unwrap_or_default())
+        .with_internal_ips(internal_ips)
 }
 
 /// Hash of the fields this controller acts on, so kubelet status heartbeats do not trigger reconciles.

@@ -711,3 +711,55 @@ async fn chart_rbac_refuses_deleting_nodes_and_reading_secrets() {
         .await;
     assert!(forbidden(&refused), "listing Secrets: {refused:?}");
 }
+
+/// A dedicated server's Node (no providerID, named like the server, kubelet's `--node-ip` a
+/// private vSwitch address) is initialized as HCCM does it: `hrobot://` providerID, the product
+/// as instance type, the data center as zone and its location as region, `provided-by=robot`,
+/// and the Node's own InternalIP kept (`ROBOT_FORWARD_INTERNAL_IPS`).
+#[tokio::test]
+async fn robot_node_is_initialized_as_hccm_does() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("robot");
+    let name = unique("bm");
+    let number = sim
+        .world()
+        .create_robot_server(&name, "AX41-NVMe", "FSN1-DC14")
+        .await
+        .unwrap();
+    let cloud = test_support::run::cloud_with(test_support::run::sim_config_with_robot(&sim)).await;
+    let ctl = start_node_controller(client.clone(), &run, cloud).await;
+    create_node(
+        &client,
+        &run,
+        &name,
+        NodeSpecT {
+            tainted: true,
+            node_ip: Some("10.1.0.7".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let n = initialized(&client, &name).await;
+    assert_eq!(
+        n.spec.as_ref().unwrap().provider_id.as_deref(),
+        Some(format!("hrobot://{number}").as_str())
+    );
+    for (key, value) in [
+        ("node.kubernetes.io/instance-type", "AX41-NVMe"),
+        ("topology.kubernetes.io/zone", "fsn1-dc14"),
+        ("topology.kubernetes.io/region", "fsn1"),
+        ("instance.hetzner.cloud/provided-by", "robot"),
+    ] {
+        assert_eq!(label(&n, key).as_deref(), Some(value), "{key}");
+    }
+    let addresses = addresses(&n);
+    assert!(
+        addresses.contains(&("InternalIP".into(), "10.1.0.7".into()))
+            && addresses.contains(&("Hostname".into(), name.clone()))
+            && addresses.iter().any(|(t, _)| t == "ExternalIP"),
+        "{addresses:?}"
+    );
+    ctl.stop().await.unwrap();
+}

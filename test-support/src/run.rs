@@ -20,6 +20,25 @@ pub fn sim_config(sim: &cloud_sim::Sim) -> HcloudConfig {
     cfg
 }
 
+/// [`sim_config`] with Robot on: `sim`'s Robot webservice and credentials, its InternalIPs
+/// forwarded, and a server list kept 200 ms (so tests see removed servers quickly).
+pub fn sim_config_with_robot(sim: &cloud_sim::Sim) -> HcloudConfig {
+    use cloud_client::robot::{RobotConfig, RobotCredentials, Secret};
+    let mut cfg = sim_config(sim);
+    cfg.robot = RobotConfig {
+        enabled: true,
+        credentials: Some(RobotCredentials {
+            user: Secret::new(sim.robot_user()),
+            password: Secret::new(sim.robot_password()),
+        }),
+        forward_internal_ips: true,
+        cache_timeout: Duration::from_millis(200),
+        endpoint: sim.robot_endpoint(),
+        ..RobotConfig::default()
+    };
+    cfg
+}
+
 /// The cloud built from `cfg`.
 pub async fn cloud_with(cfg: HcloudConfig) -> Cloud {
     HcloudProvider::new(cfg)

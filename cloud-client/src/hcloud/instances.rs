@@ -13,6 +13,7 @@ use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::servers::{ServerCache, ServerKey};
 use crate::hcloud::wire::Server;
 use crate::provider::{AddressKind, InstanceMetadata, Instances, NodeAddress, NodeRef};
+use crate::robot::{RobotClient, RobotServer};
 
 /// Label HCCM puts on every node it manages, telling Cloud from Robot servers.
 pub const PROVIDED_BY_LABEL: &str = "instance.hetzner.cloud/provided-by";
@@ -77,6 +78,17 @@ pub struct HcloudInstances {
     pub(crate) network_id: Option<i64>,
     pub(crate) family: AddressFamily,
     pub(crate) zone_label_enabled: bool,
+    /// Dedicated servers (`ROBOT_ENABLED` with credentials); `None`: Robot Nodes are refused.
+    pub(crate) robot: Option<RobotClient>,
+    /// `ROBOT_FORWARD_INTERNAL_IPS`.
+    pub(crate) forward_internal_ips: bool,
+}
+
+/// The server behind a Node: a Cloud server or a dedicated one.
+#[derive(Debug, Clone)]
+enum Found {
+    Cloud(Arc<Server>),
+    Robot(RobotServer),
 }
 
 impl HcloudInstances {
@@ -85,33 +97,128 @@ impl HcloudInstances {
     /// misses it is asked again with `GET /servers/{id}`, since lists lag behind creates (and
     /// `cargo xtask chaos` makes them miss servers). By name, `Ok(None)` is only a fresh list's
     /// miss. The second value lists what was tried.
-    async fn find(&self, node: &NodeRef) -> Result<(Option<Arc<Server>>, Vec<String>), CloudError> {
+    ///
+    /// Dedicated servers: by providerID (`hrobot://N`, `hcloud://bm-N`) from the cached Robot
+    /// list, a miss asked again with `GET /server/{N}` (gone only on its 404); by name from the
+    /// list. A name both APIs know is an error, as in HCCM: nobody can tell which server it is.
+    async fn find(&self, node: &NodeRef) -> Result<(Option<Found>, Vec<String>), CloudError> {
         match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
-            Some(pid) => {
-                let id = ProviderId::cloud_id(pid)?;
-                let s = self.cache.by_id(id).await?;
-                Ok((s, vec![format!("providerID {pid} (server id {id})")]))
-            }
+            Some(pid) => match ProviderId::parse(pid)? {
+                ProviderId::Cloud(id) => {
+                    let s = self.cache.by_id(id).await?;
+                    Ok((
+                        s.map(Found::Cloud),
+                        vec![format!("providerID {pid} (server id {id})")],
+                    ))
+                }
+                ProviderId::Robot(number) => {
+                    let robot = self.robot(pid)?;
+                    let s = match robot.cached(number).await? {
+                        Some(s) => Some(s),
+                        None => robot.server(number).await?,
+                    };
+                    Ok((
+                        s.map(Found::Robot),
+                        vec![format!("providerID {pid} (Robot server {number})")],
+                    ))
+                }
+            },
             None => {
-                let s = self.cache.lookup(&ServerKey::Name(&node.name)).await?;
-                Ok((
-                    s,
-                    vec![format!(
-                        "server name {:?} (node has no providerID)",
-                        node.name
-                    )],
-                ))
+                let cloud = self.cache.lookup(&ServerKey::Name(&node.name)).await?;
+                let robot = match &self.robot {
+                    Some(r) => r.by_name(&node.name).await?,
+                    None => None,
+                };
+                let tried = vec![format!(
+                    "server name {:?} (node has no providerID){}",
+                    node.name,
+                    if self.robot.is_some() {
+                        ", in Cloud and Robot"
+                    } else {
+                        ""
+                    }
+                )];
+                match (cloud, robot) {
+                    (Some(c), Some(r)) => Err(CloudError::Inconsistent {
+                        message: format!(
+                            "node {:?} could not be uniquely associated with a Cloud or Robot \
+                             server: Cloud server {} and Robot server {} both have this name; \
+                             set its providerID",
+                            node.name, c.id, r.server_number
+                        ),
+                    }),
+                    (Some(c), None) => Ok((Some(Found::Cloud(c)), tried)),
+                    (None, Some(r)) => Ok((Some(Found::Robot(r)), tried)),
+                    (None, None) => Ok((None, tried)),
+                }
             }
         }
     }
 
-    async fn get(&self, node: &NodeRef) -> Result<Arc<Server>, CloudError> {
+    /// The Robot client, or why a Robot providerID cannot be served.
+    fn robot(&self, pid: &str) -> Result<&RobotClient, CloudError> {
+        self.robot.as_ref().ok_or_else(|| {
+            CloudError::unsupported(format!(
+                "providerID {pid:?} names a Robot (dedicated) server; set ROBOT_ENABLED=true with \
+                 ROBOT_USER and ROBOT_PASSWORD to serve it"
+            ))
+        })
+    }
+
+    async fn get(&self, node: &NodeRef) -> Result<Found, CloudError> {
         match self.find(node).await? {
             (Some(s), _) => Ok(s),
             (None, tried) => Err(CloudError::NotFound {
                 what: format!("server for node {:?}", node.name),
                 tried,
             }),
+        }
+    }
+
+    /// HCCM's metadata of a dedicated server (`robotServer.Metadata`): the product as instance
+    /// type, the data center lowercased as zone and its location as region, addresses from the
+    /// server plus, with `ROBOT_FORWARD_INTERNAL_IPS`, the Node's own InternalIPs of the
+    /// configured family that are not already an ExternalIP.
+    fn robot_metadata(&self, s: &RobotServer, node: &NodeRef) -> InstanceMetadata {
+        let zone = s.dc.to_ascii_lowercase();
+        let region = zone.split('-').next().unwrap_or_default().to_string();
+        let mut addresses = vec![NodeAddress::new(
+            AddressKind::Hostname,
+            s.server_name.clone(),
+        )];
+        if self.family.has_v6()
+            && let Some(net) = s.server_ipv6_net.as_deref().filter(|n| !n.is_empty())
+        {
+            addresses.push(NodeAddress::new(AddressKind::ExternalIP, format!("{net}1")));
+        }
+        if self.family.has_v4()
+            && let Some(ip) = s.server_ip.as_deref().filter(|ip| !ip.is_empty())
+        {
+            addresses.push(NodeAddress::new(AddressKind::ExternalIP, ip.to_string()));
+        }
+        if self.forward_internal_ips {
+            for ip in &node.internal_ips {
+                let v4 = ip.parse::<std::net::Ipv4Addr>().is_ok();
+                let family_fits = if v4 {
+                    self.family.has_v4()
+                } else {
+                    self.family.has_v6()
+                };
+                if family_fits && !addresses.iter().any(|a| &a.address == ip) {
+                    addresses.push(NodeAddress::new(AddressKind::InternalIP, ip.clone()));
+                }
+            }
+        }
+        InstanceMetadata {
+            provider_id: ProviderId::robot(s.server_number),
+            instance_type: s.product.replace(' ', "-"),
+            zone: Some(zone).filter(|z| !z.is_empty()),
+            region: Some(region).filter(|r| !r.is_empty()),
+            addresses,
+            additional_labels: BTreeMap::from([(
+                PROVIDED_BY_LABEL.to_string(),
+                "robot".to_string(),
+            )]),
         }
     }
 
@@ -163,15 +270,23 @@ impl Instances for HcloudInstances {
         self.cache
             .stats()
             .record_operation("hcloud/instancesv2.InstanceShutdown");
-        Ok(self.get(node).await?.status == "off")
+        match self.get(node).await? {
+            Found::Cloud(s) => Ok(s.status == "off"),
+            Found::Robot(s) => {
+                let pid = ProviderId::robot(s.server_number);
+                self.robot(&pid)?.is_shut_off(s.server_number).await
+            }
+        }
     }
 
     async fn instance_metadata(&self, node: &NodeRef) -> Result<InstanceMetadata, CloudError> {
         self.cache
             .stats()
             .record_operation("hcloud/instancesv2.InstanceMetadata");
-        let s = self.get(node).await?;
-        Ok(self.metadata_of(&s))
+        Ok(match self.get(node).await? {
+            Found::Cloud(s) => self.metadata_of(&s),
+            Found::Robot(s) => self.robot_metadata(&s, node),
+        })
     }
 }
 

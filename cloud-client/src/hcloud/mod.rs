@@ -98,6 +98,9 @@ impl HcloudProvider {
             network_id,
             family: config.address_family,
             zone_label_enabled: config.zone_label_enabled,
+            // Its own call counters: HCCM counts Robot calls apart (`hcloud_robot_*`).
+            robot: crate::robot::RobotClient::new(&config.robot, ClientStats::new())?,
+            forward_internal_ips: config.robot.forward_internal_ips,
         });
         let load_balancers = Arc::new(HcloudLoadBalancers::new(
             transport.clone(),

@@ -40,6 +40,11 @@ impl ProviderId {
         ))
     }
 
+    /// The providerID of a dedicated server (HCCM writes `hrobot://`).
+    pub fn robot(number: i64) -> String {
+        format!("{ROBOT_PREFIX}{number}")
+    }
+
     /// The providerID of a Cloud server.
     pub fn cloud(id: i64) -> String {
         format!("{CLOUD_PREFIX}{id}")

@@ -139,3 +139,100 @@ async fn over_the_rate_limit_it_waits_and_answers_from_the_last_list() {
         sim.request_log()
     );
 }
+
+/// Dedicated servers answer through the same `Instances` as Cloud servers, with HCCM's metadata:
+/// product as instance type, data center as zone, its location as region, `provided-by=robot`,
+/// the Node's own InternalIPs forwarded; gone only on the server's 404; shut off per its reset
+/// state; a name both APIs know is an error, not a guess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robot_nodes_through_the_instances_trait() {
+    use cloud_client::{AddressKind, CloudError, NodeRef};
+    let sim = sim_fast().await;
+    let w = sim.world();
+    let number = w
+        .create_robot_server("bm-1", "AX41 NVMe", "FSN1-DC14")
+        .await
+        .unwrap() as i64;
+    let robot = config(&sim);
+    let p = crate::common::provider(&sim, |c| {
+        c.robot = robot.clone();
+        c.robot.forward_internal_ips = true;
+    })
+    .await;
+    let inst = p.instances();
+    let listed = sim.robot_servers();
+    let server = listed[0].get("server").unwrap_or(&listed[0]);
+    let server_ip = server["server_ip"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{listed:?}"))
+        .to_string();
+
+    let node = NodeRef::new("bm-1").with_internal_ips([
+        "10.1.0.5".to_string(),
+        server_ip.clone(),
+        "fd00::5".into(),
+    ]);
+    let md = inst.instance_metadata(&node).await.unwrap();
+    assert_eq!(md.provider_id, format!("hrobot://{number}"));
+    assert_eq!(md.instance_type, "AX41-NVMe");
+    assert_eq!(md.zone.as_deref(), Some("fsn1-dc14"));
+    assert_eq!(md.region.as_deref(), Some("fsn1"));
+    assert_eq!(
+        md.additional_labels["instance.hetzner.cloud/provided-by"],
+        "robot"
+    );
+    let addresses: Vec<(AddressKind, &str)> = md
+        .addresses
+        .iter()
+        .map(|a| (a.kind, a.address.as_str()))
+        .collect();
+    assert_eq!(
+        addresses,
+        [
+            (AddressKind::Hostname, "bm-1"),
+            (AddressKind::ExternalIP, server_ip.as_str()),
+            // The public IP is not forwarded again; the IPv6 one does not fit ipv4.
+            (AddressKind::InternalIP, "10.1.0.5"),
+        ]
+    );
+    // The legacy providerID form names the same server.
+    let legacy = NodeRef::with_provider_id("bm-1", format!("hcloud://bm-{number}"));
+    assert_eq!(
+        inst.instance_metadata(&legacy).await.unwrap().provider_id,
+        md.provider_id
+    );
+
+    let by_id = NodeRef::with_provider_id("bm-1", md.provider_id.clone());
+    assert!(inst.instance_exists(&by_id).await.unwrap());
+    assert!(!inst.instance_shutdown(&by_id).await.unwrap());
+    w.robot_power_off(number as u64).await.unwrap();
+    assert!(inst.instance_shutdown(&by_id).await.unwrap());
+    w.delete_robot_server(number as u64).await.unwrap();
+    assert!(
+        inst.instance_exists(&by_id).await.unwrap(),
+        "the cached list answers until ROBOT_CACHE_TIMEOUT, as in HCCM"
+    );
+    let fresh = crate::common::provider(&sim, |c| c.robot = robot.clone()).await;
+    sim.reset_counters();
+    assert!(
+        !fresh.instances().instance_exists(&by_id).await.unwrap(),
+        "a fresh list misses it, and its own GET says 404"
+    );
+    assert_eq!(sim.requests("GET", "/robot/server/{server-number}"), 1);
+
+    // One name in both APIs.
+    w.create_robot_server("twin", "EX44", "HEL1-DC2")
+        .await
+        .unwrap();
+    w.create_server("twin", "cx22", "fsn1").await.unwrap();
+    let p = crate::common::provider(&sim, |c| c.robot = robot.clone()).await;
+    let err = p
+        .instances()
+        .instance_metadata(&NodeRef::new("twin"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CloudError::Inconsistent { .. }) && err.to_string().contains("both"),
+        "{err}"
+    );
+}
