@@ -957,3 +957,57 @@ async fn service_without_a_servable_port_gets_no_load_balancer() {
     }
     assert!(sim.world().list_load_balancers().await.unwrap().is_empty());
 }
+
+/// A mixed cluster's load balancer as HCCM builds it (`ReconcileHCLBTargets` with Robot: Cloud
+/// nodes as server targets, each dedicated server as an IP target with its public IPv4) is taken
+/// over without a write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hccm_lb_with_robot_ip_targets_is_taken_over_without_a_write() {
+    use cloud_client::robot::{RobotConfig, RobotCredentials, Secret};
+    let sim = sim_fast().await;
+    let w = sim.world();
+    let servers = w.create_servers(2, "n", "cx22", "fsn1").await.unwrap();
+    let number = w
+        .create_robot_server("bm-1", "AX41-NVMe", "FSN1-DC14")
+        .await
+        .unwrap();
+    let listed = sim.robot_servers();
+    let robot_ip = listed[0].get("server").unwrap_or(&listed[0])["server_ip"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = hccm_default_lb(&w, UID, &servers).await;
+    w.load_balancer_action(
+        id,
+        "add_target",
+        json!({"type": "ip", "ip": {"ip": robot_ip}}),
+    )
+    .await
+    .unwrap();
+    let mut nodes = lb_nodes(&servers);
+    nodes.push(LbNode {
+        name: "bm-1".into(),
+        provider_id: Some(format!("hrobot://{number}")),
+        labels: BTreeMap::new(),
+        internal_ips: vec![],
+    });
+    let p = provider(&sim, |c| {
+        c.robot = RobotConfig {
+            enabled: true,
+            credentials: Some(RobotCredentials {
+                user: Secret::new(sim.robot_user()),
+                password: Secret::new(sim.robot_password()),
+            }),
+            endpoint: sim.robot_endpoint(),
+            ..RobotConfig::default()
+        };
+    })
+    .await;
+    let lbs = p.load_balancers().unwrap();
+    let s = svc(UID, web_ports(), &[("type", "lb11"), ("location", "fsn1")]);
+    let writes = ensure_writes(&sim, &lbs, &s, &nodes).await;
+    assert_eq!(writes, Vec::<String>::new());
+    println!(
+        "FIGURE migration: HCCM's mixed-cluster load balancer (2 server targets, 1 Robot IP target) adopted with 0 writes"
+    );
+}

@@ -93,21 +93,26 @@ impl HcloudProvider {
             None => None,
         };
         let network_id = network.as_ref().map(|n| n.id);
+        // One Robot client (one cached list) for nodes and targets, with its own call counters:
+        // HCCM counts Robot calls apart (`hcloud_robot_*`).
+        let robot = crate::robot::RobotClient::new(&config.robot, ClientStats::new())?;
         let instances = Arc::new(HcloudInstances {
             cache: servers.clone(),
             network_id,
             family: config.address_family,
             zone_label_enabled: config.zone_label_enabled,
-            // Its own call counters: HCCM counts Robot calls apart (`hcloud_robot_*`).
-            robot: crate::robot::RobotClient::new(&config.robot, ClientStats::new())?,
+            robot: robot.clone(),
             forward_internal_ips: config.robot.forward_internal_ips,
         });
-        let load_balancers = Arc::new(HcloudLoadBalancers::new(
-            transport.clone(),
-            actions.clone(),
-            network_id,
-            config.lb_defaults.clone(),
-        ));
+        let load_balancers = Arc::new(
+            HcloudLoadBalancers::new(
+                transport.clone(),
+                actions.clone(),
+                network_id,
+                config.lb_defaults.clone(),
+            )
+            .with_robot(config.robot.enabled, robot),
+        );
         let routes = match (&network, config.network_routes_enabled) {
             (Some(n), true) => Some(Arc::new(HcloudRoutes::new(
                 transport.clone(),

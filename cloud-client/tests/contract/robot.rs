@@ -236,3 +236,98 @@ async fn robot_nodes_through_the_instances_trait() {
         "{err}"
     );
 }
+
+fn lb_node(name: &str, provider_id: String) -> cloud_client::LbNode {
+    cloud_client::LbNode {
+        name: name.to_string(),
+        provider_id: Some(provider_id),
+        labels: Default::default(),
+        internal_ips: vec!["10.1.0.9".into()],
+    }
+}
+
+fn ip_targets(lb: &serde_json::Value) -> Vec<String> {
+    let mut ips: Vec<String> = lb["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["type"] == "ip")
+        .map(|t| t["ip"]["ip"].as_str().unwrap().to_string())
+        .collect();
+    ips.sort();
+    ips
+}
+
+/// A mixed cluster's load balancer: Cloud nodes as server targets, dedicated servers as IP targets
+/// (their public IPv4 from the Robot API), as HCCM makes them; an IP target that is no current
+/// Robot node's is removed; without Robot support the Robot node is left out with a Warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robot_nodes_become_ip_targets_and_stale_ip_targets_go() {
+    let sim = sim_fast().await;
+    let w = sim.world();
+    let cloud = w.create_server("cloud-1", "cx22", "fsn1").await.unwrap();
+    let number = w
+        .create_robot_server("bm-1", "AX41-NVMe", "FSN1-DC14")
+        .await
+        .unwrap();
+    let listed = sim.robot_servers();
+    let server = listed[0].get("server").unwrap_or(&listed[0]);
+    let public_ip = server["server_ip"].as_str().unwrap().to_string();
+    let nodes = [
+        lb_node("cloud-1", format!("hcloud://{cloud}")),
+        lb_node("bm-1", format!("hrobot://{number}")),
+    ];
+    let robot = config(&sim);
+    let p = crate::common::provider(&sim, |c| c.robot = robot.clone()).await;
+    let lbs = p.load_balancers().unwrap();
+    let svc = crate::svc("mixed", &[("location", "fsn1"), ("type", "lb11")]);
+
+    let out = lbs.ensure(&svc, &nodes).await.unwrap();
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let lb = w.list_load_balancers().await.unwrap().remove(0);
+    let id = lb["id"].as_u64().unwrap();
+    assert_eq!(ip_targets(&lb), vec![public_ip.clone()]);
+    assert!(
+        lb["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["server"]["id"] == cloud),
+        "{lb}"
+    );
+
+    // An IP target no Robot node has (a removed server's) goes; the rest stays.
+    w.load_balancer_action(
+        id,
+        "add_target",
+        serde_json::json!({"type": "ip", "ip": {"ip": "203.0.113.7"}}),
+    )
+    .await
+    .unwrap();
+    sim.reset_counters();
+    let out = lbs.ensure(&svc, &nodes).await.unwrap();
+    assert_eq!(out.writes, 1, "one remove_target");
+    assert_eq!(
+        ip_targets(&w.get_load_balancer(id).await.unwrap()),
+        vec![public_ip.clone()]
+    );
+    // Nothing changed: nothing written.
+    assert_eq!(lbs.ensure(&svc, &nodes).await.unwrap().writes, 0);
+
+    // Robot off: the dedicated server is no target, and says why.
+    let off = crate::common::provider(&sim, |_| {}).await;
+    let out = off
+        .load_balancers()
+        .unwrap()
+        .ensure(&svc, &nodes)
+        .await
+        .unwrap();
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.reason == "RobotServerNotSupported"),
+        "{:?}",
+        out.warnings
+    );
+    assert!(ip_targets(&w.get_load_balancer(id).await.unwrap()).is_empty());
+}

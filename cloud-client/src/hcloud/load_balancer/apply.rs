@@ -7,7 +7,7 @@ use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{
-    Action, ActionResponse, IdRef, LbTarget, LoadBalancer, LoadBalancerResponse,
+    Action, ActionResponse, IdRef, IpRef, LbTarget, LoadBalancer, LoadBalancerResponse,
 };
 use crate::provider::Warning;
 
@@ -78,15 +78,22 @@ impl Applier {
                 // Full after all (e.g. targets added concurrently): HCCM's per-node event.
                 Err(e)
                     if e.code() == Some("resource_limit_exceeded")
-                        && matches!(op, Op::AddTarget { .. }) =>
+                        && matches!(op, Op::AddTarget { .. } | Op::AddIpTarget(_)) =>
                 {
-                    if let Op::AddTarget { server, .. } = op {
-                        warnings.push(max_targets_warning(
+                    match op {
+                        Op::AddTarget { server, .. } => warnings.push(max_targets_warning(
                             targets.max,
-                            *server,
+                            &server.to_string(),
                             targets.desired.nodes.get(server),
                             targets.service,
-                        ));
+                        )),
+                        Op::AddIpTarget(ip) => warnings.push(max_targets_warning(
+                            targets.max,
+                            ip,
+                            targets.desired.ip_nodes.get(ip),
+                            targets.service,
+                        )),
+                        _ => {}
                     }
                 }
                 // Already in the desired state (e.g. a concurrent reconcile did it).
@@ -125,6 +132,15 @@ pub(super) fn follow_targets(lb: &mut LoadBalancer, ops: &[Op]) {
                 server: Some(IdRef { id: *server }),
                 ip: None,
                 use_private_ip: *use_private_ip,
+            }),
+            Op::RemoveIpTarget(ip) => lb
+                .targets
+                .retain(|t| t.ip.as_ref().is_none_or(|i| &i.ip != ip)),
+            Op::AddIpTarget(ip) => lb.targets.push(LbTarget {
+                kind: "ip".to_string(),
+                server: None,
+                ip: Some(IpRef { ip: ip.clone() }),
+                use_private_ip: false,
             }),
             _ => {}
         }

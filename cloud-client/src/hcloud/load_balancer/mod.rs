@@ -25,17 +25,19 @@ use async_trait::async_trait;
 use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
 use crate::hcloud::config::LbDefaults;
+use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::transport::Transport;
 use crate::hcloud::wire::LoadBalancer;
 use crate::provider::{
     DeleteOutcome, EnsureOutcome, LbNode, LoadBalancerStatus, LoadBalancers, ServiceRef,
     UpdateOutcome, Warning,
 };
+use crate::robot::RobotClient;
 use apply::{Applier, TargetLimit};
 use certificates::Certificates;
 use find::{Finder, note_adoption};
 use ops::Op;
-use plan::{Desired, PlanInput};
+use plan::{Desired, PlanInput, RobotTargets};
 use spec::LbSpec;
 
 #[derive(Debug)]
@@ -48,6 +50,10 @@ pub struct HcloudLoadBalancers {
     finder: Finder,
     certificates: Certificates,
     applier: Applier,
+    /// `ROBOT_ENABLED`, and the Robot client when credentials are given: dedicated servers are
+    /// targeted by IP.
+    robot_enabled: bool,
+    robot: Option<RobotClient>,
 }
 
 impl HcloudLoadBalancers {
@@ -65,7 +71,16 @@ impl HcloudLoadBalancers {
             certificates: Certificates::new(transport.clone(), actions.clone()),
             applier: Applier::new(transport.clone(), actions),
             transport,
+            robot_enabled: false,
+            robot: None,
         }
+    }
+
+    /// Dedicated servers become IP targets (`ROBOT_ENABLED`; `client` with credentials).
+    pub(crate) fn with_robot(mut self, enabled: bool, client: Option<RobotClient>) -> Self {
+        self.robot_enabled = enabled;
+        self.robot = client;
+        self
     }
 
     fn spec(&self, svc: &ServiceRef) -> Result<LbSpec, CloudError> {
@@ -96,10 +111,34 @@ impl HcloudLoadBalancers {
         }
         let certs = self.certificates.ids(svc, spec, lb).await?;
         services.services = plan::with_certificates(std::mem::take(&mut services.services), &certs);
-        let mut targets = plan::desired_targets(spec, nodes);
+        let robot = self.robot_targets(nodes).await?;
+        let mut targets = plan::desired_targets(spec, nodes, &robot);
         warnings.append(&mut services.warnings);
         warnings.append(&mut targets.warnings);
         Ok(Desired { services, targets })
+    }
+
+    /// Dedicated servers' public addresses, read from the cached Robot list only when a node is
+    /// a Robot server.
+    async fn robot_targets(&self, nodes: &[LbNode]) -> Result<RobotTargets, CloudError> {
+        let mut robot = RobotTargets {
+            enabled: self.robot_enabled,
+            api: self.robot.is_some(),
+            ..RobotTargets::default()
+        };
+        let any_robot_node = nodes.iter().any(|n| {
+            n.provider_id
+                .as_deref()
+                .is_some_and(|p| matches!(ProviderId::parse(p), Ok(ProviderId::Robot(_))))
+        });
+        if let Some(client) = self.robot.as_ref().filter(|_| any_robot_node) {
+            for s in client.servers().await? {
+                if let Some(ip) = s.server_ip.filter(|ip| !ip.is_empty()) {
+                    robot.public_ips.insert(s.server_number, ip);
+                }
+            }
+        }
+        Ok(robot)
     }
 
     /// Creates the load balancer with everything the request can carry, then plans the rest
@@ -171,9 +210,15 @@ impl HcloudLoadBalancers {
         } else {
             lb
         };
-        let only_targets = ops
-            .iter()
-            .all(|o| matches!(o, Op::AddTarget { .. } | Op::RemoveTarget(_)));
+        let only_targets = ops.iter().all(|o| {
+            matches!(
+                o,
+                Op::AddTarget { .. }
+                    | Op::RemoveTarget(_)
+                    | Op::AddIpTarget(_)
+                    | Op::RemoveIpTarget(_)
+            )
+        });
         if reread {
             self.finder.remember(&svc.uid, &lb);
         } else if only_targets && warnings.len() == warnings_before {

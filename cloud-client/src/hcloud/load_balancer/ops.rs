@@ -57,6 +57,9 @@ pub enum Op {
         server: i64,
         use_private_ip: bool,
     },
+    /// A dedicated server's address (HCCM targets Robot nodes by IP).
+    RemoveIpTarget(String),
+    AddIpTarget(String),
 }
 
 impl Op {
@@ -116,6 +119,11 @@ impl Op {
                 Some("add_target"),
                 json!({"type": "server", "server": {"id": server}, "use_private_ip": use_private_ip}),
             ),
+            Op::RemoveIpTarget(ip) => (
+                Some("remove_target"),
+                json!({"type": "ip", "ip": {"ip": ip}}),
+            ),
+            Op::AddIpTarget(ip) => (Some("add_target"), json!({"type": "ip", "ip": {"ip": ip}})),
         }
     }
 

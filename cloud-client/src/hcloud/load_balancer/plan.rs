@@ -304,13 +304,30 @@ pub struct DesiredTargets {
     pub servers: Vec<i64>,
     /// Server id → Node name, so warnings about a server name its Node.
     pub nodes: BTreeMap<i64, String>,
+    /// Dedicated servers' addresses (IP targets), in node order.
+    pub ips: Vec<String>,
+    /// Address → Node name.
+    pub ip_nodes: BTreeMap<String, String>,
     pub warnings: Vec<Warning>,
 }
 
-/// Server ids of the nodes that should be targets, in node order. Nodes rejected by the node selector
-/// are dropped silently; foreign or Robot providerIDs with a warning (like HCCM's
+/// What the controller knows of dedicated servers when it plans targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RobotTargets {
+    /// `ROBOT_ENABLED`.
+    pub enabled: bool,
+    /// Server number → main IPv4, from the Robot API (empty without credentials).
+    pub public_ips: BTreeMap<i64, String>,
+    /// Whether the Robot API could be asked (credentials given).
+    pub api: bool,
+}
+
+/// The nodes that should be targets, in node order: Cloud servers by id, dedicated servers by IP
+/// as HCCM targets them (the server's public IPv4 from the Robot API; with `use-private-ip`, the
+/// Node's InternalIP, e.g. its vSwitch address). Nodes rejected by the node selector are dropped
+/// silently; foreign providerIDs, and Robot ones without Robot support, with a warning (HCCM's
 /// `UnknownProviderIDPrefix`); nodes without providerID (not initialized yet) are skipped.
-pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> DesiredTargets {
+pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode], robot: &RobotTargets) -> DesiredTargets {
     let mut d = DesiredTargets::default();
     for n in nodes {
         if let Some(sel) = &spec.node_selector
@@ -327,15 +344,60 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode]) -> DesiredTargets {
                     d.servers.push(id);
                 }
             }
-            Ok(ProviderId::Robot(_)) => d.warnings.push(Warning::on_node(
+            Ok(ProviderId::Robot(_)) if !robot.enabled => d.warnings.push(Warning::on_node(
                 &n.name,
                 "RobotServerNotSupported",
                 format!(
                     "node {} is a Robot server ({pid}); it is not added as a load balancer target \
-                     (targets need providerID hcloud://<server id>)",
+                     while Robot support is off (ROBOT_ENABLED)",
                     n.name
                 ),
             )),
+            Ok(ProviderId::Robot(number)) => {
+                let internal = n.internal_ips.first();
+                let ip = match (spec.use_private_ip, internal) {
+                    (true, Some(ip)) => Some(ip.clone()),
+                    (true, None) => {
+                        d.warnings.push(Warning::new(
+                            "InternalIPNotConfigured",
+                            format!(
+                                "use-private-ip is set, but Robot node {} has no InternalIP \
+                                 (kubelet --node-ip); {}",
+                                n.name,
+                                if robot.api {
+                                    "targeting its public IP instead"
+                                } else {
+                                    "it is skipped (without Robot credentials there is no other address)"
+                                }
+                            ),
+                        ));
+                        robot.public_ips.get(&number).cloned()
+                    }
+                    (false, _) => robot.public_ips.get(&number).cloned(),
+                };
+                match ip {
+                    Some(ip) if d.ip_nodes.insert(ip.clone(), n.name.clone()).is_none() => {
+                        d.ips.push(ip)
+                    }
+                    Some(_) => {}
+                    None if robot.api => d.warnings.push(Warning::on_node(
+                        &n.name,
+                        "ServerNotFound",
+                        format!("No server with id {number} was found in Robot"),
+                    )),
+                    None if !spec.use_private_ip => d.warnings.push(Warning::on_node(
+                        &n.name,
+                        "RobotServerNotSupported",
+                        format!(
+                            "node {} is a Robot server ({pid}): without Robot credentials \
+                             (ROBOT_USER, ROBOT_PASSWORD) only use-private-ip targets it, by \
+                             its InternalIP",
+                            n.name
+                        ),
+                    )),
+                    None => {}
+                }
+            }
             Err(_) => d.warnings.push(Warning::on_node(
                 &n.name,
                 "UnknownProviderIDPrefix",
@@ -421,13 +483,19 @@ pub fn plan(lb: &LoadBalancer, spec: &LbSpec, input: &PlanInput<'_>) -> (Vec<Op>
     ops.extend(network_ops(lb, spec, input.network));
     ops.extend(service_ops(lb, input.services));
     let max = max_targets_after(lb, spec);
-    let (target_ops, skipped) = target_ops(lb, spec, &input.targets.servers, max);
+    let (target_ops, skipped) = target_ops(lb, spec, input.targets, max);
     ops.extend(target_ops);
-    warnings.extend(
-        skipped
-            .iter()
-            .map(|id| max_targets_warning(max, *id, input.targets.nodes.get(id), input.service)),
-    );
+    warnings.extend(skipped.iter().map(|target| match target {
+        Target::Server(id) => max_targets_warning(
+            max,
+            &id.to_string(),
+            input.targets.nodes.get(id),
+            input.service,
+        ),
+        Target::Ip(ip) => {
+            max_targets_warning(max, ip, input.targets.ip_nodes.get(ip), input.service)
+        }
+    }));
     (ops, warnings)
 }
 
@@ -538,48 +606,85 @@ fn service_ops(lb: &LoadBalancer, desired: &DesiredServices) -> Vec<Op> {
     ops
 }
 
-/// Remove unwanted or wrong-mode server targets, then add up to `max`; returns the servers that
-/// did not fit.
-fn target_ops(lb: &LoadBalancer, spec: &LbSpec, servers: &[i64], max: u32) -> (Vec<Op>, Vec<i64>) {
+/// A target that did not fit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    Server(i64),
+    Ip(String),
+}
+
+/// Remove unwanted or wrong-mode server targets and IP targets that are no dedicated server's
+/// (HCCM removes those whether Robot is on or not: the load balancer is ours), then add up to
+/// `max`; returns what did not fit. Label-selector targets (not made by us) stay and count.
+fn target_ops(
+    lb: &LoadBalancer,
+    spec: &LbSpec,
+    targets: &DesiredTargets,
+    max: u32,
+) -> (Vec<Op>, Vec<Target>) {
     let mut ops = Vec::new();
-    let want: BTreeSet<i64> = servers.iter().copied().collect();
+    let want: BTreeSet<i64> = targets.servers.iter().copied().collect();
+    let want_ips: BTreeSet<&str> = targets.ips.iter().map(String::as_str).collect();
     let mut kept = BTreeSet::new();
+    let mut kept_ips = BTreeSet::new();
     let mut other_targets = 0u32;
     for t in &lb.targets {
-        match (t.kind.as_str(), &t.server) {
-            ("server", Some(s))
+        match (t.kind.as_str(), &t.server, &t.ip) {
+            ("server", Some(s), _)
                 if want.contains(&s.id) && t.use_private_ip == spec.use_private_ip =>
             {
                 kept.insert(s.id);
             }
-            ("server", Some(s)) => ops.push(Op::RemoveTarget(s.id)),
+            ("server", Some(s), _) => ops.push(Op::RemoveTarget(s.id)),
+            ("ip", _, Some(ip)) if want_ips.contains(ip.ip.as_str()) => {
+                kept_ips.insert(ip.ip.clone());
+            }
+            ("ip", _, Some(ip)) => ops.push(Op::RemoveIpTarget(ip.ip.clone())),
             _ => other_targets += 1,
         }
     }
-    let mut room = max.saturating_sub(kept.len() as u32 + other_targets);
+    let mut room = max.saturating_sub((kept.len() + kept_ips.len()) as u32 + other_targets);
     let mut skipped = Vec::new();
-    for id in servers {
-        if kept.contains(id) {
-            continue;
-        }
+    let missing = targets
+        .servers
+        .iter()
+        .filter(|id| !kept.contains(*id))
+        .map(|id| Target::Server(*id))
+        .chain(
+            targets
+                .ips
+                .iter()
+                .filter(|ip| !kept_ips.contains(*ip))
+                .map(|ip| Target::Ip(ip.clone())),
+        );
+    for target in missing {
         if room == 0 {
-            skipped.push(*id);
+            skipped.push(target);
             continue;
         }
         room -= 1;
-        ops.push(Op::AddTarget {
-            server: *id,
-            use_private_ip: spec.use_private_ip,
+        ops.push(match target {
+            Target::Server(server) => Op::AddTarget {
+                server,
+                use_private_ip: spec.use_private_ip,
+            },
+            Target::Ip(ip) => Op::AddIpTarget(ip),
         });
     }
     (ops, skipped)
 }
 
 /// HCCM's `MaxTargetsReached`, one per Node that could not be added (the event goes on the Node).
-pub fn max_targets_warning(max: u32, server: i64, node: Option<&String>, service: &str) -> Warning {
+/// `target` is the server id or, for a dedicated server, its address.
+pub fn max_targets_warning(
+    max: u32,
+    target: &str,
+    node: Option<&String>,
+    service: &str,
+) -> Warning {
     let message = |who: &str| {
         format!(
-            "{who} (server {server}) could not be added to the load balancer of Service {service}: \
+            "{who} (server {target}) could not be added to the load balancer of Service {service}: \
              its type allows {max} targets. Choose a larger type with {}",
             a::TYPE
         )
@@ -638,7 +743,7 @@ mod tests {
 
     fn targets(ids: impl IntoIterator<Item = i64>) -> DesiredTargets {
         let nodes: Vec<LbNode> = ids.into_iter().map(node).collect();
-        desired_targets(&LbSpec::default(), &nodes)
+        desired_targets(&LbSpec::default(), &nodes, &RobotTargets::default())
     }
 
     fn input<'a>(services: &'a DesiredServices, targets: &'a DesiredTargets) -> PlanInput<'a> {
@@ -971,7 +1076,11 @@ mod tests {
         let mut aws = node(3);
         aws.labels.insert("role".into(), "edge".into());
         aws.provider_id = Some("aws:///i-1".into());
-        let t = desired_targets(&spec, &[edge, robot, aws, node(4)]);
+        let t = desired_targets(
+            &spec,
+            &[edge, robot, aws, node(4)],
+            &RobotTargets::default(),
+        );
         assert_eq!(t.servers, [1]);
         assert_eq!(t.nodes[&1], "n1");
         let reasons: Vec<&str> = t.warnings.iter().map(|w| w.reason.as_str()).collect();
