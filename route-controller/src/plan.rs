@@ -56,7 +56,12 @@ fn provider_id(node: &Node) -> Option<&str> {
 /// Routes go to Hetzner Cloud servers only: Robot servers and other clouds' nodes (hybrid
 /// clusters) are not in the network.
 fn routable(node: &Node) -> bool {
-    provider_id(node).is_some_and(|p| p.starts_with("hcloud://") && !p.starts_with("hcloud://bm-"))
+    provider_id(node).is_some_and(|p| p.starts_with("hcloud://") && !is_robot(p))
+}
+
+/// A dedicated (Robot) server's providerID (`hrobot://N`, legacy `hcloud://bm-N`).
+fn is_robot(provider_id: &str) -> bool {
+    provider_id.starts_with("hrobot://") || provider_id.starts_with("hcloud://bm-")
 }
 
 fn addresses(node: &Node) -> Vec<NodeAddress> {
@@ -101,6 +106,23 @@ pub fn plan<'a>(
     let mut wanted_destinations = Vec::new();
     for node in nodes {
         let cidrs = pod_cidrs(node);
+        if !cidrs.is_empty()
+            && let Some(pid) = provider_id(node).filter(|p| is_robot(p))
+        {
+            // HCCM refuses to start with routes and Robot together; a mixed cluster here keeps its
+            // Cloud nodes' routes and says why the dedicated ones have none.
+            plan.problems.push(Problem {
+                node: node.name_any(),
+                reason: reasons::ROBOT_SERVER_NOT_ROUTABLE,
+                message: format!(
+                    "node is a dedicated (Robot) server ({pid}): network routes reach Cloud \
+                     servers only, so its podCIDR {} is not routed by the cloud; let the CNI \
+                     route it (e.g. over a vSwitch)",
+                    cidrs.join(", ")
+                ),
+            });
+            continue;
+        }
         if cidrs.is_empty() || !routable(node) || node.metadata.deletion_timestamp.is_some() {
             continue;
         }
@@ -246,6 +268,31 @@ mod tests {
     }
 
     #[test]
+    fn robot_nodes_get_no_route_and_a_warning_and_the_cloud_nodes_keep_theirs() {
+        let a = node("a", &["10.244.1.0/24"], Some("10.0.0.2"));
+        let mut robot = node("bm", &["10.244.7.0/24"], Some("10.1.0.7"));
+        robot.spec.as_mut().unwrap().provider_id = Some("hrobot://1000001".into());
+        let mut legacy = node("bm-legacy", &["10.244.8.0/24"], None);
+        legacy.spec.as_mut().unwrap().provider_id = Some("hcloud://bm-1000002".into());
+        let p = plan([&a, &robot, &legacy], &[], &cluster());
+        assert_eq!(p.creates.len(), 1);
+        assert_eq!(p.creates[0].node, "a");
+        let reasons: Vec<(&str, &str)> = p
+            .problems
+            .iter()
+            .map(|p| (p.node.as_str(), p.reason))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("bm", reasons::ROBOT_SERVER_NOT_ROUTABLE),
+                ("bm-legacy", reasons::ROBOT_SERVER_NOT_ROUTABLE)
+            ]
+        );
+        assert!(p.problems[0].message.contains("10.244.7.0/24"));
+    }
+
+    #[test]
     fn changed_private_ip_replaces_the_route_without_deleting_it_first() {
         let a = node("a", &["10.244.1.0/24"], Some("10.0.0.5"));
         let routes = [route("10.244.1.0/24", "10.0.0.2", "")];
@@ -289,13 +336,17 @@ mod tests {
     }
 
     #[test]
-    fn nodes_without_pod_cidrs_or_hcloud_ids_are_skipped() {
-        let mut robot = node("r", &["10.244.3.0/24"], None);
-        robot.spec.as_mut().unwrap().provider_id = Some("hcloud://bm-7".into());
+    fn nodes_without_pod_cidrs_or_provider_ids_are_skipped_silently() {
         let mut uninitialized = node("u", &["10.244.4.0/24"], None);
         uninitialized.spec.as_mut().unwrap().provider_id = None;
         let bare = node("b", &[], None);
-        let p = plan([&robot, &uninitialized, &bare], &[], &cluster());
+        let mut robot_without_cidr = node("r", &[], None);
+        robot_without_cidr.spec.as_mut().unwrap().provider_id = Some("hrobot://7".into());
+        let p = plan(
+            [&uninitialized, &bare, &robot_without_cidr],
+            &[],
+            &cluster(),
+        );
         assert_eq!(p, Plan::default());
     }
 }

@@ -23,3 +23,5 @@ pub const CONDITION: &str = "NetworkUnavailable";
 pub const ROUTE_CREATED: &str = "RouteCreated";
 /// Condition reason while a route is missing (upstream).
 pub const NO_ROUTE_CREATED: &str = "NoRouteCreated";
+/// A dedicated (Robot) server's Node has a podCIDR: Hetzner network routes cannot reach it.
+pub const ROBOT_SERVER_NOT_ROUTABLE: &str = "RobotServerNotRoutable";

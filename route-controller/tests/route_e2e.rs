@@ -242,3 +242,45 @@ async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
     })
     .await;
 }
+
+/// A mixed cluster: the Cloud node gets its route, the dedicated (Robot) server's Node a Warning
+/// saying why it has none, and the controller keeps going (HCCM refuses to start with routes and
+/// Robot together).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robot_nodes_get_a_warning_and_cloud_nodes_their_routes() {
+    let fx = Fixture::start().await;
+    let robot_name = test_support::unique("bm");
+    let cidr = fx.pod_cidr();
+    let mut robot = testenv::KubeletNode {
+        labels: vec![(test_support::TEST_LABEL.to_string(), fx.run.clone())],
+        uninitialized: false,
+        provider_id: Some("hrobot://1000001".into()),
+        ..testenv::KubeletNode::new(&robot_name)
+    }
+    .registration();
+    if let Some(spec) = robot.spec.as_mut() {
+        spec.pod_cidr = Some(cidr.clone());
+        spec.pod_cidrs = Some(vec![cidr.clone()]);
+    }
+    Api::<Node>::all(fx.admin.clone())
+        .create(&Default::default(), &robot)
+        .await
+        .unwrap();
+    let cloud = fx.node(&[fx.pod_cidr()]).await;
+
+    let note = fx.wait_event(&robot_name, "RobotServerNotRoutable").await;
+    assert!(
+        note.contains("hrobot://1000001") && note.contains(&cidr),
+        "{note}"
+    );
+    let cloud_cidr = Api::<Node>::all(fx.admin.clone())
+        .get(&cloud.name)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .pod_cidr
+        .unwrap();
+    fx.wait_routes(&[pair(&cloud_cidr, &cloud.private_ip)])
+        .await;
+}
