@@ -412,6 +412,8 @@ pub struct Cloud {
     pub routes: Option<Arc<dyn Routes>>,
     /// API call counters and rate-limit budget for the controller's `/metrics`.
     pub stats: Arc<ClientStats>,
+    /// The Robot webservice's call counters, when Robot is on with credentials.
+    pub robot_stats: Option<Arc<ClientStats>>,
 }
 
 impl fmt::Debug for Cloud {

@@ -213,12 +213,19 @@ impl Drop for ReconcileTimer {
 #[derive(Debug)]
 pub struct CloudStatsCollector {
     stats: Arc<cloud_client::ClientStats>,
+    /// The families' common stem: `cloud_api` (`cloud_api_requests_total`, ...).
+    stem: &'static str,
 }
 
 impl CloudStatsCollector {
-    /// Wraps the stats of one cloud client.
+    /// Wraps the stats of the cloud client (`cloud_api_*`).
     pub fn new(stats: Arc<cloud_client::ClientStats>) -> Self {
-        Self { stats }
+        Self::named(stats, "cloud_api")
+    }
+
+    /// Wraps the stats of another API client, its families named `<stem>_requests_total`, ...
+    pub fn named(stats: Arc<cloud_client::ClientStats>, stem: &'static str) -> Self {
+        Self { stats, stem }
     }
 }
 
@@ -226,8 +233,9 @@ impl Collector for CloudStatsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let snap = self.stats.snapshot();
         {
+            let name = format!("{}_requests", self.stem);
             let mut calls = encoder.encode_descriptor(
-                "cloud_api_requests",
+                &name,
                 "Cloud API calls by endpoint template, method and HTTP status (0 = no response)",
                 None,
                 MetricType::Counter,
@@ -246,7 +254,7 @@ impl Collector for CloudStatsCollector {
         if let Some(rl) = snap.rate_limit {
             encoder
                 .encode_descriptor(
-                    "cloud_api_rate_limit_remaining",
+                    &format!("{}_rate_limit_remaining", self.stem),
                     "Cloud API requests left in the rate-limit budget, as last reported by the cloud",
                     None,
                     MetricType::Gauge,
@@ -254,7 +262,7 @@ impl Collector for CloudStatsCollector {
                 .encode_gauge(&rl.remaining)?;
             encoder
                 .encode_descriptor(
-                    "cloud_api_rate_limit_limit",
+                    &format!("{}_rate_limit_limit", self.stem),
                     "Cloud API rate-limit budget size (requests per hour)",
                     None,
                     MetricType::Gauge,
@@ -263,7 +271,7 @@ impl Collector for CloudStatsCollector {
         }
         encoder
             .encode_descriptor(
-                "cloud_api_rate_limited",
+                &format!("{}_rate_limited", self.stem),
                 "Cloud API responses with HTTP 429",
                 None,
                 MetricType::Counter,
@@ -271,7 +279,7 @@ impl Collector for CloudStatsCollector {
             .encode_counter::<NoLabelSet, _, u64>(&snap.rate_limited, None)?;
         encoder
             .encode_descriptor(
-                "cloud_api_retries",
+                &format!("{}_retries", self.stem),
                 "Cloud API retries performed by the client",
                 None,
                 MetricType::Counter,

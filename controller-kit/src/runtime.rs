@@ -184,15 +184,24 @@ impl Runtime {
     pub fn registries_mut(&mut self) -> (&mut Registry, &mut Registry) {
         (&mut self.registries.ours, &mut self.registries.upstream)
     }
-    /// Exposes a cloud client's call counters and rate-limit budget on `/metrics`, under our
-    /// names and under hcloud-go's and HCCM's.
-    pub fn register_cloud_stats(&mut self, stats: Arc<cloud_client::ClientStats>) {
+    /// Exposes the cloud's call counters and rate-limit budget on `/metrics`, under our names
+    /// and under hcloud-go's and HCCM's; the Robot webservice's, when used, as
+    /// `cloud_controllers_robot_api_*`.
+    pub fn register_cloud_stats(&mut self, cloud: &cloud_client::Cloud) {
         self.registries
             .ours
-            .register_collector(Box::new(CloudStatsCollector::new(stats.clone())));
+            .register_collector(Box::new(CloudStatsCollector::new(cloud.stats.clone())));
         self.registries
             .upstream
-            .register_collector(Box::new(HcloudApiCollector::new(stats)));
+            .register_collector(Box::new(HcloudApiCollector::new(cloud.stats.clone())));
+        if let Some(robot) = &cloud.robot_stats {
+            self.registries
+                .ours
+                .register_collector(Box::new(CloudStatsCollector::named(
+                    robot.clone(),
+                    "robot_api",
+                )));
+        }
     }
 
     /// Binds the admin server now (run binds it otherwise) and returns its address.

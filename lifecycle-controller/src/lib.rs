@@ -118,7 +118,7 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
             cloud.provider_name
         )));
     };
-    rt.register_cloud_stats(cloud.stats.clone());
+    rt.register_cloud_stats(&cloud);
     rt.run(move |ctx| run(ctx, instances, settings)).await
 }
 

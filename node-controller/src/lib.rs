@@ -103,7 +103,7 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
             cloud.provider_name
         )));
     };
-    rt.register_cloud_stats(cloud.stats.clone());
+    rt.register_cloud_stats(&cloud);
     let (ours, upstream) = rt.registries_mut();
     let metrics = NodeMetrics::register(ours, upstream);
     rt.run(move |ctx| run(ctx, instances, metrics, settings))

@@ -761,5 +761,10 @@ async fn robot_node_is_initialized_as_hccm_does() {
             && addresses.iter().any(|(t, _)| t == "ExternalIP"),
         "{addresses:?}"
     );
+    let metrics = ctl.metrics().await;
+    assert!(
+        metrics.contains(r#"cloud_controllers_robot_api_requests_total{endpoint="/server",method="GET",status="200"} 1"#),
+        "one Robot server list, counted apart: {metrics}"
+    );
     ctl.stop().await.unwrap();
 }

@@ -117,7 +117,7 @@ impl RouteArgs {
 
 /// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
 pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<(), RunError> {
-    rt.register_cloud_stats(cloud.stats.clone());
+    rt.register_cloud_stats(&cloud);
     let (ours, upstream) = rt.registries_mut();
     let metrics = RouteMetrics::register(ours, upstream);
     let (Some(cluster), Some(routes)) = (settings.cluster.clone(), cloud.routes.clone()) else {

@@ -148,7 +148,7 @@ impl ServiceArgs {
 
 /// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
 pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<(), RunError> {
-    rt.register_cloud_stats(cloud.stats.clone());
+    rt.register_cloud_stats(&cloud);
     let (ours, upstream) = rt.registries_mut();
     let metrics = ServiceMetrics::register(ours, upstream);
     let Some(lbs) = cloud.load_balancers.clone() else {

@@ -142,6 +142,7 @@ impl HcloudProvider {
             load_balancers: self.load_balancers(),
             routes: self.routes(),
             stats: self.stats(),
+            robot_stats: self.instances.robot.as_ref().map(|r| r.stats().clone()),
         }
     }
 

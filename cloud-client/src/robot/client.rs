@@ -314,7 +314,11 @@ impl RobotClient {
             });
         // Robot's codes are upper case (`SERVER_NOT_FOUND`, `RATE_LIMIT_EXCEEDED`); Cloud's lower
         // case ones are what the error classes know.
-        let code = error.code.to_ascii_lowercase();
+        // HCCM takes any 403 for the rate limit too (`HandleRateLimitExceededError`).
+        let code = match error.code.to_ascii_lowercase() {
+            c if c.is_empty() && status == 403 => "rate_limit_exceeded".to_string(),
+            c => c,
+        };
         let rate_limited = code == "rate_limit_exceeded";
         if rate_limited {
             *inner
