@@ -557,3 +557,68 @@ async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
         .await;
     assert!(forbidden(&refused), "listing Secrets: {refused:?}");
 }
+
+/// A mixed cluster: a LoadBalancer Service's targets are the Cloud node (a server target) and the
+/// dedicated server (an IP target, its public IPv4 from the Robot API), as HCCM makes them; when
+/// the dedicated server's Node goes, so does its IP target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_cluster_targets_cloud_and_robot_nodes() {
+    let mut fx = Fixture::without_controller(None).await;
+    let robot = test_support::run::sim_config_with_robot(&fx.sim).robot;
+    fx.start_controller(Box::new(move |cfg| cfg.robot = robot))
+        .await;
+
+    let cloud = fx.nodes(1).await.remove(0);
+    let bm = test_support::unique("bm");
+    let number = fx
+        .sim
+        .world()
+        .create_robot_server(&bm, "AX41-NVMe", "FSN1-DC14")
+        .await
+        .unwrap();
+    let listed = fx.sim.robot_servers();
+    let robot_ip = listed
+        .iter()
+        .map(|s| s.get("server").unwrap_or(s))
+        .find(|s| s["server_number"] == number)
+        .unwrap()["server_ip"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    test_support::create_node(
+        &fx.admin,
+        &fx.run,
+        &bm,
+        test_support::NodeSpecT {
+            provider_id: Some(format!("hrobot://{number}")),
+            ready: Some(true),
+            ..Default::default()
+        },
+    )
+    .await;
+
+    fx.service("web", &[80], &[]).await;
+    let svc = fx.wait_ingress("web").await;
+    let lb = fx.wait_targets(&svc, &[cloud.server]).await;
+    let ips = |lb: &serde_json::Value| -> Vec<String> {
+        lb["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["type"] == "ip")
+            .map(|t| t["ip"]["ip"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ips(&lb), [robot_ip.clone()], "{lb}");
+
+    kube::Api::<k8s_openapi::api::core::v1::Node>::all(fx.admin.clone())
+        .delete(&bm, &Default::default())
+        .await
+        .unwrap();
+    test_support::eventually("the Robot IP target removed", T, || async {
+        let lb = fx.lb_of(&svc).await;
+        ips(&lb).is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(target_ids(&fx.lb_of(&svc).await), [cloud.server]);
+}

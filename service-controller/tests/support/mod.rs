@@ -98,6 +98,13 @@ impl Fixture {
         self.stats = Some(stats);
     }
 
+    /// Starts the controller (default settings, chart RBAC) with `tweak` applied to its cloud
+    /// configuration: for settings that need the world's sim, e.g. its Robot webservice.
+    pub async fn start_controller(&mut self, tweak: CloudTweak) {
+        let sa = self.service_account().await;
+        self.spawn(sa, Settings::default(), Some(tweak)).await;
+    }
+
     /// Starts the controller again (default settings) with `client`.
     pub async fn restart(&mut self, client: Client) {
         self.stop().await;
