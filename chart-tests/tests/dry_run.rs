@@ -171,6 +171,16 @@ async fn helm_install_dry_run_renders_notes_that_name_what_was_enabled() {
         notes.contains("create secret generic hcloud --from-literal=token="),
         "{notes}"
     );
+    assert!(!notes.contains("ROBOT_"), "{notes}");
+
+    // robot.enabled: where the Robot credentials are read from.
+    let notes = install(Some("charts/cloud-controllers/ci/robot-values.yaml"));
+    assert!(
+        notes.contains(
+            "robot.enabled: node-, lifecycle- and service-controller also read ROBOT_USER and ROBOT_PASSWORD from keys\nrobot-user and robot-password of that Secret"
+        ),
+        "{notes}"
+    );
 
     let notes = install(Some("charts/cloud-controllers/ci/all-on-values.yaml"));
     assert!(notes.contains("  - route-controller: Deployment cloud-controllers-route-controller"));

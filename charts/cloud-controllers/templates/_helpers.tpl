@@ -139,13 +139,52 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- if .Values.simulator.enabled }}network{{ else }}{{ .Values.credentials.networkKey }}{{ end }}
 {{- end }}
 
+{{/* The Secret keys of ROBOT_USER and ROBOT_PASSWORD: the simulator's Secret has fixed keys. */}}
+{{- define "cc.robotUserKey" -}}
+{{- if .Values.simulator.enabled }}robot-user{{ else }}{{ .Values.credentials.robotUserKey }}{{ end }}
+{{- end }}
+
+{{- define "cc.robotPasswordKey" -}}
+{{- if .Values.simulator.enabled }}robot-password{{ else }}{{ .Values.credentials.robotPasswordKey }}{{ end }}
+{{- end }}
+
 {{/* The simulator's token: the value, or 64 hex characters derived from the release. */}}
 {{- define "cc.simulatorToken" -}}
 {{- .Values.simulator.token | default (printf "cloud-sim/%s/%s" .Release.Namespace .Release.Name | sha256sum) }}
 {{- end }}
 
+{{/*
+The simulator's Robot webservice credentials (robot.enabled only): a fixed user and a password
+derived from the release like the token, so both stay the same across upgrades. cloud-sim and the
+controllers read them from the same Secret.
+*/}}
+{{- define "cc.simulatorRobotUser" -}}
+cloudsim-robot
+{{- end }}
+
+{{- define "cc.simulatorRobotPassword" -}}
+{{- printf "cloud-sim-robot/%s/%s" .Release.Namespace .Release.Name | sha256sum }}
+{{- end }}
+
+{{/* The simulator's Service URL, without a path. */}}
+{{- define "cc.simulatorBase" -}}
+{{- printf "http://%s.%s.svc:%d" (include "cc.componentName" (dict "root" . "component" "simulator")) .Release.Namespace (int .Values.simulator.port) }}
+{{- end }}
+
+{{/* HCLOUD_ENDPOINT with the simulator. */}}
 {{- define "cc.simulatorEndpoint" -}}
-{{- printf "http://%s.%s.svc:%d/v1" (include "cc.componentName" (dict "root" . "component" "simulator")) .Release.Namespace (int .Values.simulator.port) }}
+{{- include "cc.simulatorBase" . }}/v1
+{{- end }}
+
+{{/* ROBOT_ENDPOINT with the simulator: cloud-sim serves the Robot webservice at /robot. */}}
+{{- define "cc.simulatorRobotEndpoint" -}}
+{{- include "cc.simulatorBase" . }}/robot
+{{- end }}
+
+{{/* Whether controller `.component` gets the ROBOT_* variables ("true" or ""): robot.enabled, and
+not the route-controller (it leaves Robot Nodes alone). dict "root" $ "component" name */}}
+{{- define "cc.robotFor" -}}
+{{- if and .root.Values.robot.enabled (ne .component "route-controller") }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -195,9 +234,9 @@ flag). dict "root" $ "component" name "values" block
 {{- end }}
 
 {{/*
-Environment of a controller: POD_NAME (Lease identity), the credentials, HCLOUD_* settings that
-controller reads (HCLOUD_METRICS_ENABLED=false with monitoring.enabled=false), then the block's `env`
-(null removes) and `extraEnv`.
+Environment of a controller: POD_NAME (Lease identity), the credentials, HCLOUD_* (and with
+robot.enabled ROBOT_*) settings that controller reads (HCLOUD_METRICS_ENABLED=false with
+monitoring.enabled=false), then the block's `env` (null removes) and `extraEnv`.
 dict "root" $ "component" name "values" block
 */}}
 {{- define "cc.controllerEnv" -}}
@@ -211,6 +250,12 @@ dict "root" $ "component" name "values" block
 {{- if or (include "cc.networkForAll" $root) (eq .component "route-controller") }}
 {{- $_ := set $env "HCLOUD_NETWORK" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.networkKey" $root) "optional" true))) }}
 {{- end }}
+{{- $robot := include "cc.robotFor" . }}
+{{- if $robot }}
+{{- /* HCCM's chart: both keys optional (without them no Robot API calls). */}}
+{{- $_ := set $env "ROBOT_USER" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.robotUserKey" $root) "optional" true))) }}
+{{- $_ := set $env "ROBOT_PASSWORD" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.robotPasswordKey" $root) "optional" true))) }}
+{{- end }}
 {{- $plain := dict }}
 {{- if $root.Values.simulator.enabled }}
 {{- $_ := set $plain "HCLOUD_ENDPOINT" (include "cc.simulatorEndpoint" $root) }}
@@ -223,6 +268,18 @@ dict "root" $ "component" name "values" block
 {{- /* HCCM's monitoring.enabled=false: the binaries turn /metrics off. */}}
 {{- if not $root.Values.monitoring.enabled }}
 {{- $_ := set $plain "HCLOUD_METRICS_ENABLED" "false" }}
+{{- end }}
+{{- if $robot }}
+{{- $r := $root.Values.robot }}
+{{- $_ := set $plain "ROBOT_ENABLED" "true" }}
+{{- $_ := set $plain "ROBOT_CACHE_TIMEOUT" $r.cacheTimeout }}
+{{- $_ := set $plain "ROBOT_RATE_LIMIT_WAIT_TIME" $r.rateLimitWaitTime }}
+{{- $_ := set $plain "ROBOT_FORWARD_INTERNAL_IPS" $r.forwardInternalIPs }}
+{{- if $root.Values.simulator.enabled }}
+{{- $_ := set $plain "ROBOT_ENDPOINT" (include "cc.simulatorRobotEndpoint" $root) }}
+{{- else }}
+{{- $_ := set $plain "ROBOT_ENDPOINT" $r.endpoint }}
+{{- end }}
 {{- end }}
 {{- if eq .component "node-controller" }}
 {{- $_ := set $plain "HCLOUD_INSTANCES_ADDRESS_FAMILY" $h.instances.addressFamily }}

@@ -42,13 +42,16 @@ fn error(status: u16, code: &str) -> FaultKind {
 }
 
 /// The sim every chaos world starts with: actions take 200 ms, a rate limit nobody reaches,
-/// routes for every node in one network, every request logged.
+/// routes for every node in one network, every request logged, Robot credentials that appear
+/// nowhere else (the secret scan looks for them).
 pub fn sim_config() -> cloud_sim::SimConfig {
     cloud_sim::SimConfig {
         action_duration: Duration::from_millis(200),
         rate_limit_per_hour: 1_000_000,
         request_log_capacity: 1_000_000,
         max_routes_per_network: 1_000,
+        robot_user: "#ws+ChaosRobotUser7Q2".into(),
+        robot_password: "ChaosRobotPassword-x9Kp2Lm4".into(),
         ..Default::default()
     }
 }

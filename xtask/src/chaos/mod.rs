@@ -232,8 +232,11 @@ async fn tear_down(
     let log = world.sim.request_log();
     let rate_limited = log.iter().filter(|r| r.status == 429).count() as u64;
     let exited = fleet.unexpected_exits();
-    // The token the controllers were given: HCLOUD_TOKEN is the world's sim's.
+    // The secrets the controllers were given: HCLOUD_TOKEN and the Robot credentials are the
+    // world's sim's.
     scan.watch(&world.sim.token());
+    scan.watch(&world.sim.robot_user());
+    scan.watch(&world.sim.robot_password());
     for r in &fleet.replicas {
         scan.text(&format!("{} /metrics", r.identity), &r.metrics().await);
     }
@@ -283,6 +286,8 @@ async fn start_fleet(
     rust_log: &str,
     dir: &Path,
 ) -> anyhow::Result<Fleet> {
+    // Robot on, with the sim's webservice: its credentials are secrets the scan looks for too.
+    let robot_env = robot_env(&world.sim);
     Fleet::start(
         &world.plane,
         &world.admin,
@@ -294,11 +299,24 @@ async fn start_fleet(
             rust_log,
             cluster_cidr: crate::demo::world::CLUSTER_CIDR,
             extra_args: &[],
-            extra_env: &[],
+            extra_env: &robot_env,
             dir,
         },
     )
     .await
+}
+
+/// `ROBOT_*` for the sim's Robot webservice.
+fn robot_env(sim: &cloud_sim::Sim) -> Vec<(String, String)> {
+    [
+        ("ROBOT_ENABLED", "true".to_string()),
+        ("ROBOT_USER", sim.robot_user()),
+        ("ROBOT_PASSWORD", sim.robot_password()),
+        ("ROBOT_ENDPOINT", sim.robot_endpoint()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 /// Where a scenario's controllers log.
