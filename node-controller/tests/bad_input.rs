@@ -66,13 +66,13 @@ const CASES: &[Case] = &[
         &[PID, "hcloud://bm-x", "hcloud://bm-<server number>"],
     ),
     pid("hrobot://", &[PID, "hrobot://", "hrobot://<server number>"]),
-    // Well-formed, but a dedicated server this provider does not serve.
+    // Well-formed, but a dedicated server, and Robot support is off.
     pid(
         "hrobot://5",
         &[
             "providerID",
             "hrobot://5",
-            "Robot servers are not supported",
+            "set ROBOT_ENABLED=true with ROBOT_USER and ROBOT_PASSWORD",
         ],
     ),
     ip(

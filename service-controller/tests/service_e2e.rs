@@ -609,7 +609,7 @@ async fn mixed_cluster_targets_cloud_and_robot_nodes() {
             .map(|t| t["ip"]["ip"].as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(ips(&lb), [robot_ip.clone()], "{lb}");
+    assert_eq!(ips(&lb), vec![robot_ip.clone()], "{lb}");
 
     kube::Api::<k8s_openapi::api::core::v1::Node>::all(fx.admin.clone())
         .delete(&bm, &Default::default())
