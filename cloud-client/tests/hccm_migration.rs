@@ -963,7 +963,6 @@ async fn service_without_a_servable_port_gets_no_load_balancer() {
 /// over without a write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hccm_lb_with_robot_ip_targets_is_taken_over_without_a_write() {
-    use cloud_client::robot::{RobotConfig, RobotCredentials, Secret};
     let sim = sim_fast().await;
     let w = sim.world();
     let servers = w.create_servers(2, "n", "cx22", "fsn1").await.unwrap();
@@ -991,18 +990,7 @@ async fn hccm_lb_with_robot_ip_targets_is_taken_over_without_a_write() {
         labels: BTreeMap::new(),
         internal_ips: vec![],
     });
-    let p = provider(&sim, |c| {
-        c.robot = RobotConfig {
-            enabled: true,
-            credentials: Some(RobotCredentials {
-                user: Secret::new(sim.robot_user()),
-                password: Secret::new(sim.robot_password()),
-            }),
-            endpoint: sim.robot_endpoint(),
-            ..RobotConfig::default()
-        };
-    })
-    .await;
+    let p = provider(&sim, |c| c.robot = common::robot_config(&sim)).await;
     let lbs = p.load_balancers().unwrap();
     let s = svc(UID, web_ports(), &[("type", "lb11"), ("location", "fsn1")]);
     let writes = ensure_writes(&sim, &lbs, &s, &nodes).await;

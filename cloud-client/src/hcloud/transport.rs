@@ -98,25 +98,35 @@ impl fmt::Debug for Transport {
     }
 }
 
+/// The HTTP client of one API at `endpoint` (the Cloud API, the Robot webservice): rustls, a
+/// per-request `timeout`, and no proxy from the environment for a loopback endpoint (simulator,
+/// tests), which a proxy must never capture.
+pub(crate) fn http_client(
+    endpoint: &str,
+    user_agent: &str,
+    timeout: Duration,
+) -> Result<reqwest::Client, CloudError> {
+    let mut builder = reqwest::Client::builder();
+    if ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+        .iter()
+        .any(|p| endpoint.starts_with(p))
+    {
+        builder = builder.no_proxy();
+    }
+    builder
+        .tls_backend_rustls()
+        .user_agent(user_agent)
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .build()
+        .map_err(|e| CloudError::InvalidConfig {
+            problems: vec![format!("cannot build the HTTP client for {endpoint}: {e}")],
+        })
+}
+
 impl Transport {
     pub fn new(config: &HcloudConfig, stats: Arc<ClientStats>) -> Result<Self, CloudError> {
-        let mut builder = reqwest::Client::builder();
-        // A proxy from the environment must never capture a loopback endpoint (simulator, tests).
-        if ["http://127.0.0.1", "http://localhost", "http://[::1]"]
-            .iter()
-            .any(|p| config.endpoint.starts_with(p))
-        {
-            builder = builder.no_proxy();
-        }
-        let http = builder
-            .tls_backend_rustls()
-            .user_agent(config.user_agent.clone())
-            .timeout(config.request_timeout)
-            .connect_timeout(config.request_timeout.min(Duration::from_secs(10)))
-            .build()
-            .map_err(|e| CloudError::InvalidConfig {
-                problems: vec![format!("cannot build HTTP client: {e}")],
-            })?;
+        let http = http_client(&config.endpoint, &config.user_agent, config.request_timeout)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 http,

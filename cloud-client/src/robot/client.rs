@@ -117,21 +117,11 @@ impl RobotClient {
         let Some(credentials) = config.credentials.clone().filter(|_| config.enabled) else {
             return Ok(None);
         };
-        let mut builder = reqwest::Client::builder();
-        if ["http://127.0.0.1", "http://localhost", "http://[::1]"]
-            .iter()
-            .any(|p| config.endpoint.starts_with(p))
-        {
-            builder = builder.no_proxy();
-        }
-        let http = builder
-            .tls_backend_rustls()
-            .user_agent(format!("cloud-controllers/{}", env!("CARGO_PKG_VERSION")))
-            .timeout(TIMEOUT)
-            .build()
-            .map_err(|e| CloudError::InvalidConfig {
-                problems: vec![format!("cannot build the Robot HTTP client: {e}")],
-            })?;
+        let http = crate::hcloud::transport::http_client(
+            &config.endpoint,
+            &format!("cloud-controllers/{}", env!("CARGO_PKG_VERSION")),
+            TIMEOUT,
+        )?;
         Ok(Some(Self {
             inner: Arc::new(Inner {
                 http,

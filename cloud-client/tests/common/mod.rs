@@ -33,3 +33,17 @@ pub async fn sim_with_actions(action_duration: Duration) -> Sim {
     })
     .await
 }
+
+/// Robot on, with `sim`'s Robot webservice and credentials.
+pub fn robot_config(sim: &Sim) -> cloud_client::robot::RobotConfig {
+    use cloud_client::robot::{RobotConfig, RobotCredentials, Secret};
+    RobotConfig {
+        enabled: true,
+        credentials: Some(RobotCredentials {
+            user: Secret::new(sim.robot_user()),
+            password: Secret::new(sim.robot_password()),
+        }),
+        endpoint: sim.robot_endpoint(),
+        ..RobotConfig::default()
+    }
+}

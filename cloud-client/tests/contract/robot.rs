@@ -10,15 +10,7 @@ use cloud_sim::Sim;
 use crate::sim_fast;
 
 fn config(sim: &Sim) -> RobotConfig {
-    RobotConfig {
-        enabled: true,
-        credentials: Some(RobotCredentials {
-            user: Secret::new(sim.robot_user()),
-            password: Secret::new(sim.robot_password()),
-        }),
-        endpoint: sim.robot_endpoint(),
-        ..RobotConfig::default()
-    }
+    crate::common::robot_config(sim)
 }
 
 fn client(config: &RobotConfig) -> RobotClient {
