@@ -125,9 +125,12 @@ impl HcloudInstances {
             },
             None => {
                 let cloud = self.cache.lookup(&ServerKey::Name(&node.name)).await?;
-                let robot = match &self.robot {
-                    Some(r) => r.by_name(&node.name).await?,
-                    None => None,
+                // A Cloud server's name is checked against the cached Robot list only; a name
+                // Cloud does not know may refresh it (a dedicated server just added).
+                let robot = match (&self.robot, &cloud) {
+                    (Some(r), Some(_)) => r.cached_by_name(&node.name).await?,
+                    (Some(r), None) => r.by_name(&node.name).await?,
+                    (None, _) => None,
                 };
                 let tried = vec![format!(
                     "server name {:?} (node has no providerID){}",

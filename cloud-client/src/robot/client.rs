@@ -111,6 +111,9 @@ impl std::fmt::Debug for RobotClient {
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How old the list may be before a name it misses is asked again (see [`RobotClient::by_name`]).
+pub const MISS_REFRESH: Duration = Duration::from_secs(30);
+
 impl RobotClient {
     /// The client for `config`; `None` when Robot is off or runs without credentials.
     pub fn new(config: &RobotConfig, stats: Arc<ClientStats>) -> Result<Option<Self>, CloudError> {
@@ -147,14 +150,33 @@ impl RobotClient {
         Ok(self.listing().await?.by_number.get(&number).cloned())
     }
 
-    /// The server named `name`, from the cached list.
+    /// The server named `name`, from the cached list. A miss in a list older than
+    /// [`MISS_REFRESH`] is asked again with a fresh list (a dedicated server added since would
+    /// otherwise wait for `ROBOT_CACHE_TIMEOUT`, 5 minutes); at most one list per
+    /// [`MISS_REFRESH`] that way, well inside the Robot API's 200 lists an hour.
     pub async fn by_name(&self, name: &str) -> Result<Option<RobotServer>, CloudError> {
         let listing = self.listing().await?;
-        Ok(listing
+        if let Some(found) = Self::named(&listing, name) {
+            return Ok(Some(found));
+        }
+        let listing = self.listing_younger_than(MISS_REFRESH).await?;
+        Ok(Self::named(&listing, name))
+    }
+
+    /// The server named `name` in the cached list, a miss not asked again: a Cloud node's name
+    /// is checked against Robot's this way, to refuse a name both APIs know, at no more than one
+    /// list per `ROBOT_CACHE_TIMEOUT`.
+    pub async fn cached_by_name(&self, name: &str) -> Result<Option<RobotServer>, CloudError> {
+        let listing = self.listing().await?;
+        Ok(Self::named(&listing, name))
+    }
+
+    fn named(listing: &Listing, name: &str) -> Option<RobotServer> {
+        listing
             .by_name
             .get(name)
             .and_then(|n| listing.by_number.get(n))
-            .cloned())
+            .cloned()
     }
 
     /// Every server, from the cached list.
@@ -184,11 +206,16 @@ impl RobotClient {
     }
 
     async fn listing(&self) -> Result<Arc<Listing>, CloudError> {
-        if let Some(fresh) = self.fresh_listing() {
+        self.listing_younger_than(self.inner.cache_timeout).await
+    }
+
+    /// The cached list if younger than `max_age`, else a new one (single-flight).
+    async fn listing_younger_than(&self, max_age: Duration) -> Result<Arc<Listing>, CloudError> {
+        if let Some(fresh) = self.fresh_listing(max_age) {
             return Ok(fresh);
         }
         let _single_flight = self.inner.refresh.lock().await;
-        if let Some(fresh) = self.fresh_listing() {
+        if let Some(fresh) = self.fresh_listing(max_age) {
             return Ok(fresh);
         }
         let servers: Vec<ServerEnvelope> = match self.call("/server", "/server").await {
@@ -212,11 +239,11 @@ impl RobotClient {
         Ok(listing)
     }
 
-    fn fresh_listing(&self) -> Option<Arc<Listing>> {
+    fn fresh_listing(&self, max_age: Duration) -> Option<Arc<Listing>> {
         let guard = self.inner.listing.lock().unwrap_or_else(|e| e.into_inner());
         guard
             .as_ref()
-            .filter(|(at, _)| at.elapsed() < self.inner.cache_timeout)
+            .filter(|(at, _)| at.elapsed() < max_age)
             .map(|(_, l)| l.clone())
     }
 

@@ -287,7 +287,7 @@ async fn start_fleet(
     dir: &Path,
 ) -> anyhow::Result<Fleet> {
     // Robot on, with the sim's webservice: its credentials are secrets the scan looks for too.
-    let robot_env = robot_env(&world.sim);
+    let robot_env = fleet::robot_env(&world.sim);
     Fleet::start(
         &world.plane,
         &world.admin,
@@ -304,19 +304,6 @@ async fn start_fleet(
         },
     )
     .await
-}
-
-/// `ROBOT_*` for the sim's Robot webservice.
-fn robot_env(sim: &cloud_sim::Sim) -> Vec<(String, String)> {
-    [
-        ("ROBOT_ENABLED", "true".to_string()),
-        ("ROBOT_USER", sim.robot_user()),
-        ("ROBOT_PASSWORD", sim.robot_password()),
-        ("ROBOT_ENDPOINT", sim.robot_endpoint()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
 }
 
 /// Where a scenario's controllers log.

@@ -84,6 +84,8 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
         )
         .await?;
     let logs = plane.dir().join("controllers");
+    // Dedicated servers on: the story adds one among the nodes.
+    let robot_env = fleet::robot_env(&sim);
     let fleet = Fleet::start(
         &plane,
         &admin,
@@ -95,7 +97,7 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
             rust_log: "info",
             cluster_cidr: crate::demo::world::CLUSTER_CIDR,
             extra_args: &[],
-            extra_env: &[],
+            extra_env: &robot_env,
             dir: &logs,
         },
     )

@@ -143,6 +143,12 @@ impl Story<'_> {
             .await?;
         self.progress
             .step(
+                "a dedicated (Robot) server joins → initialized from Robot, an IP target of demo/web",
+                self.dedicated_server_joins(),
+            )
+            .await?;
+        self.progress
+            .step(
                 "Service deleted → load balancer gone, finalizer removed",
                 self.service_deleted(),
             )
@@ -271,6 +277,50 @@ impl Story<'_> {
         until(async || {
             let (targeted, routed) = self.serves(&server).await?;
             Ok((targeted && routed.as_ref() == Some(&server.private_ip)).then_some(()))
+        })
+        .await
+    }
+
+    /// A dedicated server's Node, registered by its kubelet with `--node-ip` on a vSwitch: the
+    /// node-controller finds it in Robot by name, and the load balancer targets its public IP.
+    async fn dedicated_server_joins(&self) -> anyhow::Result<()> {
+        let name = "demo-dedicated-1";
+        let world = self.sim.world();
+        let number = world
+            .create_robot_server(name, "AX41-NVMe", "FSN1-DC14")
+            .await
+            .map_err(|e| anyhow::anyhow!("creating the dedicated server: {e}"))?;
+        let ip = self
+            .sim
+            .robot_servers()
+            .iter()
+            .map(|s| s.get("server").unwrap_or(s))
+            .find(|s| s["server_number"] == number)
+            .and_then(|s| s["server_ip"].as_str().map(str::to_string))
+            .ok_or_else(|| anyhow::anyhow!("dedicated server {number} has no IPv4"))?;
+        testenv::KubeletNode {
+            node_ip: Some("10.1.0.10".into()),
+            ..testenv::KubeletNode::new(name)
+        }
+        .register(&self.admin)
+        .await?;
+        world::set_ready(&self.admin, name, true).await?;
+        until(async || {
+            let Some(node) = self.node(name).await? else {
+                return Ok(None);
+            };
+            let robot_id = provider_id(&node).filter(|p| p.starts_with("hrobot://"));
+            if has_taint(&node, UNINITIALIZED) || robot_id.is_none() {
+                return Ok(None);
+            }
+            let targeted = self.load_balancers().await?.iter().any(|lb| {
+                lb["targets"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|t| t["ip"]["ip"].as_str() == Some(ip.as_str()))
+            });
+            Ok(targeted.then_some(()))
         })
         .await
     }

@@ -340,6 +340,19 @@ pub fn metric(text: &str, name: &str) -> f64 {
         .sum()
 }
 
+/// `ROBOT_*` for the sim's Robot webservice (dedicated servers on).
+pub fn robot_env(sim: &cloud_sim::Sim) -> Vec<(String, String)> {
+    [
+        ("ROBOT_ENABLED", "true".to_string()),
+        ("ROBOT_USER", sim.robot_user()),
+        ("ROBOT_PASSWORD", sim.robot_password()),
+        ("ROBOT_ENDPOINT", sim.robot_endpoint()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
 /// Minimal HTTP/1.0 GET on loopback.
 pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
