@@ -5,7 +5,7 @@
 //! `cloud_api_requests_total{endpoint,method,status}`, `cloud_api_rate_limit_remaining`,
 //! `cloud_api_rate_limit_limit`, `cloud_api_rate_limited_total`, `cloud_api_retries_total`,
 //! `kube_api_requests_total{verb}`, `watch_events_total{resource}`, `runtime_alive_tasks`, plus
-//! whatever a controller registers itself through [`crate::Runtime::registry_mut`]. HCCM's and
+//! whatever a controller registers itself through [`crate::Runtime::registries_mut`]. HCCM's and
 //! upstream's families (`hcloud_api_*`, `process_*`, ...) are served next to them under their own
 //! names: [`crate::upstream_metrics`].
 

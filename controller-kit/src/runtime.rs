@@ -170,17 +170,9 @@ impl Runtime {
     pub fn readiness(&self) -> Readiness {
         self.readiness.clone()
     }
-    /// Register controller-specific metrics here before [`Runtime::run`]; their names get the
-    /// `cloud_controllers_` prefix.
-    pub fn registry_mut(&mut self) -> &mut Registry {
-        &mut self.registries.ours
-    }
-    /// Register metrics under upstream's own names here (e.g. k8s.io/cloud-provider's
-    /// `service_controller_*`), unprefixed, so that HCCM's dashboards find them.
-    pub fn upstream_registry_mut(&mut self) -> &mut Registry {
-        &mut self.registries.upstream
-    }
-    /// Both registries at once: ours (prefixed) and upstream's names.
+    /// Where a controller registers its own metrics before [`Runtime::run`]: ours (names get the
+    /// `cloud_controllers_` prefix), and upstream's (unprefixed, e.g. k8s.io/cloud-provider's
+    /// `service_controller_*`, so that HCCM's dashboards find them).
     pub fn registries_mut(&mut self) -> (&mut Registry, &mut Registry) {
         (&mut self.registries.ours, &mut self.registries.upstream)
     }

@@ -1,6 +1,6 @@
 //! The metric families HCCM serves, under HCCM's names, types and labels, so that dashboards and
 //! alerts written for it keep working after a switch. They sit next to ours (`cloud_controllers_*`)
-//! on the same `/metrics` page, in a registry without prefix ([`crate::Runtime::upstream_registry_mut`]).
+//! on the same `/metrics` page, in a registry without prefix ([`crate::Runtime::registries_mut`]).
 //!
 //! From hcloud-go's instrumentation: `hcloud_api_requests_total{code,method,api_endpoint}`,
 //! `hcloud_api_request_duration_seconds{method}`, `hcloud_api_in_flight_requests`. From HCCM:

@@ -15,9 +15,10 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 use crate::process::{Binary, sigterm};
+use crate::run::http_status;
 use crate::world::World;
 use crate::{NodeSpecT, T, create_node, eventually};
 
@@ -266,26 +267,6 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// `GET path` on `addr`: the status code and body (HTTP/1.0, no keep-alive).
-pub async fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
-}
-
 /// Everything a child prints, read as it comes (a full pipe would block the child).
 fn capture(child: &mut tokio::process::Child) -> Arc<Mutex<String>> {
     let out = Arc::new(Mutex::new(String::new()));
@@ -416,7 +397,7 @@ pub async fn assert_switch_from_hccm(case: Case) {
     // Polled by hand rather than with `eventually`, to show what was served and logged.
     let deadline = tokio::time::Instant::now() + T;
     let page = loop {
-        let (status, body) = http_get(metrics, "/metrics").await.unwrap_or_default();
+        let (status, body) = http_status(metrics, "/metrics").await.unwrap_or_default();
         let ready = status == 200
             && body.contains("hcloud_api_requests_total{")
             && body.contains("leader_election_master_status{")
@@ -443,9 +424,9 @@ pub async fn assert_switch_from_hccm(case: Case) {
         }
         Err(problems) => panic!("{}:\n{}\n\n{page}", case.controller, problems.join("\n")),
     }
-    let (status, _) = http_get(admin, "/metrics").await.expect("admin answers");
+    let (status, _) = http_status(admin, "/metrics").await.expect("admin answers");
     assert_eq!(status, 404, "/metrics moved to HCLOUD_METRICS_ADDRESS");
-    let (status, _) = http_get(admin, "/healthz").await.expect("admin answers");
+    let (status, _) = http_status(admin, "/healthz").await.expect("admin answers");
     assert_eq!(status, 200);
 
     // A second process given the same address stops, saying why.
@@ -476,10 +457,10 @@ pub async fn assert_switch_from_hccm(case: Case) {
         .args(&[&format!("--admin-address={admin}")])
         .spawn();
     eventually("the admin server", T, || async {
-        matches!(http_get(admin, "/healthz").await, Ok((200, _))).then_some(())
+        matches!(http_status(admin, "/healthz").await, Ok((200, _))).then_some(())
     })
     .await;
-    let (status, _) = http_get(admin, "/metrics").await.expect("admin answers");
+    let (status, _) = http_status(admin, "/metrics").await.expect("admin answers");
     assert_eq!(
         status, 404,
         "HCLOUD_METRICS_ENABLED=false turns /metrics off"

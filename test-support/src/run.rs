@@ -86,18 +86,37 @@ impl Running {
     }
 }
 
-/// Minimal HTTP/1.0 GET on loopback (no extra client dependency).
-pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+/// Minimal HTTP/1.0 GET on loopback (no extra client dependency): the whole response.
+pub async fn try_http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .expect("connect admin");
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .expect("write");
+        .await?;
     let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("read");
-    out
+    s.read_to_string(&mut out).await?;
+    Ok(out)
+}
+
+/// [`try_http_get`] of a server that must answer.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    try_http_get(addr, path)
+        .await
+        .unwrap_or_else(|e| panic!("GET {path} on {addr}: {e}"))
+}
+
+/// [`try_http_get`]'s status code and body.
+pub async fn http_status(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let response = try_http_get(addr, path).await?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
 }
 
 /// Starts `start(rt)` on a fresh runtime with `config` and `client`.
