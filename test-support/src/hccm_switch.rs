@@ -393,6 +393,23 @@ pub async fn assert_switch_from_hccm(case: Case) {
             note.contains("HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP"),
             "the Warning names the setting: {note}"
         );
+        // Refused before any write: no load balancer carries its UID.
+        let uid = kube::Api::<k8s_openapi::api::core::v1::Service>::namespaced(
+            world.admin.clone(),
+            &world.ns,
+        )
+        .get("private")
+        .await
+        .expect("the Service")
+        .metadata
+        .uid
+        .expect("a UID");
+        let lbs = world.sim.world().list_load_balancers().await.expect("list");
+        assert!(
+            !lbs.iter()
+                .any(|lb| lb["labels"]["hcloud-ccm/service-uid"] == uid.as_str()),
+            "nothing half-created for the refused Service: {lbs:?}"
+        );
     }
     // Polled by hand rather than with `eventually`, to show what was served and logged.
     let deadline = tokio::time::Instant::now() + T;
