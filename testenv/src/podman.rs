@@ -58,6 +58,51 @@ impl Podman {
         cmd.env("CONTAINERS_CONF", &self.conf)
             .env("TMPDIR", &self.tmp);
     }
+
+    /// Removes the working containers builds left behind; returns how many. Buildah keeps one for
+    /// each stage it only reads from (`COPY --from` a cached stage, a base no step writes to), and
+    /// builds through podman's Docker API keep one per step. Each holds its stage's image, a
+    /// gigabyte with the toolchain, so every build would add some. Call it only when no build of
+    /// ours is running: the store is this project's alone, but a running build owns its containers.
+    pub fn remove_build_leftovers(&self) -> Result<usize> {
+        let out = self
+            .command()
+            .args([
+                "ps",
+                "--all",
+                "--external",
+                "--format",
+                "{{.ID}} {{.Names}}",
+            ])
+            .output()
+            .map_err(Error::io("running podman ps"))?;
+        let leftovers: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| line.split_once(' '))
+            .filter(|(_, name)| is_build_container(name))
+            .map(|(id, _)| id.to_owned())
+            .collect();
+        if !leftovers.is_empty() {
+            self.command()
+                .args(["rm", "--force"])
+                .args(&leftovers)
+                .output()
+                .map_err(Error::io("running podman rm"))?;
+        }
+        Ok(leftovers.len())
+    }
+}
+
+/// Buildah names its containers `<image>-working-container`, then `…-working-container-<n>` once
+/// that name is taken.
+fn is_build_container(name: &str) -> bool {
+    match name.rsplit_once("-working-container") {
+        Some((_, "")) => true,
+        Some((_, rest)) => rest
+            .strip_prefix('-')
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
 }
 
 /// podman, installed from Debian's packages first when it is missing and we are root.
@@ -144,4 +189,28 @@ fn uid() -> u32 {
     fs::metadata("/proc/self")
         .map(|m| m.uid())
         .unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_build_container;
+
+    #[test]
+    fn build_containers_are_told_by_buildahs_names() {
+        for name in [
+            "static-debian12-working-container",
+            "3944a1aeff13-working-container-1",
+            "rust-working-container-12",
+        ] {
+            assert!(is_build_container(name), "{name}");
+        }
+        for name in [
+            "chart-images-node-controller",
+            "working-container-x",
+            "a-working-container-",
+            "a-working-container-1b",
+        ] {
+            assert!(!is_build_container(name), "{name}");
+        }
+    }
 }

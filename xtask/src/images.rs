@@ -74,8 +74,11 @@ pub fn run(args: &ImagesArgs) -> anyhow::Result<Vec<Built>> {
         rebuild_check(&podman, &repo, &args.profile, built[0].build)?;
     }
     // Each build leaves its build stage behind, untagged (a gigabyte with the toolchain, most of it
-    // shared); compiled dependencies live on in the build cache, not in those layers. Best effort:
-    // a build that was killed leaves a working container holding its image.
+    // shared), and working containers holding such images; compiled dependencies live on in the
+    // build cache, not in those layers.
+    if let Err(e) = podman.remove_build_leftovers() {
+        eprintln!("build containers kept: {e}");
+    }
     if let Err(e) = podman_output(&podman, &["image", "prune", "--force"]) {
         eprintln!("untagged images kept: {e}");
     }
