@@ -30,6 +30,8 @@ pub struct LoadBalancerItem {
     pub labels: BTreeMap<String, String>,
     /// Server ids of the `server` targets.
     pub target_servers: Vec<u64>,
+    /// Addresses of the `ip` targets (dedicated servers).
+    pub target_ips: Vec<String>,
     /// Listen ports of its services.
     pub ports: Vec<u16>,
 }
@@ -65,6 +67,14 @@ impl Inventory {
                         .iter()
                         .filter_map(|t| match t.kind {
                             TargetKind::Server(id) => Some(id),
+                            _ => None,
+                        })
+                        .collect(),
+                    target_ips: lb
+                        .targets
+                        .iter()
+                        .filter_map(|t| match &t.kind {
+                            TargetKind::Ip(ip) => Some(ip.clone()),
                             _ => None,
                         })
                         .collect(),

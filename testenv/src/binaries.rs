@@ -101,6 +101,19 @@ const SKAFFOLD: Component = Component {
               -X github.com/GoogleContainerTools/skaffold/v2/pkg/skaffold/version.version=v2.16.1",
 };
 
+const HROBOT_CHECK: Component = Component {
+    name: "hrobot-check",
+    // hrobot-go's version (as in the go.mod) and a revision of our main.go: the cache key, so bump
+    // the suffix when either changes.
+    version: "v0.2.5-1",
+    env_var: "TESTENV_HROBOT_CHECK",
+    go_mod: include_str!("../go/hrobot-check.go.mod"),
+    go_file: ("main.go", include_str!("../go/hrobot-check.main.go")),
+    package: ".",
+    tags: "",
+    ldflags: "-s -w",
+};
+
 /// Returns both binaries, building whichever is missing from the cache. Blocking; safe to call from
 /// several processes at once (a file lock makes the second wait for the first build).
 pub fn ensure() -> Result<Binaries> {
@@ -133,6 +146,12 @@ pub fn ensure_helm() -> Result<PathBuf> {
 /// Returns skaffold, building it when it is not cached.
 pub fn ensure_skaffold() -> Result<PathBuf> {
     ensure_one(&SKAFFOLD)
+}
+
+/// Returns `hrobot-check` (hrobot-go, HCCM's Robot client, behind a small CLI: see
+/// `testenv/go/hrobot-check.main.go`), building it when it is not cached (seconds).
+pub fn ensure_hrobot_check() -> Result<PathBuf> {
+    ensure_one(&HROBOT_CHECK)
 }
 
 /// Where built binaries and their build modules are cached.

@@ -216,6 +216,7 @@ fn bench_report_is_well_formed() -> anyhow::Result<()> {
         services: None,
         routes: None,
         churn_minutes: None,
+        robot_nodes: None,
         profile: "dev".into(),
         binaries: None,
         extra: Vec::new(),

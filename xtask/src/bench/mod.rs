@@ -68,6 +68,10 @@ pub struct BenchArgs {
     /// `system`: minutes of kubelet status churn [default: 10, 1 with --quick].
     #[arg(long)]
     pub churn_minutes: Option<f64>,
+    /// `system`: dedicated (Robot) servers among the Nodes, in the pools of the Services, served by
+    /// the sim's Robot webservice under Robot's rate limit [default: 200, 20 with --quick].
+    #[arg(long)]
+    pub robot_nodes: Option<usize>,
     /// Cargo profile the controllers are built with (`release` is what the images ship;
     /// `dev-image` builds faster).
     #[arg(long, default_value = "release")]

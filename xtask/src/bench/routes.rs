@@ -37,7 +37,7 @@ const SUBNET: &str = "10.0.0.0/16";
 /// Inside the network's RFC 1918 range (the sim refuses other destinations, like Hetzner) and
 /// clear of the subnet: 32768 /24s.
 pub(super) const CLUSTER_CIDR: &str = "10.128.0.0/9";
-const MAX_NODES: usize = 128 * 256;
+pub(super) const MAX_NODES: usize = 128 * 256;
 /// The shortened safety resync of the idle phase, and the default it is scaled to.
 const RESYNC: Duration = Duration::from_secs(10);
 const DEFAULT_RESYNC: Duration = Duration::from_secs(300);

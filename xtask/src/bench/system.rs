@@ -4,15 +4,19 @@
 //! runs them (one process each, its own ServiceAccount, see [`crate::fleet`]); N Nodes registered
 //! the way kubelet v1.36 registers them ([`testenv::KubeletNode`]: 50 images, five conditions,
 //! managedFields of four field managers), each with its own pod CIDR; S LoadBalancer Services, each
-//! targeting its own pool of N/S Nodes through HCCM's `node-selector` annotation. Two phases:
+//! targeting its own pool of N/S Nodes through HCCM's `node-selector` annotation; and R dedicated
+//! (Robot) servers, their Nodes in the same pools (so every load balancer has IP targets too),
+//! served by the sim's Robot webservice under Robot's own rate limit, with one account for all
+//! controllers as in a cluster. Two phases:
 //! 1. **converge**: everything at once, until every Node is initialized and routed and every
 //!    Service has its load balancer;
 //! 2. **churn**: kubelet status reports at kubelet's cadence (every Node every 5 minutes, an
 //!    image pulled every fourth report), and a Node leaving (its server deleted, its kubelet
 //!    silent) or joining every minute.
 //!
-//! Per controller and phase: peak and steady RSS, CPU seconds, cloud calls, apiserver requests
-//! and the watch events it decoded; then the sum of all four.
+//! Per controller and phase: peak and steady RSS, CPU seconds, Cloud and Robot calls, apiserver
+//! requests and the watch events it decoded; then the sum of all four, and the Robot calls per
+//! hour against Robot's limit.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -27,7 +31,7 @@ use serde_json::json;
 use testenv::KubeletNode;
 
 use super::plot::Series;
-use super::routes::{CLUSTER_CIDR, pod_cidr, servers};
+use super::routes::{CLUSTER_CIDR, MAX_NODES, pod_cidr, servers};
 use super::{BenchArgs, Env, PROBE_QUERY, mib};
 use crate::demo::world::{NETWORK, UNINITIALIZED};
 use crate::fleet::{self, Fleet};
@@ -46,6 +50,8 @@ const SAMPLE: Duration = Duration::from_secs(2);
 #[derive(Debug, Serialize)]
 pub struct Figures {
     pub nodes: usize,
+    /// Dedicated (Robot) servers and their Nodes, besides the `nodes` Cloud ones.
+    pub robot_nodes: usize,
     pub services: usize,
     pub profile: String,
     /// One Node as the apiserver serves it after convergence (JSON bytes).
@@ -60,6 +66,24 @@ pub struct Figures {
     pub status_reports: u64,
     pub joins: usize,
     pub removals: usize,
+    pub robot: RobotFigures,
+}
+
+/// The Robot webservice's side of the run: all controllers together, one account.
+#[derive(Debug, Serialize)]
+pub struct RobotFigures {
+    /// Robot's limit on `GET /server` and `GET /server/{n}`: per account, in any hour.
+    pub limit_per_hour: u32,
+    pub converge_calls: u64,
+    pub churn_calls: u64,
+    pub restart_calls: u64,
+    /// The churn's calls scaled to an hour: the steady cost of a mixed cluster.
+    pub churn_calls_per_hour: f64,
+    /// `server` requests the sim counted within the last hour when the run ended (the whole run,
+    /// when it took less than an hour).
+    pub used_in_last_hour: u32,
+    /// Robot's rate-limit refusals (403) the controllers got.
+    pub rate_limited: u64,
 }
 
 /// One phase, per controller in the order of [`fleet::ALL`].
@@ -79,6 +103,7 @@ pub struct Usage {
     pub steady_rss_mib: f64,
     pub cpu_s: f64,
     pub cloud_calls: u64,
+    pub robot_calls: u64,
     pub kube_requests: u64,
     pub watch_events: u64,
 }
@@ -88,6 +113,7 @@ pub struct Usage {
 struct Counters {
     cpu_s: f64,
     cloud_calls: u64,
+    robot_calls: u64,
     kube_requests: u64,
     watch_events: u64,
 }
@@ -99,6 +125,7 @@ async fn counters(fleet: &Fleet) -> Vec<Counters> {
         out.push(Counters {
             cpu_s: r.cpu_seconds(),
             cloud_calls: fleet::cloud_calls(&m),
+            robot_calls: fleet::metric(&m, "cloud_controllers_robot_api_requests_total") as u64,
             kube_requests: fleet::metric(&m, "cloud_controllers_kube_api_requests_total") as u64,
             watch_events: fleet::metric(&m, "cloud_controllers_watch_events_total") as u64,
         });
@@ -171,6 +198,7 @@ fn phase(
                 steady_rss_mib: steady,
                 cpu_s: a.cpu_s - b.cpu_s,
                 cloud_calls: a.cloud_calls - b.cloud_calls,
+                robot_calls: a.robot_calls - b.robot_calls,
                 kube_requests: a.kube_requests - b.kube_requests,
                 watch_events: a.watch_events - b.watch_events,
             }
@@ -186,6 +214,8 @@ struct Cluster<'a> {
     pools: usize,
     /// Live Nodes (their kubelets report) with their servers' ids, oldest first.
     live: Vec<(KubeletNode, u64)>,
+    /// The dedicated servers' Nodes: they report, and neither join nor leave.
+    robot: Vec<KubeletNode>,
     /// Index of the next Node (its pod CIDR).
     next: usize,
 }
@@ -198,6 +228,22 @@ impl Cluster<'_> {
             pod_cidr: Some(pod_cidr(i)),
             ..KubeletNode::new(name)
         }
+    }
+
+    /// Dedicated server `j`'s Node, as its kubelet registers it with `--node-ip` on a vSwitch; its
+    /// pod CIDR from the top of the cluster CIDR, clear of the Cloud Nodes'.
+    fn robot_kubelet(&self, j: usize, name: String) -> KubeletNode {
+        KubeletNode {
+            node_ip: Some(format!("172.16.{}.{}", j / 250, j % 250 + 2)),
+            labels: vec![(POOL_LABEL.into(), format!("p{}", j % self.pools))],
+            pod_cidr: Some(pod_cidr(MAX_NODES - 1 - j)),
+            ..KubeletNode::new(name)
+        }
+    }
+
+    /// Every Node whose kubelet reports: the live Cloud ones, then the dedicated ones.
+    fn kubelets(&self) -> impl Iterator<Item = &KubeletNode> {
+        self.live.iter().map(|(k, _)| k).chain(&self.robot)
     }
 
     /// A new server in the network and its Node, registered.
@@ -245,7 +291,14 @@ impl Cluster<'_> {
 pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figures> {
     let n = args.nodes.unwrap_or(if args.quick { 100 } else { 1000 });
     let s = args.services.unwrap_or(if args.quick { 10 } else { 100 });
+    let r = args
+        .robot_nodes
+        .unwrap_or(if args.quick { 20 } else { 200 });
     anyhow::ensure!(n >= s && s > 0, "--nodes must be at least --services (> 0)");
+    anyhow::ensure!(
+        n + r <= MAX_NODES,
+        "--nodes plus --robot-nodes must be at most {MAX_NODES}"
+    );
     let churn = Duration::from_secs_f64(
         60.0 * args
             .churn_minutes
@@ -263,14 +316,20 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
     .await?;
     let network = crate::demo::world::network(&env.sim).await?;
     let created = servers(&env, n, network).await?;
+    let dedicated = robot_servers(&env.sim, r).await?;
     let mut cluster = Cluster {
         client: env.client.clone(),
         sim: &env.sim,
         network,
         pools: s,
         live: Vec::new(),
+        robot: Vec::new(),
         next: n,
     };
+    let extra_env: Vec<(String, String)> = fleet::robot_env(&env.sim)
+        .into_iter()
+        .chain(args.env.iter().cloned())
+        .collect();
     let dir = env.plane.dir().join("bench-system");
     let mut fleet = Fleet::start(
         &env.plane,
@@ -283,13 +342,14 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
             rust_log: "warn",
             cluster_cidr: CLUSTER_CIDR,
             extra_args: &args.extra,
-            extra_env: &args.env,
+            extra_env: &extra_env,
             dir: &dir,
         },
     )
     .await?;
     println!(
-        "bench system: {n} servers in network {NETWORK}, 4 controllers started (logs in {})",
+        "bench system: {n} servers in network {NETWORK} and {r} dedicated servers, 4 controllers \
+         started (logs in {})",
         dir.display()
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -304,8 +364,13 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
         .enumerate()
         .map(|(i, srv)| (cluster.kubelet(i, srv.name, srv.ip), srv.id))
         .collect();
+    cluster.robot = dedicated
+        .into_iter()
+        .enumerate()
+        .map(|(j, name)| cluster.robot_kubelet(j, name))
+        .collect();
     let client = env.client.clone();
-    futures::stream::iter(cluster.live.iter().map(|(k, _)| k))
+    futures::stream::iter(cluster.kubelets())
         .map(|k| k.register(&client))
         .buffer_unordered(PARALLEL)
         .try_collect::<Vec<()>>()
@@ -317,7 +382,8 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
         .try_collect::<Vec<()>>()
         .await?;
     println!(
-        "  registered {n} Nodes and created {s} Services in {:.1} s",
+        "  registered {} Nodes and created {s} Services in {:.1} s",
+        n + r,
         started.elapsed().as_secs_f64()
     );
     let converged = wait_converged(
@@ -371,12 +437,16 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
             }
             next_change += membership_period;
         }
-        let k = &cluster.live[reports as usize % cluster.live.len()].0;
-        k.report_status(&env.client, true, reports / cluster.live.len() as u64 + 1)
+        let reporting = cluster.live.len() + cluster.robot.len();
+        let k = cluster
+            .kubelets()
+            .nth(reports as usize % reporting)
+            .expect("an index below the count");
+        k.report_status(&env.client, true, reports / reporting as u64 + 1)
             .await
             .with_context(|| format!("status report of {}", k.name))?;
         reports += 1;
-        let spacing = report_period / cluster.live.len() as u32;
+        let spacing = report_period / reporting as u32;
         tokio::time::sleep_until((churn_start + spacing * reports as u32).into()).await;
         anyhow::ensure!(
             fleet.reap().is_empty(),
@@ -418,10 +488,10 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
         fleet.restart(i)?;
     }
     let from = restart_start.duration_since(started).as_secs_f64();
-    let listed = wait_listed(&fleet, &mut samples, cluster.live.len()).await?;
+    let listed = wait_listed(&fleet, &mut samples, cluster.live.len() + r).await?;
     println!(
         "  restart: every controller listed {} Nodes {:.1} s after SIGTERM",
-        cluster.live.len(),
+        cluster.live.len() + r,
         restart_start.elapsed().as_secs_f64()
     );
     // Ten more seconds: what the first passes after the list cost.
@@ -444,8 +514,24 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
     };
     print_phase("restart", &restart);
 
+    let robot_limit = env.sim.robot_rate_limit("server");
+    let robot = RobotFigures {
+        limit_per_hour: robot_limit.as_ref().map_or(0, |l| l.max_request),
+        converge_calls: converge.sum().robot_calls,
+        churn_calls: churn_phase.sum().robot_calls,
+        restart_calls: restart.sum().robot_calls,
+        churn_calls_per_hour: churn_phase.sum().robot_calls as f64 * 3600.0 / churn_s,
+        used_in_last_hour: robot_limit.as_ref().map_or(0, |l| l.used),
+        rate_limited: env
+            .sim
+            .request_log()
+            .iter()
+            .filter(|e| e.uri.starts_with("/robot/") && e.status == 403)
+            .count() as u64,
+    };
     let figures = Figures {
         nodes: n,
+        robot_nodes: r,
         services: s,
         profile: args.profile.clone(),
         node_bytes,
@@ -457,6 +543,7 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
         status_reports: reports,
         joins,
         removals,
+        robot,
     };
     print_summary(&figures);
     if let Some(path) = &args.plot {
@@ -487,6 +574,27 @@ pub fn memory_plot(plot: &Path) -> PathBuf {
 }
 
 /// Service `svc-<i>`: one TCP port, targeting pool `p<i>`.
+/// `r` dedicated servers `bench-dedicated-1 ..= r` in the sim's Robot webservice (through its
+/// uncounted control API): their names.
+async fn robot_servers(sim: &cloud_sim::Sim, r: usize) -> anyhow::Result<Vec<String>> {
+    let world = sim.world();
+    futures::stream::iter(1..=r)
+        .map(|j| {
+            let world = &world;
+            async move {
+                let name = format!("bench-dedicated-{j}");
+                world
+                    .create_robot_server(&name, "AX41-NVMe", "FSN1-DC14")
+                    .await
+                    .map_err(|e| anyhow::anyhow!("creating dedicated server {name}: {e}"))?;
+                Ok(name)
+            }
+        })
+        .buffered(PARALLEL)
+        .try_collect()
+        .await
+}
+
 async fn create_service(client: &Client, i: usize) -> anyhow::Result<()> {
     let svc = crate::demo::world::pool_service(i, POOL_LABEL, &format!("p{i}"));
     Api::<Service>::namespaced(client.clone(), NAMESPACE)
@@ -496,8 +604,9 @@ async fn create_service(client: &Client, i: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Polls until every live Node is initialized and routed, no other Node is left and every
-/// Service has an ingress, sampling memory meanwhile; `false` after `timeout`.
+/// Polls until every live Node is initialized, every Cloud one routed, no other Node is left,
+/// every Service has an ingress and every dedicated server is an IP target, sampling memory
+/// meanwhile; `false` after `timeout`.
 async fn wait_converged(
     env: &Env,
     fleet: &Fleet,
@@ -524,20 +633,29 @@ async fn wait_converged(
             .collect();
         let served = balanced.iter().filter(|s| has_ingress(s)).count();
         let total = balanced.len();
-        let routes = env.sim.inventory().routes.len();
-        let live = cluster.live.len();
+        let inventory = env.sim.inventory();
+        let routes = inventory.routes.len();
+        let ip_targets: usize = inventory
+            .load_balancers
+            .iter()
+            .map(|lb| lb.target_ips.len())
+            .sum();
+        let (cloud, dedicated) = (cluster.live.len(), cluster.robot.len());
+        let live = cloud + dedicated;
         if listed.len() == live
             && initialized == live
-            && routed == live
-            && routes == live
+            && routed == cloud
+            && routes == cloud
             && served == total
+            && ip_targets == dedicated
         {
             return Ok(true);
         }
         if Instant::now() > deadline {
             println!(
                 "  not converged: {} Nodes ({live} live), {initialized} initialized, {routed} \
-                 routed, {routes} routes, {served}/{total} Services served",
+                 routed, {routes} routes, {served}/{total} Services served, {ip_targets}/\
+                 {dedicated} dedicated servers targeted",
                 listed.len()
             );
             return Ok(false);
@@ -619,10 +737,12 @@ fn print_phase(name: &str, phase: &Phase) {
 
 fn print_summary(f: &Figures) {
     println!(
-        "\nbench system: {} kubelet-shaped Nodes ({:.1} KB each as served), {} LoadBalancer \
-         Services, a route per Node; churn {:.1} min: {} status reports, {} joins, {} removals",
-        f.nodes,
+        "\nbench system: {} kubelet-shaped Nodes ({:.1} KB each as served; {} of them dedicated \
+         servers), {} LoadBalancer Services, a route per Cloud Node; churn {:.1} min: {} status \
+         reports, {} joins, {} removals",
+        f.nodes + f.robot_nodes,
         f.node_bytes as f64 / 1000.0,
+        f.robot_nodes,
         f.services,
         f.churn_minutes,
         f.status_reports,
@@ -630,7 +750,7 @@ fn print_summary(f: &Figures) {
         f.removals
     );
     println!(
-        "  {:<9} {:<21} {:>9} {:>9} {:>7} {:>6} {:>7} {:>8} {:>8}",
+        "  {:<9} {:<21} {:>9} {:>9} {:>7} {:>6} {:>7} {:>6} {:>8} {:>8}",
         "phase",
         "controller",
         "peak RSS",
@@ -638,6 +758,7 @@ fn print_summary(f: &Figures) {
         "CPU s",
         "CPU",
         "cloud",
+        "robot",
         "kube req",
         "watch ev"
     );
@@ -649,7 +770,7 @@ fn print_summary(f: &Figures) {
         let seconds = phase.seconds.unwrap_or(0.0).max(0.001);
         for u in phase.controllers.iter().chain([&phase.sum()]) {
             println!(
-                "  {:<9} {:<21} {:>5.1} MiB {:>5.1} MiB {:>7.2} {:>5.2}% {:>7} {:>8} {:>8}",
+                "  {:<9} {:<21} {:>5.1} MiB {:>5.1} MiB {:>7.2} {:>5.2}% {:>7} {:>6} {:>8} {:>8}",
                 name,
                 u.controller,
                 u.peak_rss_mib,
@@ -657,11 +778,25 @@ fn print_summary(f: &Figures) {
                 u.cpu_s,
                 u.cpu_s * 100.0 / seconds,
                 u.cloud_calls,
+                u.robot_calls,
                 u.kube_requests,
                 u.watch_events
             );
         }
     }
+    let r = &f.robot;
+    println!(
+        "  Robot webservice, one account for all controllers (limit {} GET /server per hour): \
+         converge {}, churn {} ({:.0} per hour), restart {}; {} in the last hour of the run, \
+         {} refused for the rate limit",
+        r.limit_per_hour,
+        r.converge_calls,
+        r.churn_calls,
+        r.churn_calls_per_hour,
+        r.restart_calls,
+        r.used_in_last_hour,
+        r.rate_limited
+    );
 }
 
 impl Phase {
@@ -677,6 +812,7 @@ impl Phase {
                 sum.steady_rss_mib += u.steady_rss_mib;
                 sum.cpu_s += u.cpu_s;
                 sum.cloud_calls += u.cloud_calls;
+                sum.robot_calls += u.robot_calls;
                 sum.kube_requests += u.kube_requests;
                 sum.watch_events += u.watch_events;
                 sum

@@ -449,6 +449,7 @@ mod tests {
             name: format!("lb-{id}"),
             labels: [(SERVICE_UID.to_string(), owner.to_string())].into(),
             target_servers: targets.to_vec(),
+            target_ips: Vec::new(),
             ports: vec![80],
         }
     }
