@@ -4,11 +4,13 @@
 //! - **process**: the binary its image holds, as a local process with exactly the container's
 //!   `args` and `env` (secretKeyRef read from the apiserver, fieldRef from the pod we pretend to
 //!   be), `--kubeconfig` added so it acts as the pod's ServiceAccount (impersonation: only the
-//!   applied RBAC applies), emptyDir volumes as temp directories;
+//!   applied RBAC applies), emptyDir and Secret volumes as temp directories (a Secret's keys
+//!   written as files, as the kubelet projects them; the mount path in args and env mapped there);
 //! - **container**: the image itself under podman, as a kubelet would start it: the same args and
 //!   env, the rendered securityContext (user, read-only root, capabilities, no privilege
 //!   escalation), the ServiceAccount's token, CA and namespace mounted at the in-cluster path and
-//!   `KUBERNETES_SERVICE_HOST`/`PORT` naming the apiserver, emptyDir volumes as bind mounts. The
+//!   `KUBERNETES_SERVICE_HOST`/`PORT` naming the apiserver, emptyDir and Secret volumes as bind
+//!   mounts (Secrets read-only). The
 //!   pod network is the host's (the test's apiserver and cloud-sim listen on loopback).
 //!
 //! Either way its readiness probe is polled over HTTP.
@@ -231,6 +233,7 @@ impl Launch<'_> {
     pub async fn start(self, client: &kube::Client) -> Result<Process, String> {
         let t = self.template;
         let mut env = t.resolve_env(client, &self.pod_name).await?;
+        let volumes = self.volumes(client).await?;
         for (var, from, to) in &self.env_rewrites {
             for (name, value) in env.iter_mut() {
                 if name == var {
@@ -245,15 +248,24 @@ impl Launch<'_> {
             Runtime::Process {
                 program,
                 kubeconfig,
-            } => (self.process(program, kubeconfig.as_deref(), env)?, None),
+            } => (
+                self.process(program, kubeconfig.as_deref(), env, &volumes),
+                None,
+            ),
             Runtime::Container {
                 podman,
                 service_account,
                 apiserver,
             } => {
                 let name = format!("{}-{}", self.pod_name, std::process::id());
-                let cmd =
-                    self.container(podman, &name, service_account.as_deref(), *apiserver, env)?;
+                let cmd = self.container(
+                    podman,
+                    &name,
+                    service_account.as_deref(),
+                    *apiserver,
+                    env,
+                    &volumes,
+                )?;
                 (cmd, Some((podman.clone(), name)))
             }
         };
@@ -280,14 +292,16 @@ impl Launch<'_> {
         program: &Path,
         kubeconfig: Option<&Path>,
         mut env: Vec<(String, String)>,
-    ) -> Result<tokio::process::Command, String> {
+        volumes: &[Volume],
+    ) -> tokio::process::Command {
         let mut args = self.template.args();
-        for (mount, local) in self.empty_dirs()? {
+        for v in volumes {
+            let local = v.local.display().to_string();
             for a in args.iter_mut() {
-                *a = a.replace(&mount, &local.display().to_string());
+                *a = a.replace(&v.mount, &local);
             }
-            for (_, v) in env.iter_mut() {
-                *v = v.replace(&mount, &local.display().to_string());
+            for (_, value) in env.iter_mut() {
+                *value = value.replace(&v.mount, &local);
             }
         }
         if let Some(k) = kubeconfig {
@@ -295,7 +309,7 @@ impl Launch<'_> {
         }
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(&args).env_clear().envs(env);
-        Ok(cmd)
+        cmd
     }
 
     /// `podman run` as a kubelet would start the container. Values of the environment go to podman
@@ -307,6 +321,7 @@ impl Launch<'_> {
         service_account: Option<&Path>,
         apiserver: u16,
         env: Vec<(String, String)>,
+        volumes: &[Volume],
     ) -> Result<tokio::process::Command, String> {
         let t = self.template;
         let image = t.container["image"]
@@ -336,19 +351,20 @@ impl Launch<'_> {
             cmd.arg("--volume")
                 .arg(format!("{}:{SERVICE_ACCOUNT_MOUNT}:ro", dir.display()));
         }
-        for (mount, local) in self.empty_dirs()? {
-            // An emptyDir is writable by every user of the pod.
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o777))
-                .map_err(|e| e.to_string())?;
+        for v in volumes {
+            let mode = if v.read_only { ":ro" } else { "" };
             cmd.arg("--volume")
-                .arg(format!("{}:{mount}", local.display()));
+                .arg(format!("{}:{}{mode}", v.local.display(), v.mount));
         }
         cmd.arg(image).args(t.args());
         Ok(cmd)
     }
 
-    fn empty_dirs(&self) -> Result<Vec<(String, PathBuf)>, String> {
+    /// The container's volume mounts, each made a local directory: an emptyDir empty and writable
+    /// by every user of the pod; a Secret volume holding the Secret's keys (or its `items`) as
+    /// files, read-only, as the kubelet projects it.
+    async fn volumes(&self, client: &kube::Client) -> Result<Vec<Volume>, String> {
+        use std::os::unix::fs::PermissionsExt as _;
         let mut out = Vec::new();
         for m in self.template.container["volumeMounts"]
             .as_array()
@@ -361,22 +377,81 @@ impl Launch<'_> {
                 .iter()
                 .find(|v| v["name"] == m["name"])
                 .ok_or_else(|| format!("volumeMount {} without volume", m["name"]))?;
-            if vol.get("emptyDir").is_none() {
-                return Err(format!("volume {vol} is not emulated (only emptyDir)"));
-            }
             let local = self.dir.join(format!(
                 "{}-{}",
                 self.pod_name,
                 m["name"].as_str().unwrap_or("vol")
             ));
             std::fs::create_dir_all(&local).map_err(|e| e.to_string())?;
-            out.push((
-                m["mountPath"].as_str().unwrap_or_default().to_owned(),
+            let read_only = if vol.get("emptyDir").is_some() {
+                std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o777))
+                    .map_err(|e| e.to_string())?;
+                m["readOnly"] == true
+            } else if let Some(secret) = vol.get("secret") {
+                self.project_secret(client, secret, &local).await?;
+                true
+            } else {
+                return Err(format!(
+                    "volume {vol} is not emulated (only emptyDir and secret)"
+                ));
+            };
+            out.push(Volume {
+                mount: m["mountPath"].as_str().unwrap_or_default().to_owned(),
                 local,
-            ));
+                read_only,
+            });
         }
         Ok(out)
     }
+
+    /// Writes Secret volume `secret`'s files into `dir`: its `items` (key → path), else every key.
+    async fn project_secret(
+        &self,
+        client: &kube::Client,
+        secret: &Value,
+        dir: &Path,
+    ) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let name = secret["secretName"]
+            .as_str()
+            .ok_or("secret volume without secretName")?;
+        let found = Api::<Secret>::namespaced(client.clone(), &self.template.namespace)
+            .get(name)
+            .await
+            .map_err(|e| format!("reading Secret {name} for its volume: {e}"))?;
+        let data = found.data.unwrap_or_default();
+        let files: Vec<(String, String)> = match secret["items"].as_array() {
+            Some(items) => items
+                .iter()
+                .map(|i| {
+                    (
+                        i["key"].as_str().unwrap_or_default().to_owned(),
+                        i["path"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect(),
+            None => data.keys().map(|k| (k.clone(), k.clone())).collect(),
+        };
+        let mode = secret["defaultMode"].as_u64().unwrap_or(0o644) as u32;
+        for (key, path) in files {
+            let value = data.get(&key).ok_or_else(|| {
+                format!("Secret {name} has no key {key:?} for its volume (the pod would not start)")
+            })?;
+            let file = dir.join(&path);
+            std::fs::write(&file, &value.0).map_err(|e| e.to_string())?;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+/// One volume mount of the container and the local directory standing for it.
+#[derive(Debug)]
+struct Volume {
+    mount: String,
+    local: PathBuf,
+    read_only: bool,
 }
 
 /// podman flags for a pod's and its container's securityContext (the container's wins). A field

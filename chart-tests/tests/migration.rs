@@ -107,16 +107,15 @@ async fn the_translated_install_takes_over_hccms_load_balancer_without_a_write()
         .to_string();
 
     // Our install: the translated values, plus what a test cluster differs in: the cloud is the
-    // simulator, the Secret is made by the chart, the four "pods" share this host's ports, and the
-    // Secret volume is left out (processes cannot mount it; the token comes from the env anyway).
+    // simulator, the Secret is made by the chart, and the four "pods" share this host's ports.
+    // Their Secret volumes (HCCM's extra one, and the chart's token file) are projected into
+    // local directories.
     let ns = "kube-system";
     create_namespace(&admin, ns).await;
     let mut fleet = Fleet::new("chart-migration-");
     let mut local = json!({
         "credentials": {"create": true, "secretName": "hcloud", "token": sim.token(), "network": "k8s"},
         "hcloud": {"endpoint": sim.endpoint()},
-        "extraVolumes": [],
-        "extraVolumeMounts": [],
     });
     for c in CONTROLLERS {
         local[values_key(c)] = json!({"adminPort": free_port()});

@@ -417,6 +417,41 @@ fn env<'a>(deploy: &'a Value, var: &str) -> Option<&'a Value> {
         .find(|e| e["name"] == var)
 }
 
+/// The Secret and key the controller's token comes from, whichever way it is passed: the
+/// `HCLOUD_TOKEN` variable's `secretKeyRef`, or the Secret volume `HCLOUD_TOKEN_FILE` lies in.
+fn token_source(deploy: &Value) -> Value {
+    if let Some(e) = env(deploy, "HCLOUD_TOKEN") {
+        return e["valueFrom"]["secretKeyRef"].clone();
+    }
+    let file =
+        env(deploy, "HCLOUD_TOKEN_FILE").expect("HCLOUD_TOKEN or HCLOUD_TOKEN_FILE")["value"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let (dir, name) = file.rsplit_once('/').unwrap();
+    let mount = container(deploy)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == dir)
+        .unwrap_or_else(|| panic!("nothing mounted at {dir}"));
+    assert_eq!(mount["readOnly"], true);
+    let volume = pod_spec(deploy)["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    let secret = &volume["secret"];
+    let item = secret["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["path"] == name)
+        .unwrap_or_else(|| panic!("no item {name} in {volume}"));
+    json!({"name": secret["secretName"], "key": item["key"]})
+}
+
 fn args(deploy: &Value) -> Vec<String> {
     container(deploy)["args"]
         .as_array()
@@ -495,8 +530,27 @@ fn controllers_are_secure_schedulable_and_probed_on_their_admin_port() {
 
 #[test]
 fn hccms_secret_and_variables_work_unchanged() {
-    // Defaults: HCCM's Secret `hcloud`, key `token`; no network unless asked for.
+    // Defaults: HCCM's Secret `hcloud`, key `token`, mounted as a file so that a new token needs
+    // no restart; no network unless asked for.
     let objects = Render::default().objects();
+    for d in of_kind(&objects, "Deployment") {
+        assert_eq!(
+            token_source(d),
+            json!({"name": "hcloud", "key": "token"}),
+            "{}",
+            describe(d)
+        );
+        assert_eq!(
+            env(d, "HCLOUD_TOKEN_FILE").unwrap()["value"],
+            "/etc/cloud-controllers/credentials/token"
+        );
+        assert!(env(d, "HCLOUD_TOKEN").is_none(), "{}", describe(d));
+        assert!(env(d, "HCLOUD_NETWORK").is_none(), "{}", describe(d));
+    }
+    // HCCM's form, the variable from the Secret, when asked for.
+    let objects = Render::default()
+        .set("credentials.tokenAsFile", false)
+        .objects();
     for d in of_kind(&objects, "Deployment") {
         assert_eq!(
             env(d, "HCLOUD_TOKEN").unwrap()["valueFrom"],
@@ -504,7 +558,8 @@ fn hccms_secret_and_variables_work_unchanged() {
             "{}",
             describe(d)
         );
-        assert!(env(d, "HCLOUD_NETWORK").is_none(), "{}", describe(d));
+        assert!(env(d, "HCLOUD_TOKEN_FILE").is_none(), "{}", describe(d));
+        assert!(pod_spec(d)["volumes"].is_null(), "{}", describe(d));
     }
     // HCCM's networking.enabled: HCLOUD_NETWORK from key `network` (optional) for every controller.
     let objects = Render::default()
@@ -685,7 +740,7 @@ fn the_simulator_block_points_every_controller_at_cloud_sim() {
             format!("http://cloud-controllers-simulator.kube-system.svc:{port}/v1")
         );
         assert_eq!(
-            env(d, "HCLOUD_TOKEN").unwrap()["valueFrom"]["secretKeyRef"],
+            token_source(d),
             json!({"name": "cloud-controllers-simulator", "key": "token"})
         );
     }
@@ -962,8 +1017,19 @@ fn networking_disabled_keeps_our_defaults() {
         // The node's resolver, as HCCM: cluster DNS needs initialized nodes first.
         assert_eq!(pod["dnsPolicy"], "Default", "{what}");
         assert!(pod["dnsConfig"].is_null(), "{what}");
-        assert!(pod["volumes"].is_null(), "{what}");
-        assert!(container(d)["volumeMounts"].is_null(), "{what}");
+        // The token's file, and nothing else.
+        assert_eq!(
+            pod["volumes"],
+            json!([{"name": "cloud-credentials", "secret": {"secretName": "hcloud",
+                "items": [{"key": "token", "path": "token"}]}}]),
+            "{what}"
+        );
+        assert_eq!(
+            container(d)["volumeMounts"],
+            json!([{"name": "cloud-credentials", "readOnly": true,
+                "mountPath": "/etc/cloud-controllers/credentials"}]),
+            "{what}"
+        );
         assert!(d["spec"]["strategy"].is_null(), "{what}");
         assert!(env(d, "HCLOUD_NETWORK").is_none(), "{what}");
         assert!(env(d, "HCLOUD_METRICS_ENABLED").is_none(), "{what}");
@@ -1015,18 +1081,19 @@ fn extra_volumes_mount_a_token_file_in_every_controller() {
             env(d, "HCLOUD_TOKEN").is_none(),
             "{c}: the controllers refuse HCLOUD_TOKEN and HCLOUD_TOKEN_FILE together"
         );
-        if c == "node-controller" {
-            // The controller's own volume is appended.
-            assert_eq!(volumes.len(), 2);
+        // The controller's own volume is appended, then the chart's token volume (unused here:
+        // the controller's env points HCLOUD_TOKEN_FILE at the user's).
+        let own = usize::from(c == "node-controller");
+        if own == 1 {
             assert_eq!(
                 volumes[1],
                 json!({"name": "scratch", "emptyDir": {"sizeLimit": "16Mi"}})
             );
             assert_eq!(mounts[1], json!({"name": "scratch", "mountPath": "/tmp"}));
-        } else {
-            assert_eq!(volumes.len(), 1, "{c}");
-            assert_eq!(mounts.len(), 1, "{c}");
         }
+        assert_eq!(volumes.len(), 2 + own, "{c}");
+        assert_eq!(mounts.len(), 2 + own, "{c}");
+        assert_eq!(volumes[1 + own]["name"], "cloud-credentials", "{c}");
     }
 }
 
@@ -1316,10 +1383,10 @@ fn the_translated_hccm_values_file_renders_what_hccm_would() {
         // replicaCount (and leader election, which HCCM turns on for more than one).
         assert_eq!(d["spec"]["replicas"], hccm["replicaCount"], "{c}");
         assert!(args(d).contains(&"--leader-elect=true".to_owned()), "{c}");
-        // env.HCLOUD_TOKEN, unchanged.
+        // env.HCLOUD_TOKEN's Secret and key, unchanged (mounted as a file by default).
         assert_eq!(
-            env(d, "HCLOUD_TOKEN").unwrap()["valueFrom"],
-            hccm["env"]["HCLOUD_TOKEN"]["valueFrom"],
+            token_source(d),
+            hccm["env"]["HCLOUD_TOKEN"]["valueFrom"]["secretKeyRef"],
             "{c}"
         );
         // networking.enabled: the network from the Secret, the host's network.
@@ -1344,13 +1411,22 @@ fn the_translated_hccm_values_file_renders_what_hccm_would() {
         for t in hccm["additionalTolerations"].as_array().unwrap() {
             assert!(tolerations.contains(t), "{c}: {t}");
         }
-        // extraVolumes, extraVolumeMounts.
-        assert_eq!(pod["volumes"], hccm["extraVolumes"], "{c}");
+        // extraVolumes, extraVolumeMounts; then the chart's token volume.
+        let volumes = pod["volumes"].as_array().unwrap();
+        let mounts = container(d)["volumeMounts"].as_array().unwrap();
+        let theirs = hccm["extraVolumes"].as_array().unwrap().len();
         assert_eq!(
-            container(d)["volumeMounts"],
-            hccm["extraVolumeMounts"],
+            volumes[..theirs],
+            hccm["extraVolumes"].as_array().unwrap()[..],
             "{c}"
         );
+        assert_eq!(
+            mounts[..theirs],
+            hccm["extraVolumeMounts"].as_array().unwrap()[..],
+            "{c}"
+        );
+        assert_eq!(volumes.len(), theirs + 1, "{c}");
+        assert_eq!(volumes[theirs]["name"], "cloud-credentials", "{c}");
         // monitoring.enabled: /metrics stays on.
         assert!(env(d, "HCLOUD_METRICS_ENABLED").is_none(), "{c}");
     }

@@ -5,6 +5,7 @@
 //! - [`provider`]: the traits ([`Instances`], [`LoadBalancers`], [`Routes`]) and their plain types.
 //! - [`error`]: [`CloudError`], classified into not-found / retryable / permanent.
 //! - [`stats`]: API call counters and rate-limit budget for the controllers' metrics.
+//! - [`credentials`]: the token, rotated from `HCLOUD_TOKEN_FILE` while running.
 //! - [`hcloud`]: the Hetzner Cloud implementation (HCCM-compatible).
 //!
 //! ```no_run
@@ -22,12 +23,14 @@
 //! Every HTTP request runs in a `cloud_request` debug span with `method`, `path` (template),
 //! `status` and `correlation_id`.
 
+pub mod credentials;
 pub mod error;
 pub mod hcloud;
 pub mod provider;
 pub mod robot;
 pub mod stats;
 
+pub use credentials::{Credentials, CredentialsStatus};
 pub use error::{ApiError, CloudError, ErrorClass};
 pub use provider::*;
 pub use stats::{ApiObserver, CallKey, ClientStats, RateLimitSnapshot, StatsSnapshot};

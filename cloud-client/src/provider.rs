@@ -414,6 +414,8 @@ pub struct Cloud {
     pub stats: Arc<ClientStats>,
     /// The Robot webservice's call counters, when Robot is on with credentials.
     pub robot_stats: Option<Arc<ClientStats>>,
+    /// The API token and the cloud's verdict on it (for metrics and readiness).
+    pub credentials: Option<Arc<crate::credentials::Credentials>>,
 }
 
 impl fmt::Debug for Cloud {

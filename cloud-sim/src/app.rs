@@ -27,6 +27,9 @@ pub struct AppInner {
     dirty: AtomicBool,
     /// The server the metadata service answers for when the request names none.
     pub metadata_server: Mutex<Option<u64>>,
+    /// The token accepted now: `config.token` at start, changed by `Sim::set_token` (a token
+    /// rotated in the project; the old one is refused from then on).
+    pub token: Mutex<Option<String>>,
 }
 
 impl AppInner {
@@ -43,6 +46,7 @@ impl AppInner {
             counters: Counters::new(config.request_log_capacity),
             dirty: AtomicBool::new(false),
             metadata_server: Mutex::new(None),
+            token: Mutex::new(config.token.clone()),
             config,
         })
     }

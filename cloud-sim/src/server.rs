@@ -75,7 +75,7 @@ fn authorize(app: &AppInner, req: &Request) -> Result<(), ApiError> {
             Err(ApiError::token_readonly())
         };
     }
-    let valid = match &app.config.token {
+    let valid = match &*app.token.lock().unwrap_or_else(|e| e.into_inner()) {
         Some(expected) => token == expected,
         None => token.len() == 64 && token.bytes().all(|b| b.is_ascii_graphic()),
     };
@@ -377,13 +377,21 @@ impl Sim {
         self.app.config.robot_password.clone()
     }
 
-    /// A valid 64-character token (the configured one, if any).
+    /// A valid 64-character token (the one accepted now, if one is set).
     pub fn token(&self) -> String {
         self.app
-            .config
             .token
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .clone()
             .unwrap_or_else(|| DEFAULT_TOKEN.to_owned())
+    }
+
+    /// Accepts `token` alone from now on, as the API does once a project's token is rotated:
+    /// every other token, the previous one included, is answered 401 `unauthorized`. `None`
+    /// accepts any 64-character token again.
+    pub fn set_token(&self, token: Option<&str>) {
+        *self.app.token.lock().unwrap_or_else(|e| e.into_inner()) = token.map(str::to_owned);
     }
 
     /// Requests received for `method` + path template without `/v1`, e.g.

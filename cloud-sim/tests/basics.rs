@@ -51,6 +51,30 @@ async fn servers_and_locations_work_end_to_end() {
     assert_eq!(sim.requests("GET", "/locations"), 1);
 }
 
+/// A rotated project token: from `set_token` on, the new token alone is accepted.
+#[tokio::test]
+async fn a_rotated_token_refuses_the_old_one() {
+    let (old, new) = ("o".repeat(64), "n".repeat(64));
+    let sim = Sim::start_with(SimConfig {
+        token: Some(old.clone()),
+        ..SimConfig::default()
+    })
+    .await;
+    let w = sim.world();
+    let status = |token: String| {
+        let w = w.with_token(&token);
+        async move { w.raw(Method::GET, "/v1/servers", None).await.unwrap() }
+    };
+    assert_eq!(status(old.clone()).await.status, 200);
+    assert_eq!(status(new.clone()).await.status, 401);
+    sim.set_token(Some(&new));
+    let refused = status(old).await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.error_code(), Some("unauthorized"));
+    assert_eq!(status(new.clone()).await.status, 200);
+    assert_eq!(sim.token(), new, "the sim hands out the token it accepts");
+}
+
 #[tokio::test]
 async fn auth_rejects_bad_tokens_and_readonly_writes() {
     let ro = "r".repeat(64);

@@ -1,7 +1,7 @@
 //! Admin HTTP server: `/healthz` (liveness), `/readyz` (readiness), `/metrics` (OpenMetrics text).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::extract::State;
@@ -13,7 +13,7 @@ use crate::metrics::Registries;
 use tokio_util::sync::CancellationToken;
 
 /// Readiness of one process: ready while standing by for the Lease, or once the leader's caches
-/// synced, or when the controller is disabled by `--controllers`.
+/// synced and the cloud accepts its token, or when the controller is disabled by `--controllers`.
 #[derive(Debug, Clone, Default)]
 pub struct Readiness {
     inner: Arc<ReadinessInner>,
@@ -24,6 +24,8 @@ struct ReadinessInner {
     standby: AtomicBool,
     synced: AtomicBool,
     idle: AtomicBool,
+    /// The cloud token, when the controller calls the cloud: not ready while it is refused.
+    credentials: OnceLock<Arc<cloud_client::Credentials>>,
 }
 
 impl Readiness {
@@ -39,11 +41,27 @@ impl Readiness {
     pub fn set_idle(&self, v: bool) {
         self.inner.idle.store(v, Ordering::Release);
     }
+    /// Makes readiness fail while the cloud refuses `credentials`' current token.
+    pub fn watch_credentials(&self, credentials: Arc<cloud_client::Credentials>) {
+        let _ = self.inner.credentials.set(credentials);
+    }
     /// Whether `/readyz` answers 200.
     pub fn is_ready(&self) -> bool {
-        self.inner.idle.load(Ordering::Acquire)
-            || self.inner.standby.load(Ordering::Acquire)
-            || self.inner.synced.load(Ordering::Acquire)
+        self.why_not_ready().is_none()
+    }
+    /// What `/readyz` says when it answers 503.
+    pub fn why_not_ready(&self) -> Option<&'static str> {
+        let inner = &self.inner;
+        if inner.idle.load(Ordering::Acquire) || inner.standby.load(Ordering::Acquire) {
+            return None;
+        }
+        if !inner.synced.load(Ordering::Acquire) {
+            return Some("caches not synced");
+        }
+        if inner.credentials.get().is_some_and(|c| c.status().refused) {
+            return Some("the cloud API refuses the current token (401): waiting for a new one");
+        }
+        None
     }
     /// Whether the caches synced.
     pub fn is_synced(&self) -> bool {
@@ -61,10 +79,9 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(s): State<AdminState>) -> impl IntoResponse {
-    if s.readiness.is_ready() {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+    match s.readiness.why_not_ready() {
+        None => (StatusCode::OK, "ok"),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
 

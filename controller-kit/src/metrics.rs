@@ -4,7 +4,8 @@
 //! `reconcile_duration_seconds{controller}`, `queue_depth{controller}`, `leader{controller}`,
 //! `cloud_api_requests_total{endpoint,method,status}`, `cloud_api_rate_limit_remaining`,
 //! `cloud_api_rate_limit_limit`, `cloud_api_rate_limited_total`, `cloud_api_retries_total`,
-//! `kube_api_requests_total{verb}`, `watch_events_total{resource}`, `runtime_alive_tasks`, plus
+//! `cloud_api_token_rotations_total`, `cloud_api_token_refused`, `kube_api_requests_total{verb}`,
+//! `watch_events_total{resource}`, `runtime_alive_tasks`, plus
 //! whatever a controller registers itself through [`crate::Runtime::registries_mut`]. HCCM's and
 //! upstream's families (`hcloud_api_*`, `process_*`, ...) are served next to them under their own
 //! names: [`crate::upstream_metrics`].
@@ -285,6 +286,36 @@ impl Collector for CloudStatsCollector {
                 MetricType::Counter,
             )?
             .encode_counter::<NoLabelSet, _, u64>(&snap.retries, None)?;
+        Ok(())
+    }
+}
+
+/// The cloud token's rotations and the cloud's verdict on it, read at scrape time:
+/// `cloud_api_token_rotations_total` and `cloud_api_token_refused` (1 while the cloud answers the
+/// current token with 401).
+#[derive(Debug)]
+pub struct CredentialsCollector(pub Arc<cloud_client::Credentials>);
+
+impl Collector for CredentialsCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let status = self.0.status();
+        encoder
+            .encode_descriptor(
+                "cloud_api_token_rotations",
+                "API tokens swapped in from HCLOUD_TOKEN_FILE since start",
+                None,
+                MetricType::Counter,
+            )?
+            .encode_counter::<NoLabelSet, _, u64>(&status.rotations, None)?;
+        encoder
+            .encode_descriptor(
+                "cloud_api_token_refused",
+                "1 while the cloud API refuses the current token (401) and no call with it has \
+                 succeeded since",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&i64::from(status.refused))?;
         Ok(())
     }
 }

@@ -18,7 +18,9 @@ use crate::admin::{self, Readiness};
 use crate::config::{CommonArgs, Config, ConfigError, MetricsServing, Problems};
 use crate::events::Events;
 use crate::leader::LeaderGate;
-use crate::metrics::{CloudStatsCollector, KitMetrics, KubeApiMetrics, Registries};
+use crate::metrics::{
+    CloudStatsCollector, CredentialsCollector, KitMetrics, KubeApiMetrics, Registries,
+};
 use crate::upstream_metrics::{HcloudApiCollector, ProcessCollector};
 use crate::{ControllerInfo, telemetry};
 
@@ -186,6 +188,12 @@ impl Runtime {
         self.registries
             .upstream
             .register_collector(Box::new(HcloudApiCollector::new(cloud.stats.clone())));
+        if let Some(credentials) = &cloud.credentials {
+            self.registries
+                .ours
+                .register_collector(Box::new(CredentialsCollector(credentials.clone())));
+            self.readiness.watch_credentials(credentials.clone());
+        }
         if let Some(robot) = &cloud.robot_stats {
             self.registries
                 .ours

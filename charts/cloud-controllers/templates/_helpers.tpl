@@ -122,6 +122,14 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- .values.serviceAccount.name | default (include "cc.componentName" .) }}
 {{- end }}
 
+{{/* Where credentials.tokenAsFile mounts the token (volume "cloud-credentials"). */}}
+{{- define "cc.tokenDir" -}}
+/etc/cloud-controllers/credentials
+{{- end }}
+{{- define "cc.tokenFile" -}}
+{{ include "cc.tokenDir" . }}/token
+{{- end }}
+
 {{/* The Secret the controllers read HCLOUD_TOKEN (and HCLOUD_NETWORK) from. */}}
 {{- define "cc.credentialsSecret" -}}
 {{- if .Values.simulator.enabled }}
@@ -246,7 +254,11 @@ dict "root" $ "component" name "values" block
 {{- $secret := include "cc.credentialsSecret" $root }}
 {{- $env := dict }}
 {{- $_ := set $env "POD_NAME" (dict "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) }}
+{{- if $root.Values.credentials.tokenAsFile }}
+{{- $_ := set $env "HCLOUD_TOKEN_FILE" (dict "value" (include "cc.tokenFile" $root)) }}
+{{- else }}
 {{- $_ := set $env "HCLOUD_TOKEN" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.tokenKey" $root)))) }}
+{{- end }}
 {{- if or (include "cc.networkForAll" $root) (eq .component "route-controller") }}
 {{- $_ := set $env "HCLOUD_NETWORK" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.networkKey" $root) "optional" true))) }}
 {{- end }}

@@ -10,6 +10,10 @@ use crate::hcloud::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_
 /// Default API endpoint (`HCLOUD_ENDPOINT`).
 pub const DEFAULT_ENDPOINT: &str = "https://api.hetzner.cloud/v1";
 
+/// How often `HCLOUD_TOKEN_FILE` is read again. The kubelet takes up to a minute to update a
+/// mounted Secret; once it has, the new token is in use within this.
+pub const DEFAULT_TOKEN_FILE_POLL: Duration = Duration::from_secs(2);
+
 /// The API token. Its `Debug`/`Display` never show the secret; only the transport reads it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Token(String);
@@ -138,6 +142,11 @@ impl Default for ActionPollPolicy {
 pub struct HcloudConfig {
     /// `HCLOUD_TOKEN` / `HCLOUD_TOKEN_FILE`.
     pub token: Token,
+    /// `HCLOUD_TOKEN_FILE`, when the token came from it: read again every `token_file_poll`,
+    /// and a changed token is used from then on (see [`crate::credentials`]).
+    pub token_file: Option<std::path::PathBuf>,
+    /// How often `token_file` is read again.
+    pub token_file_poll: Duration,
     /// `HCLOUD_ENDPOINT`, without trailing slash.
     pub endpoint: String,
     /// Per-request timeout (HCCM: 15 s).
@@ -204,6 +213,8 @@ impl HcloudConfig {
     pub fn new(token: Token) -> Self {
         Self {
             token,
+            token_file: None,
+            token_file_poll: DEFAULT_TOKEN_FILE_POLL,
             endpoint: DEFAULT_ENDPOINT.to_string(),
             request_timeout: Duration::from_secs(15),
             network: None,
@@ -255,6 +266,7 @@ impl HcloudConfig {
 
         let token_file = get("HCLOUD_TOKEN_FILE");
         let mut startup_warnings = Vec::new();
+        let watched = token.is_none().then(|| token_file.clone()).flatten();
         let token = match (token, token_file) {
             (Some(t), None) => {
                 if t.is_empty() {
@@ -303,6 +315,7 @@ impl HcloudConfig {
             ));
         }
         let mut c = Self::new(token);
+        c.token_file = watched.map(std::path::PathBuf::from);
         c.startup_warnings = startup_warnings;
 
         if let Some(v) = get("HCLOUD_ENDPOINT") {

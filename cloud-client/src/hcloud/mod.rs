@@ -81,6 +81,7 @@ impl HcloudProvider {
             );
         }
         let transport = Transport::new(&config, stats)?;
+        transport.credentials().watch_file(config.token_file_poll);
         let servers = ServerCache::new(
             transport.clone(),
             config.server_cache_mode,
@@ -143,6 +144,7 @@ impl HcloudProvider {
             routes: self.routes(),
             stats: self.stats(),
             robot_stats: self.instances.robot.as_ref().map(|r| r.stats().clone()),
+            credentials: Some(self.transport.credentials().clone()),
         }
     }
 

@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
+use crate::credentials::Credentials;
 use crate::error::{ApiError, CloudError};
 use crate::hcloud::config::{HcloudConfig, RetryPolicy, Token};
 use crate::hcloud::rate_limit::{RateLimiter, parse_headers};
@@ -78,7 +79,7 @@ pub struct Transport {
 struct Inner {
     http: reqwest::Client,
     endpoint: String,
-    token: Token,
+    credentials: Arc<Credentials>,
     timeout: Duration,
     retry: RetryPolicy,
     limiter: RateLimiter,
@@ -91,7 +92,7 @@ impl fmt::Debug for Transport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Transport")
             .field("endpoint", &self.inner.endpoint)
-            .field("token", &self.inner.token)
+            .field("credentials", &self.inner.credentials)
             .field("timeout", &self.inner.timeout)
             .field("retry", &self.inner.retry)
             .finish()
@@ -131,7 +132,7 @@ impl Transport {
             inner: Arc::new(Inner {
                 http,
                 endpoint: config.endpoint.trim_end_matches('/').to_string(),
-                token: config.token.clone(),
+                credentials: Credentials::new(config.token.clone(), config.token_file.clone()),
                 timeout: config.request_timeout,
                 retry: config.retry,
                 limiter: RateLimiter::new(config.rate_limit_reserve),
@@ -143,6 +144,12 @@ impl Transport {
 
     pub fn stats(&self) -> &Arc<ClientStats> {
         &self.inner.stats
+    }
+
+    /// The token calls are sent with (rotated from `HCLOUD_TOKEN_FILE`, see
+    /// [`Credentials::watch_file`]).
+    pub fn credentials(&self) -> &Arc<Credentials> {
+        &self.inner.credentials
     }
 
     /// Sends `req` and decodes the JSON body.
@@ -209,9 +216,12 @@ impl Transport {
             correlation_id = tracing::field::Empty,
         );
         let started = Instant::now();
+        let token = inner.credentials.in_use();
         let result = {
             let _on_the_wire = inner.stats.in_flight();
-            self.exchange(req).instrument(span.clone()).await
+            self.exchange(req, &token.token)
+                .instrument(span.clone())
+                .await
         };
         let elapsed = started.elapsed();
         let method = req.method.as_str();
@@ -225,6 +235,14 @@ impl Transport {
                 inner
                     .stats
                     .record_call(method, req.template, status, elapsed);
+                if inner.credentials.record_answer(&token, status) {
+                    tracing::warn!(
+                        token_file = ?inner.credentials.status().file,
+                        "the cloud API refuses the current token (401 unauthorized): calls fail \
+                         and /readyz reports it until a call succeeds or a new token is \
+                         configured; nothing is deleted meanwhile"
+                    );
+                }
                 let correlation_id = headers
                     .get("x-correlation-id")
                     .and_then(|v| v.to_str().ok())
@@ -301,13 +319,14 @@ impl Transport {
     async fn exchange(
         &self,
         req: &Req,
+        token: &Token,
     ) -> Result<(u16, reqwest::header::HeaderMap, Vec<u8>), reqwest::Error> {
         let inner = &self.inner;
         let url = format!("{}{}", inner.endpoint, req.path);
         let mut rb = inner
             .http
             .request(req.method.clone(), url)
-            .bearer_auth(inner.token.expose());
+            .bearer_auth(token.expose());
         if !req.query.is_empty() {
             rb = rb.query(&req.query);
         }
@@ -349,14 +368,10 @@ impl Transport {
         );
     }
 
-    /// Belt and braces: no message we build may contain the token, whatever a library put in it.
+    /// Belt and braces: no message we build may contain a token (the current one or one rotated
+    /// out), whatever a library put in it.
     fn redact(&self, s: String) -> String {
-        let t = self.inner.token.expose();
-        if t.is_empty() {
-            s
-        } else {
-            s.replace(t, "<redacted>")
-        }
+        self.inner.credentials.redact(s)
     }
 }
 

@@ -4,8 +4,9 @@
 //! private network with their Nodes, LoadBalancer Services), runs the four controllers as
 //! processes under their chart RBAC ([`Fleet`]), does something bad to them, and audits the
 //! end state: converged, no duplicate load balancer or route, nothing leaked, no Node deleted
-//! whose server exists. An audit that fails, a controller that exits on its own, a panic or the
-//! API token in any log, Event or metric fails the suite (exit 1). Timings, 429s, failover gaps
+//! whose server exists. An audit that fails, a controller that exits on its own, a panic or an
+//! API token (the soak rotates it: old and new) in any log, Event or metric fails the suite
+//! (exit 1). Timings, 429s, failover gaps
 //! and memory are reported in a table and never judged.
 //!
 //! `--quick` (what `cargo xtask test` runs) uses small worlds and short phases; the full run is
@@ -232,9 +233,11 @@ async fn tear_down(
     let log = world.sim.request_log();
     let rate_limited = log.iter().filter(|r| r.status == 429).count() as u64;
     let exited = fleet.unexpected_exits();
-    // The secrets the controllers were given: HCLOUD_TOKEN and the Robot credentials are the
-    // world's sim's.
-    scan.watch(&world.sim.token());
+    // The secrets the controllers were given: every token of the fleet's token file (the soak
+    // rotates it) and the Robot credentials, the world's sim's.
+    for token in fleet.tokens() {
+        scan.watch(token);
+    }
     scan.watch(&world.sim.robot_user());
     scan.watch(&world.sim.robot_password());
     for r in &fleet.replicas {

@@ -3,6 +3,8 @@
 //! send their periodic status reports. Each controller's resident
 //! memory, live tokio tasks and open file descriptors are read from its `/metrics` once the world
 //! first converged and again at the end; its cloud calls over the soak are scaled to an hour.
+//! Halfway through, the project's token is rotated: the sim refuses the old one from then on and
+//! the controllers' token file (`HCLOUD_TOKEN_FILE`) holds the new one, with no restart.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -59,6 +61,9 @@ async fn read(fleet: &Fleet) -> Vec<Reading> {
     out
 }
 
+/// The project's token after the soak's rotation (64 characters, like a real one).
+const ROTATED_TOKEN: &str = "rotated-soak-token-000000000000000000000000000000000000000000000";
+
 pub async fn run(
     args: &ChaosArgs,
     binaries: &[PathBuf],
@@ -86,8 +91,19 @@ pub async fn run(
     let report_every = (soak / 3).min(Duration::from_secs(300));
     let mut reports = 0;
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    // Request-log positions: when the token was rotated, and a period later (the controllers read
+    // their token file every 2 s; a period is at least 10 s).
+    let (mut rotated_at, mut settled_at) = (None, None);
+    let last_seq = |world: &World| world.sim.request_log().last().map_or(0, |e| e.seq);
     while started.elapsed() < soak {
         tick.tick().await;
+        if rotated_at.is_some() && settled_at.is_none() {
+            settled_at = Some(last_seq(&world));
+        }
+        if rotated_at.is_none() && started.elapsed() >= soak / 2 {
+            rotated_at = Some(last_seq(&world));
+            fleet.rotate_token(&world.sim, ROTATED_TOKEN)?;
+        }
         if started.elapsed() >= report_every * (reports + 1) {
             reports += 1;
             world.report_status(u64::from(reports)).await?;
@@ -109,6 +125,24 @@ pub async fn run(
     }
     let hours = started.elapsed().as_secs_f64() / 3600.0;
     let converged = await_convergence(&world, &fleet, args, "soak").await?;
+    // Calls refused with the old token: only in the moment before the controllers read the file,
+    // never after.
+    let refused = |after: Option<u64>| {
+        after.map_or(0, |seq| {
+            let log = world.sim.request_log();
+            log.iter()
+                .filter(|e| e.seq > seq && e.status == 401)
+                .count()
+        })
+    };
+    let refused_later = refused(settled_at);
+    let refused_at_switch = refused(rotated_at) - refused_later;
+    anyhow::ensure!(
+        refused_later == 0,
+        "{refused_later} calls were made with the old token after the controllers had {} s to \
+         read the new one",
+        period.as_secs()
+    );
     let end = read(&fleet).await;
     let audit = world.audit().await?;
     let controllers: Vec<Sample> = fleet
@@ -150,7 +184,8 @@ pub async fn run(
         crashes: ending.exited.len(),
         notes: format!(
             "{joins} joins, {removals} removals; {:.0} cloud calls/h in all (the world's own \
-             server creates and deletes included)",
+             server creates and deletes included); token rotated halfway: {refused_at_switch} \
+             calls refused with the old one before the controllers read the file, 0 after",
             ending.calls as f64 / hours
         ),
     };

@@ -143,6 +143,10 @@ pub struct Fleet {
     admin: kube::Client,
     /// Exits the caller did not cause (a crash, a lost Lease), as `<identity> (<status>)`.
     exits: Vec<String>,
+    /// The file every replica reads its token from (`HCLOUD_TOKEN_FILE`, as the chart mounts it).
+    token_file: PathBuf,
+    /// Every token the fleet was given, the current one last.
+    tokens: Vec<String>,
 }
 
 impl Fleet {
@@ -156,10 +160,14 @@ impl Fleet {
         options: Options<'_>,
     ) -> anyhow::Result<Fleet> {
         std::fs::create_dir_all(options.dir)?;
+        let token_file = options.dir.join("hcloud-token");
+        write_atomically(&token_file, &sim.token())?;
         let mut fleet = Fleet {
             replicas: Vec::new(),
             admin: admin.clone(),
             exits: Vec::new(),
+            token_file: token_file.clone(),
+            tokens: vec![sim.token()],
         };
         for (spec, binary) in ALL.iter().zip(binaries) {
             let kubeconfig = authorize(*spec, plane, admin, options.dir).await?;
@@ -182,7 +190,8 @@ impl Fleet {
                     launch = launch.arg(format!("--leader-elect-identity={identity}"));
                 }
                 let launch = launch
-                    .sim(sim)
+                    .env("HCLOUD_TOKEN_FILE", &token_file.display().to_string())
+                    .env("HCLOUD_ENDPOINT", &sim.endpoint())
                     .env("HCLOUD_NETWORK", NETWORK)
                     .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
                     .env("HCLOUD_LOAD_BALANCERS_TYPE", "lb11")
@@ -207,6 +216,20 @@ impl Fleet {
             fleet.restart(i)?;
         }
         Ok(fleet)
+    }
+
+    /// Rotates the project's token: `sim` accepts `token` alone from now on, and the fleet's token
+    /// file holds it (replaced at once, as the kubelet swaps a Secret volume's files).
+    pub fn rotate_token(&mut self, sim: &cloud_sim::Sim, token: &str) -> anyhow::Result<()> {
+        write_atomically(&self.token_file, token)?;
+        sim.set_token(Some(token));
+        self.tokens.push(token.to_owned());
+        Ok(())
+    }
+
+    /// Every token the fleet was given, the current one last.
+    pub fn tokens(&self) -> &[String] {
+        &self.tokens
     }
 
     /// Starts replica `i`, e.g. again after [`Fleet::kill`] or [`Fleet::terminate`].
@@ -368,4 +391,13 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result
 pub fn free_port() -> anyhow::Result<std::net::SocketAddr> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?)
+}
+
+/// Writes `text` to a temporary file beside `path`, then renames it over `path`: a reader sees the
+/// old content or the new, never a half-written file.
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
 }
