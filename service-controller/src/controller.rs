@@ -14,6 +14,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::applied::{AppliedSet, Work};
+use crate::condition::{self, Want};
 use crate::error::Error;
 use crate::metrics::ServiceMetrics;
 use crate::nodes::EligibleCache;
@@ -97,6 +98,7 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error
     async move {
         let mut timer = ctx.kit.reconcile_timer();
         let result = sync(&svc, &ctx).await;
+        report_condition(&svc, &ctx, &result).await;
         match &result {
             Ok(_) => {
                 timer.set_result("ok");
@@ -113,6 +115,33 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error
     }
     .instrument(span)
     .await
+}
+
+/// Keeps the Service's [`condition`] true to what this reconcile found: one status patch when it
+/// changed, none otherwise; removed once the Service is no longer ours to serve. A failed write
+/// is logged and left to the next reconcile (the load balancer work itself is done).
+async fn report_condition(svc: &Service, ctx: &Ctx, result: &Result<Action, Error>) {
+    let serving = service::wants_load_balancer(svc, &ctx.classes)
+        && svc.metadata.deletion_timestamp.is_none();
+    let write = if !serving {
+        if condition::current(svc).is_none() {
+            return;
+        }
+        condition::remove(&ctx.client, svc).await
+    } else {
+        let want = match result {
+            Err(e) => Want::failed(e),
+            Ok(_) if ctx.eligible.current(&ctx.nodes).nodes.is_empty() => Want::unavailable(),
+            Ok(_) => Want::ready(),
+        };
+        if !condition::needs_write(svc, &want) {
+            return;
+        }
+        condition::write(&ctx.client, svc, &want).await
+    };
+    if let Err(e) = write {
+        warn!(service = %service::key(svc), error = %e, "updating the Service condition failed");
+    }
 }
 
 /// Requeue policy: invalid input waits for the Service to change (its Warning says what to fix);

@@ -8,6 +8,7 @@
 //! a finalizer; and an opt-in `loadBalancerClass` of our own lets it run next to MetalLB or Cilium.
 
 pub mod applied;
+pub mod condition;
 pub mod controller;
 pub mod error;
 pub mod metrics;

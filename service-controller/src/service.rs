@@ -157,7 +157,8 @@ pub fn current_ingress(svc: &Service) -> Vec<LoadBalancerIngress> {
         .collect()
 }
 
-/// Strips what the controller never reads, to keep the Service cache small.
+/// Strips what the controller never reads, to keep the Service cache small; of the conditions,
+/// only its own stays.
 pub fn slim(svc: &mut Service) {
     svc.metadata.managed_fields = None;
     if let Some(spec) = svc.spec.as_mut() {
@@ -165,7 +166,15 @@ pub fn slim(svc: &mut Service) {
         spec.cluster_ips = None;
     }
     if let Some(status) = svc.status.as_mut() {
-        status.conditions = None;
+        status.conditions = status
+            .conditions
+            .take()
+            .map(|c| {
+                c.into_iter()
+                    .filter(|c| c.type_ == crate::condition::TYPE)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|c| !c.is_empty());
     }
 }
 

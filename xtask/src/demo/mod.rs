@@ -183,6 +183,21 @@ async fn summary(
         "\nService demo/web ingress (until it was deleted): {}",
         outcome.ingress.join(", ")
     );
+    println!("\nServices and their condition cloud-controllers.github.io/LoadBalancerReady");
+    let w = outcome
+        .conditions
+        .iter()
+        .map(|[_, ips, ..]| ips.len())
+        .max()
+        .unwrap_or(0)
+        .max(11);
+    println!(
+        "  {:<10} {:<w$} {:<7} {:<26} message",
+        "name", "external IP", "status", "reason"
+    );
+    for [name, ips, status, reason, message] in &outcome.conditions {
+        println!("  {name:<10} {ips:<w$} {status:<7} {reason:<26} {message}");
+    }
     println!("\nRoutes in network {}", world::NETWORK);
     for (dest, gw) in story.routes().await? {
         println!("  {dest:<16} via {gw}");

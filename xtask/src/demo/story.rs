@@ -16,6 +16,10 @@ const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const DEADLINE: Duration = Duration::from_secs(60);
 const NAMESPACE: &str = "demo";
 const SERVICE: &str = "web";
+/// A Service with a typo in an annotation: refused by the controller, and it says so.
+const BAD_SERVICE: &str = "typo";
+/// service-controller's condition on the Services it serves.
+const READY_CONDITION: &str = "cloud-controllers.github.io/LoadBalancerReady";
 
 /// Polls `check` every 200 ms until it yields a value, or fails after [`DEADLINE`].
 async fn until<T>(mut check: impl AsyncFnMut() -> anyhow::Result<Option<T>>) -> anyhow::Result<T> {
@@ -37,6 +41,9 @@ async fn until<T>(mut check: impl AsyncFnMut() -> anyhow::Result<Option<T>>) -> 
 pub struct Outcome {
     /// The Service's ingress IPs while it existed.
     pub ingress: Vec<String>,
+    /// Each Service's ready condition once the bad one was refused: name, ingress, status,
+    /// reason, message.
+    pub conditions: Vec<[String; 5]>,
 }
 
 /// The demo world's handles.
@@ -110,6 +117,13 @@ impl Story<'_> {
             .step(
                 "LoadBalancer Service demo/web gets an ingress IP",
                 self.service_gets_ingress(),
+            )
+            .await?;
+        outcome.conditions = self
+            .progress
+            .step(
+                "Service demo/typo with a bad annotation → no load balancer, its condition says why",
+                self.bad_service_is_refused(),
             )
             .await?;
         self.progress
@@ -198,6 +212,52 @@ impl Story<'_> {
             let svc = self.services().get(SERVICE).await?;
             let ips = ingress(&svc);
             Ok((!ips.is_empty()).then_some(ips))
+        })
+        .await
+    }
+
+    /// `uses-proxyprotocol: "yes"` (a boolean is expected): no load balancer for it, demo/web
+    /// untouched, and its condition False with the controller's message. Returns both Services'
+    /// conditions.
+    async fn bad_service_is_refused(&self) -> anyhow::Result<Vec<[String; 5]>> {
+        let mut svc = Service::default();
+        svc.metadata.name = Some(BAD_SERVICE.into());
+        svc.metadata.annotations = Some(BTreeMap::from([(
+            "load-balancer.hetzner.cloud/uses-proxyprotocol".into(),
+            "yes".into(),
+        )]));
+        svc.spec = Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            selector: Some(BTreeMap::from([("app".into(), BAD_SERVICE.into())])),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: 80,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        self.services().create(&PostParams::default(), &svc).await?;
+        until(async || {
+            let bad = self.services().get(BAD_SERVICE).await?;
+            let refused = ready_condition(&bad).is_some_and(|[status, reason, _]| {
+                status == "False" && reason == "InvalidLoadBalancerInput"
+            });
+            if !refused || self.load_balancers().await?.len() != 1 {
+                return Ok(None);
+            }
+            let mut rows = Vec::new();
+            for name in [SERVICE, BAD_SERVICE] {
+                let svc = self.services().get(name).await?;
+                let [status, reason, message] = ready_condition(&svc).unwrap_or_default();
+                let ips = ingress(&svc);
+                let ips = if ips.is_empty() {
+                    "<pending>".into()
+                } else {
+                    ips.join(",")
+                };
+                rows.push([format!("{NAMESPACE}/{name}"), ips, status, reason, message]);
+            }
+            Ok(Some(rows))
         })
         .await
     }
@@ -369,6 +429,18 @@ pub fn condition(node: &Node, kind: &str) -> Option<String> {
         .iter()
         .find(|c| c.type_ == kind)
         .map(|c| c.status.clone())
+}
+
+/// Status, reason and message of service-controller's ready condition.
+fn ready_condition(svc: &Service) -> Option<[String; 3]> {
+    let c = svc
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == READY_CONDITION)?;
+    Some([c.status.clone(), c.reason.clone(), c.message.clone()])
 }
 
 fn ingress(svc: &Service) -> Vec<String> {

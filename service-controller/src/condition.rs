@@ -1,0 +1,224 @@
+//! The Service condition that says whether its load balancer serves it, and if not, why: Events
+//! expire after an hour and `EXTERNAL-IP <pending>` gives no reason; a condition stays.
+//!
+//! Type [`TYPE`], `cloud-controllers.github.io/LoadBalancerReady`:
+//! - `True`, reason `EnsuredLoadBalancer`: the load balancer matches the Service and has targets;
+//! - `False`, reason `InvalidLoadBalancerInput`: an annotation or field the controller refuses
+//!   (the message names it, quotes the value and says what is accepted); nothing was written;
+//! - `False`, reason `SyncLoadBalancerFailed`: the cloud (or the apiserver) failed; retried with
+//!   backoff, the message is the error;
+//! - `False`, reason `UnAvailableLoadBalancer`: no eligible node, so no target.
+//!
+//! Upstream defines no Service condition for load balancers: KEP-4631 proposed
+//! `LoadBalancerServing`/`LoadBalancerProvisioning` for cloud providers and was not accepted, so
+//! an unprefixed name could later mean something else. The type is therefore prefixed, as
+//! `metav1.Condition` asks of types outside Kubernetes (Cilium's LB-IPAM writes
+//! `io.cilium/lb-ipam-request-satisfied` the same way), and the reasons are the Event reasons
+//! operators already alert on. `observedGeneration` is the Service generation it describes.
+//!
+//! A condition write is one strategic-merge patch of `services/status` keyed by type (other
+//! conditions are untouched), made only when status, reason, message or generation changed;
+//! `lastTransitionTime` moves only when the status does. It never costs a cloud call.
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::error::Error;
+use crate::reasons;
+
+/// The condition type.
+pub const TYPE: &str = "cloud-controllers.github.io/LoadBalancerReady";
+
+/// Messages longer than this are cut (an apiserver limit is 32 KiB; a condition is read by people).
+const MAX_MESSAGE: usize = 1024;
+
+/// What the condition should say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Want {
+    pub ready: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Want {
+    /// The load balancer is ensured and has targets.
+    pub fn ready() -> Want {
+        Want {
+            ready: true,
+            reason: reasons::ENSURED,
+            message: "The load balancer serves this Service".into(),
+        }
+    }
+
+    /// Ensured, but no node is eligible as a target.
+    pub fn unavailable() -> Want {
+        Want {
+            ready: false,
+            reason: reasons::UNAVAILABLE,
+            message: "There are no available nodes for LoadBalancer".into(),
+        }
+    }
+
+    /// The sync failed with `err`.
+    pub fn failed(err: &Error) -> Want {
+        let reason = if err.is_bad_input() {
+            reasons::INVALID_INPUT
+        } else {
+            reasons::SYNC_FAILED
+        };
+        let mut message = err.to_string();
+        if message.len() > MAX_MESSAGE {
+            let cut = (0..=MAX_MESSAGE)
+                .rev()
+                .find(|i| message.is_char_boundary(*i))
+                .unwrap_or(0);
+            message.truncate(cut);
+            message.push('…');
+        }
+        Want {
+            ready: false,
+            reason,
+            message,
+        }
+    }
+
+    fn status(&self) -> &'static str {
+        if self.ready { "True" } else { "False" }
+    }
+}
+
+/// The Service's condition of [`TYPE`], if any.
+pub fn current(svc: &Service) -> Option<&Condition> {
+    svc.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == TYPE)
+}
+
+/// True when the condition is missing or says something else than `want` for this generation.
+pub fn needs_write(svc: &Service, want: &Want) -> bool {
+    match current(svc) {
+        None => true,
+        Some(c) => {
+            c.status != want.status()
+                || c.reason != want.reason
+                || c.message != want.message
+                || c.observed_generation != svc.metadata.generation
+        }
+    }
+}
+
+fn api(client: &kube::Client, svc: &Service) -> Api<Service> {
+    Api::namespaced(client.clone(), &svc.namespace().unwrap_or_default())
+}
+
+/// Writes `want`; a Service already gone is fine.
+pub async fn write(client: &kube::Client, svc: &Service, want: &Want) -> Result<(), kube::Error> {
+    let transition = match current(svc) {
+        Some(c) if c.status == want.status() => c.last_transition_time.0.to_string(),
+        _ => k8s_openapi::jiff::Timestamp::now().to_string(),
+    };
+    let mut condition = json!({
+        "type": TYPE,
+        "status": want.status(),
+        "reason": want.reason,
+        "message": want.message,
+        "lastTransitionTime": transition,
+    });
+    if let Some(generation) = svc.metadata.generation {
+        condition["observedGeneration"] = json!(generation);
+    }
+    let patch = json!({"status": {"conditions": [condition]}});
+    ignore_not_found(
+        api(client, svc)
+            .patch_status(
+                &svc.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await,
+    )
+}
+
+/// Removes the condition (the Service is no longer ours to serve); a Service already gone is fine.
+pub async fn remove(client: &kube::Client, svc: &Service) -> Result<(), kube::Error> {
+    let patch = json!({"status": {"conditions": [{"type": TYPE, "$patch": "delete"}]}});
+    ignore_not_found(
+        api(client, svc)
+            .patch_status(
+                &svc.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await,
+    )
+}
+
+fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ServiceStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn with(status: &str, reason: &str, message: &str, generation: i64) -> Service {
+        let mut svc = Service::default();
+        svc.metadata.generation = Some(generation);
+        svc.status = Some(ServiceStatus {
+            conditions: Some(vec![Condition {
+                type_: TYPE.into(),
+                status: status.into(),
+                reason: reason.into(),
+                message: message.into(),
+                observed_generation: Some(generation),
+                last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            }]),
+            ..Default::default()
+        });
+        svc
+    }
+
+    #[test]
+    fn writes_only_what_changed() {
+        let ready = Want::ready();
+        assert!(needs_write(&Service::default(), &ready));
+        let svc = with("True", reasons::ENSURED, &ready.message, 3);
+        assert!(
+            !needs_write(&svc, &ready),
+            "an unchanged resync writes nothing"
+        );
+        assert!(needs_write(&svc, &Want::unavailable()));
+        let mut newer = svc.clone();
+        newer.metadata.generation = Some(4);
+        assert!(needs_write(&newer, &ready), "a new generation is observed");
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        let e = Error::Cloud {
+            service: "ns/svc".into(),
+            op: "ensure load balancer",
+            source: cloud_client::CloudError::InvalidInput {
+                field: "load-balancer.hetzner.cloud/name".into(),
+                value: "é".repeat(2000),
+                expected: "a name".into(),
+            },
+        };
+        let want = Want::failed(&e);
+        assert_eq!(want.reason, reasons::INVALID_INPUT);
+        assert!(want.message.len() <= MAX_MESSAGE + '…'.len_utf8());
+        assert!(want.message.ends_with('…'));
+    }
+}
