@@ -172,6 +172,12 @@ async fn helm_install_dry_run_renders_notes_that_name_what_was_enabled() {
         "{notes}"
     );
     assert!(!notes.contains("ROBOT_"), "{notes}");
+    assert!(
+        notes.contains(
+            "ValidatingAdmissionPolicy cloud-controllers-service-controller-annotations refuses"
+        ),
+        "{notes}"
+    );
 
     // robot.enabled: where the Robot credentials are read from.
     let notes = install(Some("charts/cloud-controllers/ci/robot-values.yaml"));

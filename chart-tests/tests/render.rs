@@ -109,7 +109,7 @@ fn the_default_install_has_three_controllers_each_with_its_own_objects() {
         ]
         .into()
     };
-    let want: BTreeMap<String, BTreeSet<String>> = [
+    let mut want: BTreeMap<String, BTreeSet<String>> = [
         "node-controller",
         "lifecycle-controller",
         "service-controller",
@@ -117,6 +117,15 @@ fn the_default_install_has_three_controllers_each_with_its_own_objects() {
     .iter()
     .map(|c| (c.to_string(), expected(c)))
     .collect();
+    // The service-controller's admission policy for its annotations (admission_policy.rs).
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        want.get_mut("service-controller").unwrap().insert(format!(
+            "{kind} cloud-controllers-service-controller-annotations"
+        ));
+    }
     assert_eq!(per_component, want);
 }
 
@@ -848,7 +857,9 @@ fn values_yaml_and_the_schema_declare_the_same_keys() {
         in_values
             .iter()
             .filter_map(|p| p.strip_prefix(&format!("{key}.")).map(str::to_owned))
-            .filter(|p| p != "clusterCIDR")
+            // A controller's own keys: the route-controller's CIDR, the service-controller's
+            // admission policy.
+            .filter(|p| p != "clusterCIDR" && p != "validation" && !p.starts_with("validation."))
             .collect()
     };
     for c in CONTROLLERS {

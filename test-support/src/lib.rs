@@ -1,7 +1,9 @@
 //! What the controllers' end-to-end tests share: the testenv control plane, a cloud-sim per test,
 //! Nodes as kubelet creates them, the chart's RBAC applied and bound, polling with a deadline
 //! ([`world`] puts them together), controllers in-process ([`run`]) and as processes
-//! ([`process`]), and the bad-configuration runner ([`bad_config`]).
+//! ([`process`]), the bad-configuration runner ([`bad_config`]) and the service-controller's
+//! bad-input catalogue with its accepted values ([`bad_input`]), which the chart's admission policy
+//! is tested against too.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -15,6 +17,7 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 
 pub mod bad_config;
+pub mod bad_input;
 pub mod hccm_flags;
 pub mod hccm_switch;
 pub mod process;

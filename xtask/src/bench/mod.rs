@@ -1,11 +1,13 @@
-//! `cargo xtask bench [nodes|services|routes|all]`: controller benchmarks. They print figures (and write
-//! them as JSON with `--json`) and assert nothing.
+//! `cargo xtask bench [nodes|services|routes|system|admission|all]`: controller benchmarks. They
+//! print figures (and write them as JSON with `--json`) and assert nothing.
 //!
-//! Every scenario runs one controller binary (profile `release` by default, what the images ship)
-//! as a child process against a fresh testenv control plane (real kube-apiserver + etcd) and an
-//! in-process cloud-sim. Cloud calls are the sim's request log; memory is the child's
-//! `/proc/<pid>/status`.
+//! Every controller scenario runs one controller binary (profile `release` by default, what the
+//! images ship) as a child process against a fresh testenv control plane (real kube-apiserver +
+//! etcd) and an in-process cloud-sim. Cloud calls are the sim's request log; memory is the child's
+//! `/proc/<pid>/status`. `admission` runs no controller: it times Service writes with and without
+//! the chart's ValidatingAdmissionPolicy.
 
+mod admission;
 mod nodes;
 pub mod plot;
 mod routes;
@@ -39,12 +41,15 @@ pub enum Scenario {
     /// churn with Nodes joining and leaving; memory, CPU, cloud calls and apiserver traffic per
     /// controller.
     System,
-    /// `nodes`, then `services`, then `routes`, then `system`.
+    /// The chart's ValidatingAdmissionPolicy for Service annotations: latency of Service creates
+    /// (dry run) with and without it. No controller.
+    Admission,
+    /// `nodes`, then `services`, then `routes`, then `system`, then `admission`.
     All,
 }
 
 /// The JSON report's keys: one per scenario (`all` runs every one).
-pub const REPORTED: &[&str] = &["nodes", "services", "routes", "system"];
+pub const REPORTED: &[&str] = &["nodes", "services", "routes", "system", "admission"];
 
 /// Options of `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
@@ -59,7 +64,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub nodes: Option<usize>,
     /// `services`: number of LoadBalancer Services [default: 20, 5 with --quick]; `system`:
-    /// [default: 100, 10 with --quick].
+    /// [default: 100, 10 with --quick]; `admission`: Service creates per measured row [default:
+    /// 500, 50 with --quick].
     #[arg(long)]
     pub services: Option<usize>,
     /// `routes`: number of servers, Nodes and routes [default: 1000, 100 with --quick].
@@ -217,7 +223,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let f = rt.block_on(system::run(&args, &binaries))?;
         figures.insert("system", serde_json::to_value(f)?);
     }
-    print_table(&rows);
+    if matches!(args.scenario, Scenario::Admission | Scenario::All) {
+        let f = rt.block_on(admission::run(&args))?;
+        figures.insert("admission", serde_json::to_value(f)?);
+    }
+    if !rows.is_empty() {
+        print_table(&rows);
+    }
     if let Some(path) = &args.plot {
         plot::write_png(&curves, path)?;
         eprintln!("bench: plot written to {}", path.display());
