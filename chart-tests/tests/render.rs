@@ -406,6 +406,43 @@ fn rbac_is_exactly_the_files_rules_bound_to_each_service_account() {
     }
 }
 
+/// `<controller>.dryRun` runs that controller as a shadow: `--dry-run`, and its RBAC allows the
+/// Lease a shadow takes (named apart from the acting controller's).
+#[test]
+fn dry_run_renders_the_flag_and_the_shadow_may_hold_its_own_lease() {
+    let objects = Render::default()
+        .set("serviceController.dryRun", true)
+        .objects();
+    for c in [
+        "node-controller",
+        "lifecycle-controller",
+        "service-controller",
+    ] {
+        let d = find(&objects, "Deployment", &format!("cloud-controllers-{c}"));
+        assert_eq!(
+            args(d).contains(&"--dry-run=true".to_owned()),
+            c == "service-controller",
+            "{c}"
+        );
+        let role = find(
+            &objects,
+            "Role",
+            &format!("cloud-controllers:{c}:leader-election"),
+        );
+        let names: Vec<&str> = role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["resourceNames"].as_array().into_iter().flatten())
+            .filter_map(|n| n.as_str())
+            .collect();
+        assert!(
+            names.contains(&format!("cloud-controller-manager-{c}-dry-run").as_str()),
+            "{c}: {names:?}"
+        );
+    }
+}
+
 #[test]
 fn rbac_create_false_renders_no_roles() {
     let objects = Render::default().set("rbac.create", false).objects();

@@ -39,6 +39,12 @@ pub enum CloudError {
         message: String,
     },
 
+    /// Shadow mode: the write was planned, not sent (see [`crate::plan`]).
+    #[error(
+        "{method} {endpoint}: not sent: shadow mode (--dry-run) plans writes instead of making them"
+    )]
+    DryRun { method: String, endpoint: String },
+
     /// The per-request timeout (or an action wait deadline) elapsed.
     #[error("{operation}: timed out after {after:?}")]
     Timeout { operation: String, after: Duration },
@@ -132,10 +138,16 @@ impl CloudError {
             // Retries exhausted on something transient: still worth a (slower) controller requeue.
             CloudError::RetriesExhausted { last, .. } => last.class(),
             CloudError::Unsupported { .. }
+            | CloudError::DryRun { .. }
             | CloudError::InvalidInput { .. }
             | CloudError::InvalidConfig { .. }
             | CloudError::Inconsistent { .. } => ErrorClass::Permanent,
         }
+    }
+
+    /// True when shadow mode planned the write instead of making it.
+    pub fn is_dry_run(&self) -> bool {
+        matches!(self, CloudError::DryRun { .. })
     }
 
     /// True for errors worth retrying with backoff (429, 5xx, `locked`, `conflict`, timeouts, transport).

@@ -6,6 +6,7 @@
 //! - [`error`]: [`CloudError`], classified into not-found / retryable / permanent.
 //! - [`stats`]: API call counters and rate-limit budget for the controllers' metrics.
 //! - [`credentials`]: the token, rotated from `HCLOUD_TOKEN_FILE` while running.
+//! - [`plan`]: shadow mode's planned writes (`--dry-run`).
 //! - [`hcloud`]: the Hetzner Cloud implementation (HCCM-compatible).
 //!
 //! ```no_run
@@ -26,6 +27,7 @@
 pub mod credentials;
 pub mod error;
 pub mod hcloud;
+pub mod plan;
 pub mod provider;
 pub mod robot;
 pub mod stats;

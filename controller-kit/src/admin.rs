@@ -1,4 +1,5 @@
-//! Admin HTTP server: `/healthz` (liveness), `/readyz` (readiness), `/metrics` (OpenMetrics text).
+//! Admin HTTP server: `/healthz` (liveness), `/readyz` (readiness), `/metrics` (OpenMetrics text),
+//! and in shadow mode `/plan` (the writes not made, JSON).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -95,16 +96,39 @@ async fn metrics(State(registries): State<Arc<Registries>>) -> impl IntoResponse
     )
 }
 
-/// The probes, plus `/metrics` when `registries` is given.
-pub fn router(registries: Option<Arc<Registries>>, readiness: Readiness) -> Router {
+/// The probes, plus `/metrics` when `registries` is given and `/plan` in shadow mode.
+pub fn router(
+    registries: Option<Arc<Registries>>,
+    readiness: Readiness,
+    plan: Option<Arc<cloud_client::plan::Plan>>,
+) -> Router {
     let probes = Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(AdminState { readiness });
+        .with_state(AdminState { readiness })
+        .merge(
+            Router::new()
+                .route("/plan", get(plan_json))
+                .with_state(plan),
+        );
     match registries {
         Some(r) => probes.merge(metrics_router(r)),
         None => probes,
+    }
+}
+
+/// `/plan`: every write shadow mode planned instead of making it, oldest first.
+async fn plan_json(
+    State(plan): State<Option<Arc<cloud_client::plan::Plan>>>,
+) -> axum::response::Response {
+    match plan {
+        Some(plan) => axum::Json(plan.entries()).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "not in shadow mode: /plan lists planned writes with --dry-run",
+        )
+            .into_response(),
     }
 }
 

@@ -112,6 +112,13 @@ pub struct CommonArgs {
     #[arg(long)]
     pub concurrent_node_syncs: Option<String>,
 
+    /// Shadow mode: watch, plan and reconcile as usual, but write nothing. Cloud writes are not
+    /// sent, Kubernetes writes go with `dryRun=All`; both are listed on `/plan` and counted in
+    /// `cloud_controllers_planned_writes_total`. Takes its own Lease (`<name>-dry-run`), so it runs
+    /// next to HCCM or to the acting controllers without touching their leadership.
+    #[arg(long, env = "DRY_RUN", default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub dry_run: bool,
+
     /// Only watch Nodes matching this label selector (sharding, tests). Default: all Nodes.
     #[arg(long, env = "NODE_LABEL_SELECTOR", hide = true)]
     pub node_label_selector: Option<String>,
@@ -278,6 +285,8 @@ pub struct Config {
     pub cloud: Option<HcloudConfig>,
     /// Label selector restricting the Node watch (not a flag: tests and sharding set it in code).
     pub node_label_selector: Option<String>,
+    /// Shadow mode (`--dry-run`): where the writes not made are planned; `None` acts.
+    pub plan: Option<std::sync::Arc<cloud_client::plan::Plan>>,
 }
 
 /// Every problem found in the configuration, reported at once.
@@ -540,11 +549,16 @@ impl CommonArgs {
                 p.push("--leader-elect-resource-namespace must not be empty");
             }
         }
+        let plan = self.dry_run.then(cloud_client::plan::Plan::new);
         let leader_election = self.leader_elect.then(|| LeaderElection {
-            lease_name: self
-                .leader_elect_resource_name
-                .clone()
-                .unwrap_or_else(|| format!("cloud-controller-manager-{}", info.name)),
+            // A shadow never holds the acting controllers' Lease: it takes one named apart.
+            lease_name: format!(
+                "{}{}",
+                self.leader_elect_resource_name
+                    .clone()
+                    .unwrap_or_else(|| format!("cloud-controller-manager-{}", info.name)),
+                if self.dry_run { "-dry-run" } else { "" }
+            ),
             namespace: self.leader_elect_resource_namespace.clone(),
             identity: self
                 .leader_elect_identity
@@ -605,7 +619,10 @@ impl CommonArgs {
                 |name| std::env::var(name).ok(),
                 info.reads_load_balancer_settings,
             ) {
-                Ok(config) => Some(config),
+                Ok(config) => Some(HcloudConfig {
+                    plan: plan.clone(),
+                    ..config
+                }),
                 Err(problems) => {
                     problems.into_iter().for_each(|problem| p.push(problem));
                     None
@@ -628,6 +645,7 @@ impl CommonArgs {
             cluster_name: self.compat.cluster_name.clone(),
             cloud,
             node_label_selector: self.node_label_selector.clone().filter(|s| !s.is_empty()),
+            plan,
         })
     }
 }
@@ -848,6 +866,34 @@ mod tests {
         assert_eq!(le.lease_name, "cloud-controller-manager-node-controller");
         assert_eq!(le.namespace, "kube-system");
         assert_eq!(le.lease_duration, Duration::from_secs(15));
+    }
+
+    #[test]
+    fn a_shadow_plans_into_its_cloud_and_takes_a_lease_of_its_own() {
+        for (flags, lease) in [
+            (
+                &["--dry-run"][..],
+                "cloud-controller-manager-node-controller-dry-run",
+            ),
+            (
+                &["--dry-run=true", "--leader-elect-resource-name=ccm"][..],
+                "ccm-dry-run",
+            ),
+        ] {
+            let mut args = parse(flags);
+            args.cloud.hcloud_token = Some(Token::new("x"));
+            let c = args.validate(&INFO, true).unwrap();
+            assert_eq!(c.leader_election.unwrap().lease_name, lease);
+            let (plan, cloud_plan) = (c.plan.unwrap(), c.cloud.unwrap().plan.unwrap());
+            assert!(std::sync::Arc::ptr_eq(&plan, &cloud_plan), "one plan");
+        }
+        let mut args = parse(&[]);
+        args.cloud.hcloud_token = Some(Token::new("x"));
+        let c = args.validate(&INFO, true).unwrap();
+        assert!(
+            c.plan.is_none() && c.cloud.unwrap().plan.is_none(),
+            "acting by default"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod backoff;
 pub mod cli;
 pub mod cloud;
 pub mod config;
+pub mod dry_run;
 pub mod events;
 pub mod kube_rate;
 pub mod leader;

@@ -290,6 +290,46 @@ impl Collector for CloudStatsCollector {
     }
 }
 
+/// Shadow mode's planned writes, read at scrape time: `planned_writes_total{controller,api,operation}`,
+/// distinct writes (object and operation) planned so far, as `/plan` lists them.
+#[derive(Debug)]
+pub struct PlanCollector {
+    controller: &'static str,
+    plan: Arc<cloud_client::plan::Plan>,
+}
+
+impl PlanCollector {
+    pub fn new(controller: &'static str, plan: Arc<cloud_client::plan::Plan>) -> Self {
+        Self { controller, plan }
+    }
+}
+
+impl Collector for PlanCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "planned_writes",
+            "Shadow mode (--dry-run): distinct writes planned instead of made, by API and operation",
+            None,
+            MetricType::Counter,
+        )?;
+        for ((api, operation), count) in self.plan.counts() {
+            let api = match api {
+                cloud_client::plan::Api::Cloud => "cloud",
+                cloud_client::plan::Api::Kubernetes => "kubernetes",
+            };
+            let labels = [
+                ("controller", self.controller.to_string()),
+                ("api", api.to_string()),
+                ("operation", operation),
+            ];
+            family
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&count, None)?;
+        }
+        Ok(())
+    }
+}
+
 /// The cloud token's rotations and the cloud's verdict on it, read at scrape time:
 /// `cloud_api_token_rotations_total` and `cloud_api_token_refused` (1 while the cloud answers the
 /// current token with 401).

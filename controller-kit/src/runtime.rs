@@ -19,7 +19,8 @@ use crate::config::{CommonArgs, Config, ConfigError, MetricsServing, Problems};
 use crate::events::Events;
 use crate::leader::LeaderGate;
 use crate::metrics::{
-    CloudStatsCollector, CredentialsCollector, KitMetrics, KubeApiMetrics, Registries,
+    CloudStatsCollector, CredentialsCollector, KitMetrics, KubeApiMetrics, PlanCollector,
+    Registries,
 };
 use crate::upstream_metrics::{HcloudApiCollector, ProcessCollector};
 use crate::{ControllerInfo, telemetry};
@@ -125,6 +126,18 @@ impl Runtime {
         if let Some(le) = &config.leader_election {
             metrics.register_leader_status(&le.lease_name, &mut registries.upstream);
         }
+        if let Some(plan) = &config.plan {
+            registries
+                .ours
+                .register_collector(Box::new(PlanCollector::new(info.name, plan.clone())));
+            tracing::warn!(
+                "shadow mode (--dry-run): planning writes instead of making them; see /plan"
+            );
+        }
+        let client = match &config.plan {
+            Some(plan) => crate::dry_run::client(client, plan.clone()),
+            None => client,
+        };
         let instance = config
             .leader_election
             .as_ref()
@@ -264,7 +277,7 @@ impl Runtime {
         };
         admin::spawn_server(
             listener,
-            admin::router(on_admin, self.readiness.clone()),
+            admin::router(on_admin, self.readiness.clone(), self.config.plan.clone()),
             admin_token.clone(),
         );
 

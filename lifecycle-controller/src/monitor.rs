@@ -119,7 +119,11 @@ impl Monitor {
                 let span = info_span!("reconcile", node = %node.name_any());
                 async move {
                     let mut timer = this.kit.reconcile_timer();
-                    let outcome = this.check(&node).await;
+                    let why = format!(
+                        "Node {}: shutdown taint differs from the server's power state",
+                        node.name_any()
+                    );
+                    let outcome = cloud_client::plan::with_reason(why, this.check(&node)).await;
                     timer.set_result(match outcome {
                         Outcome::Error => "error",
                         Outcome::Deleted => "deleted",
@@ -218,7 +222,9 @@ impl Monitor {
                 }),
                 ..DeleteParams::default()
             };
-            return match self.nodes.delete(&name, &dp).await {
+            let why = format!("Node {name}: its server does not exist in the cloud");
+            let deleted = cloud_client::plan::with_reason(why, self.nodes.delete(&name, &dp));
+            return match deleted.await {
                 Ok(_) => {
                     self.failures.succeeded(&name);
                     Outcome::Deleted

@@ -577,3 +577,101 @@ async fn robot_nodes_are_tainted_when_shut_off_and_deleted_when_gone() {
     );
     ctl.stop().await.unwrap();
 }
+
+/// Shadow mode (`--dry-run`): a NotReady Node whose server is gone is planned for deletion, with
+/// the reason, and stays; a powered-off server's taint is planned, not written.
+#[tokio::test]
+async fn shadow_plans_the_deletion_and_the_taint_and_writes_nothing() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("shadow");
+    let (a, b) = (unique("gone"), unique("off"));
+    let sa = test_support::sim::create_server(&sim, &a).await;
+    let sb = test_support::sim::create_server(&sim, &b).await;
+    for (name, id) in [(&a, sa.id), (&b, sb.id)] {
+        create_node(
+            &client,
+            &run,
+            name,
+            NodeSpecT {
+                provider_id: pid(id),
+                ready: Some(false),
+                ..Default::default()
+            },
+        )
+        .await;
+    }
+    test_support::sim::delete_server(&sim, sa.id).await;
+    test_support::sim::power(&sim, sb.id, false).await;
+    let versions = || async {
+        let mut v = Vec::new();
+        for name in [&a, &b] {
+            let node = get_node(&client, name).await.expect("the node is kept");
+            v.push(kube::ResourceExt::resource_version(&node).unwrap_or_default());
+        }
+        v
+    };
+    let before = versions().await;
+
+    let mut config = test_config(&lifecycle_controller::INFO, &run);
+    let mut cloud = test_support::run::sim_config(&sim);
+    test_support::run::shadow(&mut config, &mut cloud);
+    let cloud = test_support::run::cloud_with(cloud).await;
+    let ctl = spawn(
+        &lifecycle_controller::INFO,
+        config,
+        client.clone(),
+        move |rt| lifecycle_controller::start(rt, cloud, settings(NodeFilter::default())),
+    )
+    .await;
+
+    let planned = eventually("the deletion and the taint planned", T, || async {
+        let p = test_support::run::plan(ctl.admin).await;
+        (p.len() >= 2).then_some(p)
+    })
+    .await;
+    let delete = planned
+        .iter()
+        .find(|e| e["operation"] == "DELETE nodes")
+        .unwrap_or_else(|| panic!("{planned:#?}"));
+    assert_eq!(delete["api"], "kubernetes");
+    assert_eq!(delete["object"], format!("nodes {a}"));
+    assert!(
+        delete["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist in the cloud"),
+        "{delete}"
+    );
+    let taint = planned
+        .iter()
+        .find(|e| e["operation"] == "PATCH nodes")
+        .unwrap_or_else(|| panic!("{planned:#?}"));
+    assert_eq!(taint["object"], format!("nodes {b}"));
+    // Several passes later: still planned once each, and both Nodes untouched.
+    let passes = ctl.metrics().await;
+    eventually("two more passes", T, || async {
+        let now = ctl.metrics().await;
+        (metric(
+            &now,
+            "cloud_controllers_reconciles_total{controller=\"lifecycle-controller\",result=\"ok\"}",
+        ) >= metric(
+            &passes,
+            "cloud_controllers_reconciles_total{controller=\"lifecycle-controller\",result=\"ok\"}",
+        ) + 2.0)
+            .then_some(())
+    })
+    .await;
+    let again = test_support::run::plan(ctl.admin).await;
+    assert_eq!(again.len(), planned.len(), "{again:#?}");
+    assert!(again.iter().all(|e| e["count"].as_u64().unwrap() >= 1));
+    assert_eq!(versions().await, before, "neither Node written");
+    assert!(
+        event_with_reason(&client, &a, "DeletingNode")
+            .await
+            .is_none(),
+        "Events are sent dry: none stored"
+    );
+    ctl.stop().await.unwrap();
+}

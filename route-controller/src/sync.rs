@@ -233,12 +233,18 @@ async fn network_not_found(ctx: &Ctx, e: &CloudError) {
 async fn delete_stale(ctx: &Ctx, plan: &Plan, routes: &mut Vec<Route>) -> bool {
     let mut failed = false;
     for r in &plan.deletes {
-        match ctx.routes.delete_route(r).await {
+        let reason = format!(
+            "route {} via {}: no node wants it",
+            r.destination_cidr, r.gateway
+        );
+        match cloud_client::plan::with_reason(reason, ctx.routes.delete_route(r)).await {
             Ok(()) => {
                 ctx.metrics.count_write("delete", true);
                 info!(destination = %r.destination_cidr, gateway = %r.gateway, "deleted a route no node wants");
                 routes.retain(|x| x.destination_cidr != r.destination_cidr);
             }
+            // Shadow mode: planned, not made; the pass goes on.
+            Err(e) if e.is_dry_run() => failed = true,
             Err(e) => {
                 failed = true;
                 ctx.metrics.count_write("delete", false);
@@ -279,11 +285,18 @@ async fn create_missing(
         let mut ok = !blocked;
         for c in creates {
             let started = std::time::Instant::now();
-            match ctx.routes.create_route_in(&c.request, routes).await {
+            let reason = format!(
+                "Node {node}: podCIDR {} has no route",
+                c.request.destination_cidr
+            );
+            let created = ctx.routes.create_route_in(&c.request, routes);
+            match cloud_client::plan::with_reason(reason, created).await {
                 Ok(()) => {
                     ctx.metrics.count_write("create", true);
                     debug!(node, destination = %c.request.destination_cidr, "route created");
                 }
+                // Shadow mode: planned, not made; the node waits like one whose create failed.
+                Err(e) if e.is_dry_run() => ok = false,
                 Err(e) => {
                     ctx.metrics.count_write("create", false);
                     ok = false;

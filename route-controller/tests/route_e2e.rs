@@ -284,3 +284,65 @@ async fn robot_nodes_get_a_warning_and_cloud_nodes_their_routes() {
     fx.wait_routes(&[pair(&cloud_cidr, &cloud.private_ip)])
         .await;
 }
+
+/// Shadow mode (`--dry-run`): a Node's missing route is planned, with its reason, not created,
+/// and nothing is written: no route, no `NetworkUnavailable` on the Node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_plans_the_missing_route_and_creates_nothing() {
+    let mut fx = Fixture::world(None).await;
+    let cidr = fx.pod_cidr();
+    let node = fx.node(std::slice::from_ref(&cidr)).await;
+    let nodes: Api<Node> = Api::all(fx.admin.clone());
+    let before = nodes
+        .get(&node.name)
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
+    let mark = fx.sim.request_log().last().map_or(0, |e| e.seq);
+
+    fx.spawn_shadow().await;
+    let admin = fx.ctl.as_ref().unwrap().admin;
+    let planned = eventually("the route planned", T, || async {
+        let p = test_support::run::plan(admin).await;
+        p.iter().any(|e| e["api"] == "cloud").then_some(p)
+    })
+    .await;
+    let route = planned.iter().find(|e| e["api"] == "cloud").unwrap();
+    assert_eq!(route["operation"], "POST /networks/{id}/actions/add_route");
+    assert_eq!(
+        route["object"],
+        format!("/networks/{}/actions/add_route", fx.network)
+    );
+    assert!(
+        route["reason"].as_str().unwrap().contains(&cidr)
+            && route["body"].as_str().unwrap().contains(&node.private_ip),
+        "{route}"
+    );
+    // The condition it would write next to it is planned too, as a Kubernetes write.
+    assert!(
+        planned
+            .iter()
+            .any(|e| e["operation"] == "PATCH nodes/status"
+                && e["object"] == format!("nodes {}", node.name)),
+        "{planned:#?}"
+    );
+    assert!(fx.routes().await.is_empty(), "no route created");
+    let writes: Vec<_> = fx
+        .sim
+        .request_log()
+        .into_iter()
+        .filter(|e| e.seq > mark && e.method != "GET")
+        .collect();
+    assert!(writes.is_empty(), "{writes:?}");
+    assert_eq!(
+        nodes
+            .get(&node.name)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version,
+        before,
+        "the Node is not written"
+    );
+}

@@ -43,6 +43,8 @@ pub struct Ctx {
     pub metrics: ServiceMetrics,
     /// Failures in a row per Service UID: 5 s doubling to 5 min (upstream's figures).
     failures: PerObject<String>,
+    /// Shadow mode (`--dry-run`): writes are planned, conditions left alone.
+    pub dry_run: bool,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -80,7 +82,14 @@ impl Ctx {
                 Duration::from_secs(5),
                 Duration::from_secs(300),
             )),
+            dry_run: false,
         }
+    }
+
+    /// Shadow mode: writes are planned (see [`cloud_client::plan`]), conditions left alone.
+    pub fn in_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
     }
 
     fn forget(&self, svc: &Service) {
@@ -121,6 +130,10 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error
 /// changed, none otherwise; removed once the Service is no longer ours to serve. A failed write
 /// is logged and left to the next reconcile (the load balancer work itself is done).
 async fn report_condition(svc: &Service, ctx: &Ctx, result: &Result<Action, Error>) {
+    // A shadow reports through /plan; the condition belongs to the acting controller.
+    if ctx.dry_run {
+        return;
+    }
     let serving = service::wants_load_balancer(svc, &ctx.classes)
         && svc.metadata.deletion_timestamp.is_none();
     let write = if !serving {
@@ -148,6 +161,10 @@ async fn report_condition(svc: &Service, ctx: &Ctx, result: &Result<Action, Erro
 /// everything else backs off per Service, 5 s doubling to 5 min (upstream), or longer when the
 /// cloud's rate limit asks for it.
 pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    if err.is_dry_run() {
+        // Planned, not made: look again later (the plan keeps one entry per write).
+        return Action::requeue(DRY_RUN_RECHECK);
+    }
     if err.is_bad_input() {
         warn!(service = %service::key(&svc), error = %err, "invalid load balancer configuration; waiting for the Service to change");
         return Action::await_change();
@@ -158,9 +175,14 @@ pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<Ctx>) -> Action {
     Action::requeue(delay)
 }
 
+/// Shadow mode: how soon a Service whose write was planned is looked at again.
+const DRY_RUN_RECHECK: Duration = Duration::from_secs(60);
+
 async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, Error> {
+    let key = service::key(svc);
     if service::needs_cleanup(svc, &ctx.classes) {
-        cleanup(svc, ctx).await?;
+        let reason = format!("Service {key}: deleted or no longer a load balancer of ours");
+        cloud_client::plan::with_reason(reason, cleanup(svc, ctx)).await?;
         return Ok(Action::await_change());
     }
     // Not ours, or terminating without our finalizer: adding one now would be refused by the
@@ -174,11 +196,22 @@ async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, Error> {
     let eligible = ctx.eligible.current(&ctx.nodes);
     let nodes = &eligible.nodes;
     let spec = service::spec_hash(svc);
+    let with_reason = |why: &str| format!("Service {key}: {why}");
+    use cloud_client::plan::with_reason as planned_as;
     match ctx.applied.work(&uid, spec, eligible.fingerprint) {
         Work::Nothing => {}
-        Work::Ensure => ensure(svc, ctx, nodes, true).await?,
-        Work::DriftCheck => ensure(svc, ctx, nodes, false).await?,
-        Work::UpdateTargets => update_targets(svc, ctx, nodes).await?,
+        Work::Ensure => {
+            let why = with_reason("new, changed, or not yet ensured by this process");
+            planned_as(why, ensure(svc, ctx, nodes, true)).await?
+        }
+        Work::DriftCheck => {
+            let why = with_reason("drift check found the load balancer changed");
+            planned_as(why, ensure(svc, ctx, nodes, false)).await?
+        }
+        Work::UpdateTargets => {
+            let why = with_reason("the eligible node set changed");
+            planned_as(why, update_targets(svc, ctx, nodes)).await?
+        }
     }
     Ok(Action::requeue(ctx.applied.next_check_in(&uid)))
 }

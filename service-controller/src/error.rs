@@ -36,6 +36,7 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Cloud { .. } if self.is_bad_input() => "invalid_input",
+            Error::Cloud { .. } if self.is_dry_run() => "planned",
             Error::Cloud { .. } => "cloud_error",
             Error::Kube { .. } => "kube_error",
         }
@@ -50,6 +51,11 @@ impl Error {
                 ..
             }
         )
+    }
+
+    /// True when shadow mode planned the write instead of making it.
+    pub fn is_dry_run(&self) -> bool {
+        matches!(self, Error::Cloud { source, .. } if source.is_dry_run())
     }
 
     /// Delay the cloud asked for (rate limit), if any.

@@ -253,16 +253,19 @@ pub async fn run(
         ctx.shutdown.clone(),
     ));
 
-    let rctx = Arc::new(Ctx::new(
-        client,
-        lbs,
-        node_store,
-        settings.classes,
-        settings.drift_period,
-        ctx.events.clone(),
-        ctx.metrics.clone(),
-        metrics,
-    ));
+    let rctx = Arc::new(
+        Ctx::new(
+            client,
+            lbs,
+            node_store,
+            settings.classes,
+            settings.drift_period,
+            ctx.events.clone(),
+            ctx.metrics.clone(),
+            metrics,
+        )
+        .in_dry_run(cfg.plan.is_some()),
+    );
     let results = Controller::for_stream(svc_stream, svc_store.clone())
         .reconcile_all_on(trigger_rx)
         .with_config(kctrl::Config::default().concurrency(settings.concurrency))

@@ -62,6 +62,25 @@ pub fn test_config(info: &ControllerInfo, run: &str) -> Config {
     c
 }
 
+/// Shadow mode (`--dry-run`) for a test controller: one plan shared by its configuration (the
+/// Kubernetes side and `/plan`) and its cloud client.
+pub fn shadow(
+    config: &mut Config,
+    cloud: &mut HcloudConfig,
+) -> std::sync::Arc<cloud_client::plan::Plan> {
+    let plan = cloud_client::plan::Plan::new();
+    config.plan = Some(plan.clone());
+    cloud.plan = Some(plan.clone());
+    plan
+}
+
+/// The admin server's `/plan` as JSON (shadow mode).
+pub async fn plan(admin: std::net::SocketAddr) -> Vec<serde_json::Value> {
+    let (status, body) = http_status(admin, "/plan").await.expect("GET /plan");
+    assert_eq!(status, 200, "/plan: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("/plan is not JSON ({e}): {body}"))
+}
+
 /// A running in-process controller.
 #[derive(Debug)]
 pub struct Running {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use cloud_client::hcloud::HcloudConfig;
 use cloud_client::{ClientStats, Cloud, StatsSnapshot};
 use cloud_sim::{Sim, SimConfig};
-use controller_kit::{ControllerInfo, RunError, Runtime};
+use controller_kit::{Config, ControllerInfo, RunError, Runtime};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client};
@@ -83,9 +83,25 @@ impl World {
         F: FnOnce(Runtime, Cloud) -> Fut,
         Fut: std::future::Future<Output = Result<(), RunError>> + Send + 'static,
     {
+        self.spawn_with(info, client, cfg, test_config(info, &self.run), start)
+            .await
+    }
+
+    /// [`World::spawn`] with the controller's configuration given (e.g. [`crate::run::shadow`]).
+    pub async fn spawn_with<F, Fut>(
+        &self,
+        info: &'static ControllerInfo,
+        client: Client,
+        cfg: HcloudConfig,
+        config: Config,
+        start: F,
+    ) -> (Running, Arc<ClientStats>)
+    where
+        F: FnOnce(Runtime, Cloud) -> Fut,
+        Fut: std::future::Future<Output = Result<(), RunError>> + Send + 'static,
+    {
         let cloud = cloud_with(cfg).await;
         let stats = cloud.stats.clone();
-        let config = test_config(info, &self.run);
         let running = spawn(info, config, client, move |rt| start(rt, cloud)).await;
         (running, stats)
     }

@@ -228,6 +228,9 @@ flag). dict "root" $ "component" name "values" block
 {{- if eq .component "route-controller" }}
 {{- $_ := set $args "cluster-cidr" (include "cc.clusterCIDR" $root) }}
 {{- end }}
+{{- if $v.dryRun }}
+{{- $_ := set $args "dry-run" "true" }}
+{{- end }}
 {{- range $flag, $value := $v.args }}
 {{- if has $flag (list "admin-address" "leader-elect" "leader-elect-resource-namespace" "leader-elect-resource-name" "cluster-cidr" "kubeconfig") }}
 {{- fail (printf "%s.args.%s: this flag is managed by the chart (admin-address: adminPort; leader-elect*: leaderElection, and the Lease name and namespace are fixed by the RBAC in files/rbac; cluster-cidr: routeController.clusterCIDR or networking.clusterCIDR)" (include "cc.valuesKey" $.component) $flag) }}

@@ -16,6 +16,7 @@ use crate::hcloud::config::{HcloudConfig, RetryPolicy, Token};
 use crate::hcloud::rate_limit::{RateLimiter, parse_headers};
 use crate::hcloud::retry::{backoff, should_retry};
 use crate::hcloud::wire::ErrorBody;
+use crate::plan::{Api as PlanApi, Plan};
 use crate::stats::ClientStats;
 
 /// One API request. `template` is the path with placeholders (`/servers/{id}`) for metrics and logs;
@@ -86,6 +87,8 @@ struct Inner {
     stats: Arc<ClientStats>,
     /// `HCLOUD_DEBUG`: log each exchange in full.
     debug: bool,
+    /// Shadow mode: writes are recorded here and not sent.
+    plan: Option<Arc<Plan>>,
 }
 
 impl fmt::Debug for Transport {
@@ -138,6 +141,7 @@ impl Transport {
                 limiter: RateLimiter::new(config.rate_limit_reserve),
                 stats,
                 debug: config.debug,
+                plan: config.plan.clone(),
             }),
         })
     }
@@ -169,6 +173,20 @@ impl Transport {
     }
 
     async fn call_raw(&self, req: &Req) -> Result<Vec<u8>, CloudError> {
+        if let Some(plan) = &self.inner.plan
+            && req.method != Method::GET
+        {
+            plan.record(
+                PlanApi::Cloud,
+                format!("{} {}", req.method, req.template),
+                req.path.clone(),
+                req.body.as_ref().map(|b| self.redact(b.to_string())),
+            );
+            return Err(CloudError::DryRun {
+                method: req.method.to_string(),
+                endpoint: req.template.to_string(),
+            });
+        }
         let idempotent = req.method != Method::POST;
         let max = self.inner.retry.max_attempts.max(1);
         let mut attempt = 0;

@@ -76,6 +76,15 @@ impl Fixture {
 
     /// Starts the controller as the chart's ServiceAccount; `tweak` adjusts the cloud client.
     pub async fn spawn(&mut self, tweak: impl FnOnce(&mut HcloudConfig)) {
+        self.spawn_as(tweak, false).await
+    }
+
+    /// Starts the controller in shadow mode (`--dry-run`).
+    pub async fn spawn_shadow(&mut self) {
+        self.spawn_as(|_| {}, true).await
+    }
+
+    async fn spawn_as(&mut self, tweak: impl FnOnce(&mut HcloudConfig), dry_run: bool) {
         let mut cfg = sim_config(&self.sim);
         cfg.network = Some(self.network.to_string());
         tweak(&mut cfg);
@@ -85,11 +94,19 @@ impl Fixture {
             window: Duration::from_millis(100),
         };
         let sa = self.service_account().await;
+        let mut config = test_support::run::test_config(&route_controller::INFO, &self.run);
+        if dry_run {
+            test_support::run::shadow(&mut config, &mut cfg);
+        }
         let (ctl, stats) = self
             .world
-            .spawn(&route_controller::INFO, sa, cfg, move |rt, cloud| {
-                route_controller::start(rt, cloud, settings)
-            })
+            .spawn_with(
+                &route_controller::INFO,
+                sa,
+                cfg,
+                config,
+                move |rt, cloud| route_controller::start(rt, cloud, settings),
+            )
             .await;
         self.ctl = Some(ctl);
         self.stats = Some(stats);

@@ -37,6 +37,8 @@ pub struct Fixture {
     pub ctl: Option<Running>,
     /// The running controller's cloud-client counters.
     pub stats: Option<Arc<ClientStats>>,
+    /// The running controller's planned writes, in shadow mode.
+    pub plan: Option<Arc<cloud_client::plan::Plan>>,
 }
 
 /// The tests read the world's parts (`fx.admin`, `fx.sim`, `fx.ns`) as the fixture's own.
@@ -76,10 +78,27 @@ impl Fixture {
             world: World::start("service-controller", "svc", sim).await,
             ctl: None,
             stats: None,
+            plan: None,
         }
     }
 
-    async fn spawn(&mut self, client: Client, mut settings: Settings, tweak: Option<CloudTweak>) {
+    async fn spawn(&mut self, client: Client, settings: Settings, tweak: Option<CloudTweak>) {
+        self.spawn_as(client, settings, tweak, false).await
+    }
+
+    /// Starts the controller in shadow mode (`--dry-run`; default settings, chart RBAC).
+    pub async fn start_shadow(&mut self) {
+        let sa = self.service_account().await;
+        self.spawn_as(sa, Settings::default(), None, true).await;
+    }
+
+    async fn spawn_as(
+        &mut self,
+        client: Client,
+        mut settings: Settings,
+        tweak: Option<CloudTweak>,
+        dry_run: bool,
+    ) {
         let mut cfg = sim_config(&self.sim);
         cfg.lb_defaults.location = Some("fsn1".into());
         cfg.lb_defaults.lb_type = Some("lb11".into());
@@ -88,11 +107,17 @@ impl Fixture {
         }
         settings.namespace = Some(self.ns.clone());
         settings.node_sync_window = Duration::from_millis(200);
+        let mut config = test_support::run::test_config(&service_controller::INFO, &self.run);
+        self.plan = dry_run.then(|| test_support::run::shadow(&mut config, &mut cfg));
         let (ctl, stats) = self
             .world
-            .spawn(&service_controller::INFO, client, cfg, move |rt, cloud| {
-                service_controller::start(rt, cloud, settings)
-            })
+            .spawn_with(
+                &service_controller::INFO,
+                client,
+                cfg,
+                config,
+                move |rt, cloud| service_controller::start(rt, cloud, settings),
+            )
             .await;
         self.ctl = Some(ctl);
         self.stats = Some(stats);
