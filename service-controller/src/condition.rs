@@ -22,12 +22,11 @@
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::api::Patch;
 use serde_json::json;
 
 use crate::error::Error;
-use crate::reasons;
+use crate::{patches, reasons};
 
 /// The condition type.
 pub const TYPE: &str = "cloud-controllers.github.io/LoadBalancerReady";
@@ -113,10 +112,6 @@ pub fn needs_write(svc: &Service, want: &Want) -> bool {
     }
 }
 
-fn api(client: &kube::Client, svc: &Service) -> Api<Service> {
-    Api::namespaced(client.clone(), &svc.namespace().unwrap_or_default())
-}
-
 /// Writes `want`; a Service already gone is fine.
 pub async fn write(client: &kube::Client, svc: &Service, want: &Want) -> Result<(), kube::Error> {
     let transition = match current(svc) {
@@ -134,37 +129,13 @@ pub async fn write(client: &kube::Client, svc: &Service, want: &Want) -> Result<
         condition["observedGeneration"] = json!(generation);
     }
     let patch = json!({"status": {"conditions": [condition]}});
-    ignore_not_found(
-        api(client, svc)
-            .patch_status(
-                &svc.name_any(),
-                &PatchParams::default(),
-                &Patch::Strategic(patch),
-            )
-            .await,
-    )
+    patches::patch_status(client, svc, Patch::Strategic(patch)).await
 }
 
 /// Removes the condition (the Service is no longer ours to serve); a Service already gone is fine.
 pub async fn remove(client: &kube::Client, svc: &Service) -> Result<(), kube::Error> {
     let patch = json!({"status": {"conditions": [{"type": TYPE, "$patch": "delete"}]}});
-    ignore_not_found(
-        api(client, svc)
-            .patch_status(
-                &svc.name_any(),
-                &PatchParams::default(),
-                &Patch::Strategic(patch),
-            )
-            .await,
-    )
-}
-
-fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
+    patches::patch_status(client, svc, Patch::Strategic(patch)).await
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! The controller's only Kubernetes writes to a Service: the cleanup finalizer and
-//! `status.loadBalancer`, both through the `services/status` subresource (as upstream, so the role
-//! needs no write access to Services themselves). The finalizer patch is a strategic merge, which
+//! The controller's only Kubernetes writes to a Service: the cleanup finalizer,
+//! `status.loadBalancer` and its condition ([`crate::condition`]), all through the
+//! `services/status` subresource (as upstream, so the role needs no write access to Services
+//! themselves). The finalizer patch is a strategic merge, which
 //! adds or removes one entry of the list without clobbering other controllers' finalizers.
 
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
@@ -30,15 +31,7 @@ pub async fn add_finalizer(client: &kube::Client, svc: &Service) -> Result<(), k
 /// Removes the cleanup finalizer; a Service already gone is fine.
 pub async fn remove_finalizer(client: &kube::Client, svc: &Service) -> Result<(), kube::Error> {
     let patch = json!({ "metadata": { "$deleteFromPrimitiveList/finalizers": [FINALIZER] } });
-    ignore_not_found(
-        api(client, svc)
-            .patch_status(
-                &svc.name_any(),
-                &PatchParams::default(),
-                &Patch::Strategic(patch),
-            )
-            .await,
-    )
+    patch_status(client, svc, Patch::Strategic(patch)).await
 }
 
 /// Replaces `status.loadBalancer.ingress` (an empty list clears it); a Service already gone is fine.
@@ -53,13 +46,18 @@ pub async fn set_ingress(
         json!(ingress)
     };
     let patch = json!({ "status": { "loadBalancer": { "ingress": ingress } } });
+    patch_status(client, svc, Patch::Merge(patch)).await
+}
+
+/// Patches the Service's status subresource with `patch`; a Service already gone is fine.
+pub async fn patch_status(
+    client: &kube::Client,
+    svc: &Service,
+    patch: Patch<serde_json::Value>,
+) -> Result<(), kube::Error> {
     ignore_not_found(
         api(client, svc)
-            .patch_status(
-                &svc.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
+            .patch_status(&svc.name_any(), &PatchParams::default(), &patch)
             .await,
     )
 }

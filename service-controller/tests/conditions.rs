@@ -8,18 +8,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use service_controller::Settings;
-use service_controller::condition::TYPE;
 use support::{Fixture, Options, PREFIX};
 use test_support::{T, eventually};
 
 fn condition(svc: &Service) -> Option<Condition> {
-    svc.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == TYPE)
-        .cloned()
+    service_controller::condition::current(svc).cloned()
 }
 
 /// Waits until the Service's condition has `status` and `reason`; returns the Service.

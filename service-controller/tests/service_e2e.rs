@@ -460,51 +460,7 @@ async fn migration_from_hccm_adopts_its_load_balancer_with_zero_writes() {
     fx.stop().await;
     let nodes = fx.nodes(2).await;
     // The Service as HCCM left it: finalizer, ingress, and an LB shaped as HCCM creates it.
-    let svc = fx.service("web", &[80], &[]).await;
-    let np = node_ports(&svc)[0].1;
-    let uid = svc.uid().unwrap();
-    let name = format!("a{}", uid.replace('-', ""))[..32].to_string();
-    let world = fx.sim.world();
-    let id = world
-        .create_load_balancer_with(json!({
-            "name": name, "load_balancer_type": "lb11", "location": "fsn1",
-            "labels": {"hcloud-ccm/service-uid": uid},
-        }))
-        .await
-        .unwrap();
-    world
-        .load_balancer_action(id, "add_service", json!({
-            "protocol": "tcp", "listen_port": 80, "destination_port": np, "proxyprotocol": false,
-            "health_check": {"protocol": "tcp", "port": np, "interval": 15, "timeout": 10, "retries": 3}
-        }))
-        .await
-        .unwrap();
-    for n in &nodes {
-        world
-            .load_balancer_action(
-                id,
-                "add_target",
-                json!({"type": "server", "server": {"id": n.server}, "use_private_ip": false}),
-            )
-            .await
-            .unwrap();
-    }
-    let lb = world.get_load_balancer(id).await.unwrap();
-    let ip = lb["public_net"]["ipv4"]["ip"].as_str().unwrap().to_string();
-    let ipv6 = lb["public_net"]["ipv6"]["ip"].as_str().unwrap().to_string();
-    let services = fx.services();
-    services
-        .patch_status(
-            "web",
-            &Default::default(),
-            &kube::api::Patch::Merge(json!({
-                "metadata": {"finalizers": [service_controller::service::FINALIZER]},
-                "status": {"loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"}, {"ip": ipv6, "ipMode": "VIP"}]}}
-            })),
-        )
-        .await
-        .unwrap();
-
+    let lb = fx.hccm_service("web", &[80], &nodes).await;
     let mark = fx.mark();
     let sa = fx.service_account().await;
     fx.restart(sa).await;
@@ -515,7 +471,7 @@ async fn migration_from_hccm_adopts_its_load_balancer_with_zero_writes() {
         "adopted with zero writes"
     );
     let svc = fx.get("web").await.unwrap();
-    assert_eq!(ingress_ips(&svc), [ip, ipv6]);
+    assert_eq!(ingress_ips(&svc), [lb.ipv4, lb.ipv6]);
     assert_eq!(fx.lbs_of(&svc).await.len(), 1);
 }
 

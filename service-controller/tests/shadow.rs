@@ -9,68 +9,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use serde_json::json;
-use support::{Fixture, PREFIX, TestNode, node_ports};
+use support::{Fixture, PREFIX};
 use test_support::run::plan;
 use test_support::{T, eventually};
-
-/// A Service as HCCM left it: its load balancer built as HCCM builds it (name `a` + UID, the
-/// ownership label, a TCP service per port with HCCM's health check, every node a target), the
-/// cleanup finalizer and the ingress.
-async fn hccm_service(fx: &Fixture, name: &str, ports: &[i32], nodes: &[TestNode]) -> u64 {
-    let svc = fx.service(name, ports, &[]).await;
-    let uid = svc.uid().unwrap();
-    let lb_name = format!("a{}", uid.replace('-', ""))[..32].to_string();
-    let world = fx.sim.world();
-    let id = world
-        .create_load_balancer_with(json!({
-            "name": lb_name, "load_balancer_type": "lb11", "location": "fsn1",
-            "labels": {"hcloud-ccm/service-uid": uid},
-        }))
-        .await
-        .unwrap();
-    for (port, node_port) in node_ports(&svc) {
-        world
-            .load_balancer_action(
-                id,
-                "add_service",
-                json!({
-                    "protocol": "tcp", "listen_port": port, "destination_port": node_port,
-                    "proxyprotocol": false,
-                    "health_check": {"protocol": "tcp", "port": node_port, "interval": 15,
-                        "timeout": 10, "retries": 3}
-                }),
-            )
-            .await
-            .unwrap();
-    }
-    for n in nodes {
-        world
-            .load_balancer_action(
-                id,
-                "add_target",
-                json!({"type": "server", "server": {"id": n.server}, "use_private_ip": false}),
-            )
-            .await
-            .unwrap();
-    }
-    let lb = world.get_load_balancer(id).await.unwrap();
-    let ip = lb["public_net"]["ipv4"]["ip"].as_str().unwrap().to_string();
-    let ipv6 = lb["public_net"]["ipv6"]["ip"].as_str().unwrap().to_string();
-    fx.services()
-        .patch_status(
-            name,
-            &Default::default(),
-            &kube::api::Patch::Merge(json!({
-                "metadata": {"finalizers": [service_controller::service::FINALIZER]},
-                "status": {"loadBalancer": {"ingress": [
-                    {"ip": ip, "ipMode": "VIP"}, {"ip": ipv6, "ipMode": "VIP"}
-                ]}}
-            })),
-        )
-        .await
-        .unwrap();
-    id as u64
-}
 
 /// name → resourceVersion of every Service of the test.
 async fn versions(fx: &Fixture) -> BTreeMap<String, String> {
@@ -112,7 +53,7 @@ async fn shadow_beside_hccm_plans_nothing_then_exactly_the_one_update_and_writes
         ("api", &[8080][..]),
         ("mail", &[25][..]),
     ] {
-        lbs.push(hccm_service(&fx, name, ports, &nodes).await);
+        lbs.push(fx.hccm_service(name, ports, &nodes).await.id);
     }
     let before = versions(&fx).await;
     let mark = fx.sim.request_log().last().map_or(0, |e| e.seq);

@@ -25,6 +25,14 @@ pub use test_support::T;
 pub const LB_UID_LABEL: &str = "hcloud-ccm/service-uid";
 pub const PREFIX: &str = "load-balancer.hetzner.cloud/";
 
+/// A load balancer HCCM built for a Service ([`Fixture::hccm_service`]).
+#[derive(Debug, Clone)]
+pub struct HccmLb {
+    pub id: u64,
+    pub ipv4: String,
+    pub ipv6: String,
+}
+
 /// A server and the Node standing for it.
 #[derive(Debug, Clone)]
 pub struct TestNode {
@@ -299,6 +307,65 @@ impl Fixture {
     /// `(method, endpoint)` of every cloud call the controller made after `mark`, one per call.
     pub fn calls_since(&self, mark: &StatsSnapshot) -> Vec<(String, String)> {
         calls_since(&self.mark(), mark)
+    }
+
+    /// A Service as HCCM left it: its load balancer built as HCCM builds it (name `a` + UID, the
+    /// ownership label, a TCP service per port with HCCM's health check, every node a target),
+    /// the cleanup finalizer and the ingress.
+    pub async fn hccm_service(&self, name: &str, ports: &[i32], nodes: &[TestNode]) -> HccmLb {
+        let svc = self.service(name, ports, &[]).await;
+        let uid = svc.uid().unwrap();
+        let lb_name = format!("a{}", uid.replace('-', ""))[..32].to_string();
+        let world = self.sim.world();
+        let id = world
+            .create_load_balancer_with(json!({
+                "name": lb_name, "load_balancer_type": "lb11", "location": "fsn1",
+                "labels": {LB_UID_LABEL: uid},
+            }))
+            .await
+            .unwrap();
+        for (port, node_port) in node_ports(&svc) {
+            world
+                .load_balancer_action(
+                    id,
+                    "add_service",
+                    json!({
+                        "protocol": "tcp", "listen_port": port, "destination_port": node_port,
+                        "proxyprotocol": false,
+                        "health_check": {"protocol": "tcp", "port": node_port, "interval": 15,
+                            "timeout": 10, "retries": 3}
+                    }),
+                )
+                .await
+                .unwrap();
+        }
+        for n in nodes {
+            world
+                .load_balancer_action(
+                    id,
+                    "add_target",
+                    json!({"type": "server", "server": {"id": n.server}, "use_private_ip": false}),
+                )
+                .await
+                .unwrap();
+        }
+        let lb = world.get_load_balancer(id).await.unwrap();
+        let ip = |family: &str| lb["public_net"][family]["ip"].as_str().unwrap().to_string();
+        let (ipv4, ipv6) = (ip("ipv4"), ip("ipv6"));
+        self.services()
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": {"finalizers": [service_controller::service::FINALIZER]},
+                    "status": {"loadBalancer": {"ingress": [
+                        {"ip": ipv4, "ipMode": "VIP"}, {"ip": ipv6, "ipMode": "VIP"}
+                    ]}}
+                })),
+            )
+            .await
+            .unwrap();
+        HccmLb { id, ipv4, ipv6 }
     }
 
     /// The controller's /metrics text.
