@@ -531,6 +531,55 @@ fn is_leader(metrics: &str) -> bool {
     metrics.contains(r#"cloud_controllers_leader{controller="node-controller"} 1"#)
 }
 
+/// A shadow (`--dry-run`) next to the acting controller, both with only the chart's RBAC: each holds
+/// its own Lease (the shadow's named `…-dry-run`, as its configuration names it), so both lead at
+/// once; the acting one initializes the Node, the shadow only plans.
+#[tokio::test]
+async fn a_shadow_leads_its_own_lease_beside_the_acting_controller() {
+    let k = testenv::kube().await;
+    let admin = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("shadow-le");
+    let ns = unique("nc-shadow");
+    let sa = test_support::chart_service_account(&k, &admin, "node-controller", &ns).await;
+
+    let mut shadow_cfg = test_config(&node_controller::INFO, &run);
+    let mut lease = test_support::run::lease(&node_controller::INFO, &ns, "shadow");
+    lease.lease_name.push_str("-dry-run");
+    shadow_cfg.leader_election = Some(lease);
+    let mut shadow_cloud = test_support::run::sim_config(&sim);
+    test_support::run::shadow(&mut shadow_cfg, &mut shadow_cloud);
+    let shadow_cloud = test_support::run::cloud_with(shadow_cloud).await;
+    let shadow = spawn(&node_controller::INFO, shadow_cfg, sa.clone(), move |rt| {
+        node_controller::start(rt, shadow_cloud, Default::default())
+    })
+    .await;
+    let mut acting_cfg = test_config(&node_controller::INFO, &run);
+    acting_cfg.leader_election = Some(test_support::run::lease(
+        &node_controller::INFO,
+        &ns,
+        "acting",
+    ));
+    let acting_cloud = cloud_for(&sim).await;
+    let acting = spawn(&node_controller::INFO, acting_cfg, sa, move |rt| {
+        node_controller::start(rt, acting_cloud, Default::default())
+    })
+    .await;
+
+    eventually("both lead", T, || async {
+        (is_leader(&shadow.metrics().await) && is_leader(&acting.metrics().await)).then_some(())
+    })
+    .await;
+    node_initialized_by(&admin, &sim, &run, "acting").await;
+    let planned = test_support::run::plan(shadow.admin).await;
+    assert!(
+        planned.iter().all(|e| e["api"] == "kubernetes"),
+        "node-controller makes no cloud write: {planned:#?}"
+    );
+    shadow.stop().await.unwrap();
+    acting.stop().await.unwrap();
+}
+
 /// Two instances with only the chart's RBAC (impersonated ServiceAccount): one leads and reconciles,
 /// the standby stays ready and idle; cancelling the leader releases the Lease and the standby takes over.
 #[tokio::test]
