@@ -128,11 +128,7 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
         e.into_response()
     } else {
         let decision = app.faults.decide(&counters::key(&method, &endpoint));
-        if !decision.latency.is_zero() {
-            tokio::time::sleep(decision.latency).await;
-        }
-        if let Some(hang) = decision.hang {
-            tokio::time::sleep(hang).await;
+        if injected_wait(&decision).await {
             ApiError::new(504, "timeout", "injected timeout").into_response()
         } else if let Some(e) = decision.error {
             e.into_response()
@@ -146,11 +142,7 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
                     ),
                 )
                 .await;
-            if decision.omit.is_empty() && decision.omit_items.is_none() {
-                resp
-            } else {
-                omit(resp, &decision.omit, decision.omit_items).await
-            }
+            shaped(resp, &decision.omit, decision.omit_items).await
         }
     };
 
@@ -225,27 +217,43 @@ async fn robot_pipeline(
         RobotError::rate_limited(st.max_request, st.interval).into_response()
     } else {
         let decision = app.faults.decide(&counters::key(&method, &endpoint));
-        if !decision.latency.is_zero() {
-            tokio::time::sleep(decision.latency).await;
-        }
-        if let Some(hang) = decision.hang {
-            tokio::time::sleep(hang).await;
+        if injected_wait(&decision).await {
             RobotError::new(504, "TIMEOUT", "injected timeout").into_response()
         } else if let Some(e) = decision.error {
             RobotError::from(e).into_response()
         } else if !served {
             RobotError::not_found().into_response()
         } else {
-            let resp = next.run(req).await;
-            if decision.omit.is_empty() && decision.omit_items.is_none() {
-                resp
-            } else {
-                omit(resp, &decision.omit, decision.omit_items).await
-            }
+            shaped(next.run(req).await, &decision.omit, decision.omit_items).await
         }
     };
     record(&app, method, endpoint, uri, &resp, started);
     resp
+}
+
+/// Waits what a fault decision injects before the answer: its latency, then its hang. `true` when
+/// the request hung (both APIs then answer 504, each in its own error shape).
+async fn injected_wait(decision: &faults::Decision) -> bool {
+    if !decision.latency.is_zero() {
+        tokio::time::sleep(decision.latency).await;
+    }
+    match decision.hang {
+        Some(hang) => {
+            tokio::time::sleep(hang).await;
+            true
+        }
+        None => false,
+    }
+}
+
+/// `resp` with the fields (`rules`) and list items a fault decision leaves out; as it is when
+/// there are none.
+async fn shaped(resp: Response, rules: &[(String, bool)], items: Option<(f64, u64)>) -> Response {
+    if rules.is_empty() && items.is_none() {
+        resp
+    } else {
+        omit(resp, rules, items).await
+    }
 }
 
 async fn omit(resp: Response, rules: &[(String, bool)], items: Option<(f64, u64)>) -> Response {
