@@ -1,6 +1,6 @@
 //! The API token a client sends, replaceable while the process runs.
 //!
-//! A token given as `HCLOUD_TOKEN_FILE` is usually a mounted Secret, which the kubelet rewrites in
+//! A token given as a file (Hetzner's `HCLOUD_TOKEN_FILE`) is usually a mounted Secret, which the kubelet rewrites in
 //! place when the Secret changes. [`Credentials::watch_file`] reads the file again every poll
 //! interval and swaps the token in: a call already sent finishes with the token it was sent with,
 //! every call after the swap uses the new one. No restart, unlike HCCM.
@@ -14,23 +14,31 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-use crate::hcloud::Token;
+use crate::Secret;
 
 /// The current token, the cloud's verdict on it, and every token seen (for redaction).
 pub struct Credentials {
     current: RwLock<Current>,
     /// Every token this process has held: none may appear in a message, old ones included.
-    seen: Mutex<Vec<Token>>,
+    seen: Mutex<Vec<Secret>>,
     /// Whether the cloud refused the current token (401), until a call with it succeeds.
     refused: AtomicBool,
     rotations: AtomicU64,
     /// The file the token is read from, when it came from one.
-    file: Option<PathBuf>,
+    file: Option<TokenFile>,
+}
+
+/// Where a token is read from, and the setting that named the file (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenFile {
+    pub path: PathBuf,
+    /// The provider's name for the setting, e.g. `HCLOUD_TOKEN_FILE`.
+    pub setting: &'static str,
 }
 
 #[derive(Clone)]
 struct Current {
-    token: Token,
+    token: Secret,
     /// Bumped by every rotation; tells a verdict on an old token from one on the current token.
     generation: u64,
 }
@@ -38,7 +46,7 @@ struct Current {
 /// The token one call is sent with, and which one it was (`Debug` shows no token).
 #[derive(Debug, Clone)]
 pub struct InUse {
-    pub(crate) token: Token,
+    pub(crate) token: Secret,
     generation: u64,
 }
 
@@ -49,7 +57,7 @@ pub struct CredentialsStatus {
     pub rotations: u64,
     /// The cloud refused the current token (HTTP 401) and no call with it has succeeded since.
     pub refused: bool,
-    /// `HCLOUD_TOKEN_FILE`, when the token is read from a file.
+    /// The token's file, when it is read from one.
     pub file: Option<PathBuf>,
 }
 
@@ -64,7 +72,7 @@ impl std::fmt::Debug for Credentials {
 
 impl Credentials {
     /// Credentials holding `token`, read from `file` if it came from one.
-    pub fn new(token: Token, file: Option<PathBuf>) -> Arc<Self> {
+    pub fn new(token: Secret, file: Option<TokenFile>) -> Arc<Self> {
         Arc::new(Self {
             current: RwLock::new(Current {
                 token: token.clone(),
@@ -87,7 +95,7 @@ impl Credentials {
     }
 
     /// Swaps `token` in if it differs from the current one; `true` when it did.
-    pub fn rotate(&self, token: Token) -> bool {
+    pub fn rotate(&self, token: Secret) -> bool {
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
         if current.token == token {
             return false;
@@ -128,7 +136,7 @@ impl Credentials {
         CredentialsStatus {
             rotations: self.rotations.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Acquire),
-            file: self.file.clone(),
+            file: self.file.as_ref().map(|f| f.path.clone()),
         }
     }
 
@@ -144,7 +152,7 @@ impl Credentials {
     /// are dropped. An unreadable or empty file, or one holding more than a token, keeps the
     /// current token and is logged (once per distinct problem); so is each rotation.
     pub fn watch_file(self: &Arc<Self>, poll: Duration) {
-        let Some(path) = self.file.clone() else {
+        let Some(TokenFile { path, setting }) = self.file.clone() else {
             return;
         };
         let weak = Arc::downgrade(self);
@@ -158,14 +166,14 @@ impl Credentials {
                 let Some(credentials) = Weak::upgrade(&weak) else {
                     return;
                 };
-                match read_token(&path) {
+                match read_token(&path, setting) {
                     Ok(token) => {
                         last_problem = None;
                         if credentials.rotate(token.clone()) {
                             tracing::info!(
                                 file = %path.display(),
                                 characters = token.len(),
-                                "HCLOUD_TOKEN_FILE changed: new calls use the new token"
+                                "{setting} changed: new calls use the new token"
                             );
                         }
                     }
@@ -185,12 +193,12 @@ impl Credentials {
 }
 
 /// The token in `path`, trimmed; or why the file holds none (never quoting its content).
-pub(crate) fn read_token(path: &Path) -> Result<Token, String> {
+pub(crate) fn read_token(path: &Path, setting: &str) -> Result<Secret, String> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("HCLOUD_TOKEN_FILE cannot be read: {}", e.kind()))?;
-    let token = Token::new(text);
+        .map_err(|e| format!("{setting} cannot be read: {}", e.kind()))?;
+    let token = Secret::new(text);
     if token.is_empty() {
-        return Err("HCLOUD_TOKEN_FILE is empty".into());
+        return Err(format!("{setting} is empty"));
     }
     if token
         .expose()
@@ -198,7 +206,7 @@ pub(crate) fn read_token(path: &Path) -> Result<Token, String> {
         .any(|c| c.is_whitespace() || c.is_control())
     {
         return Err(format!(
-            "HCLOUD_TOKEN_FILE holds whitespace or control characters inside the token ({} \
+            "{setting} holds whitespace or control characters inside the token ({} \
              characters, content not shown): expected the API token alone",
             token.len()
         ));
@@ -215,10 +223,10 @@ mod tests {
 
     #[test]
     fn a_verdict_on_an_older_token_does_not_touch_the_current_one() {
-        let c = Credentials::new(Token::new(A), None);
+        let c = Credentials::new(Secret::new(A), None);
         let old = c.in_use();
-        assert!(c.rotate(Token::new(B)));
-        assert!(!c.rotate(Token::new(B)), "the same token is no rotation");
+        assert!(c.rotate(Secret::new(B)));
+        assert!(!c.rotate(Secret::new(B)), "the same token is no rotation");
         assert!(
             !c.record_answer(&old, 401),
             "a 401 for A says nothing about B"
@@ -236,9 +244,9 @@ mod tests {
 
     #[test]
     fn rotation_clears_a_refusal_and_every_token_seen_is_redacted() {
-        let c = Credentials::new(Token::new(A), None);
+        let c = Credentials::new(Secret::new(A), None);
         assert!(c.record_answer(&c.in_use(), 401));
-        c.rotate(Token::new(B));
+        c.rotate(Secret::new(B));
         assert!(!c.status().refused);
         let text = c.redact(format!("sent {A}, then {B}"));
         assert_eq!(text, "sent <redacted>, then <redacted>");
@@ -250,13 +258,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
         std::fs::write(&path, format!("{A}\n")).unwrap();
-        assert!(read_token(&path).unwrap() == Token::new(A));
+        assert!(read_token(&path, "HCLOUD_TOKEN_FILE").unwrap() == Secret::new(A));
         std::fs::write(&path, "\n").unwrap();
-        assert!(read_token(&path).unwrap_err().contains("empty"));
+        assert!(
+            read_token(&path, "HCLOUD_TOKEN_FILE")
+                .unwrap_err()
+                .contains("empty")
+        );
         std::fs::write(&path, format!("{A}\n{B}\n")).unwrap();
-        let e = read_token(&path).unwrap_err();
+        let e = read_token(&path, "HCLOUD_TOKEN_FILE").unwrap_err();
         assert!(!e.contains(A) && e.contains("129 characters"), "{e}");
-        let e = read_token(&dir.path().join("missing")).unwrap_err();
+        let e = read_token(&dir.path().join("missing"), "HCLOUD_TOKEN_FILE").unwrap_err();
         assert!(e.contains("cannot be read"), "{e}");
     }
 }

@@ -2,12 +2,24 @@
 //!
 //! This crate knows nothing about Kubernetes controllers: it speaks plain Rust types.
 //!
+//! The floor every provider stands on, naming no cloud:
 //! - [`provider`]: the traits ([`Instances`], [`LoadBalancers`], [`Routes`]) and their plain types.
 //! - [`error`]: [`CloudError`], classified into not-found / retryable / permanent.
 //! - [`stats`]: API call counters and rate-limit budget for the controllers' metrics.
-//! - [`credentials`]: the token, rotated from `HCLOUD_TOKEN_FILE` while running.
-//! - [`plan`]: shadow mode's planned writes (`--dry-run`).
-//! - [`hcloud`]: the Hetzner Cloud implementation (HCCM-compatible).
+//! - [`secret`]: [`Secret`], the one redacted type of every credential.
+//! - [`credentials`]: an API token, rotated from its file while running.
+//! - [`shadow`]: shadow mode's planned writes (`--dry-run`).
+//! - [`registry`]: providers by name (`--cloud-provider`), each declaring and checking its own
+//!   settings.
+//! - [`values`], [`label_selector`]: the value parsers and the label-selector grammar settings and
+//!   annotations share.
+//! - `http`: the HTTP client builder every API client uses.
+//!
+//! The providers above it, siblings that never import each other except where said:
+//! - [`hcloud`]: the Hetzner Cloud implementation (HCCM-compatible). Its instances and load
+//!   balancers use [`robot`] on purpose: dedicated servers join a cluster as Cloud instances do, and
+//!   become load-balancer IP targets.
+//! - [`robot`]: Hetzner's dedicated servers (the Robot webservice).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), cloud_client::CloudError> {
@@ -27,12 +39,18 @@
 pub mod credentials;
 pub mod error;
 pub mod hcloud;
-pub mod plan;
+pub(crate) mod http;
+pub mod label_selector;
 pub mod provider;
+pub mod registry;
 pub mod robot;
+pub mod secret;
+pub mod shadow;
 pub mod stats;
+pub mod values;
 
 pub use credentials::{Credentials, CredentialsStatus};
 pub use error::{ApiError, CloudError, ErrorClass};
 pub use provider::*;
+pub use secret::Secret;
 pub use stats::{ApiObserver, CallKey, ClientStats, RateLimitSnapshot, StatsSnapshot};

@@ -395,11 +395,38 @@ pub trait Routes: Send + Sync {
 
     /// Delete the route. Already absent → `Ok`.
     async fn delete_route(&self, route: &Route) -> Result<(), CloudError>;
+
+    /// Whether these routes can reach the node with `provider_id`.
+    fn routability(&self, provider_id: &str) -> Routability;
+}
+
+/// Whether a provider's routes can reach a node, judged by its providerID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Routability {
+    Routable,
+    /// Not a node of this provider (another cloud's, in a hybrid cluster): left alone, silently.
+    Foreign,
+    /// A node of this provider that its routes cannot reach: the route controller gives the Node
+    /// a Warning, `"{why}, so its podCIDR … is not routed by the cloud; {remedy}"`.
+    Unreachable {
+        /// The Warning's reason, e.g. `RobotServerNotRoutable`.
+        reason: &'static str,
+        why: String,
+        remedy: &'static str,
+    },
 }
 
 // ------------------------------------------------------------------------------------------------
 // The bundle a controller binary builds once.
 // ------------------------------------------------------------------------------------------------
+
+/// One capability of a cloud, as the controllers use them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Capability {
+    Instances,
+    LoadBalancers,
+    Routes,
+}
 
 /// The capabilities one configured cloud offers. `None` = not supported/disabled (e.g. routes without a
 /// network); a controller whose capability is `None` should log and stay idle.
@@ -410,12 +437,27 @@ pub struct Cloud {
     pub instances: Option<Arc<dyn Instances>>,
     pub load_balancers: Option<Arc<dyn LoadBalancers>>,
     pub routes: Option<Arc<dyn Routes>>,
+    /// For each capability that is `None`, what turned it off, in the provider's words (e.g.
+    /// `HCLOUD_LOAD_BALANCERS_ENABLED=false`), for the idle controller's message.
+    pub switched_off: Vec<(Capability, String)>,
     /// API call counters and rate-limit budget for the controller's `/metrics`.
     pub stats: Arc<ClientStats>,
-    /// The Robot webservice's call counters, when Robot is on with credentials.
-    pub robot_stats: Option<Arc<ClientStats>>,
+    /// The counters of further APIs the provider calls, each with the name its metrics carry
+    /// (`cloud_controllers_<name>_*`; Hetzner: the Robot webservice's as `robot_api`).
+    pub other_api_stats: Vec<(&'static str, Arc<ClientStats>)>,
     /// The API token and the cloud's verdict on it (for metrics and readiness).
     pub credentials: Option<Arc<crate::credentials::Credentials>>,
+}
+
+impl Cloud {
+    /// What turned `capability` off, when it is.
+    pub fn why_off(&self, capability: Capability) -> &str {
+        self.switched_off
+            .iter()
+            .find(|(c, _)| *c == capability)
+            .map(|(_, why)| why.as_str())
+            .unwrap_or("the provider's settings")
+    }
 }
 
 impl fmt::Debug for Cloud {

@@ -100,7 +100,7 @@ async fn metrics(State(registries): State<Arc<Registries>>) -> impl IntoResponse
 pub fn router(
     registries: Option<Arc<Registries>>,
     readiness: Readiness,
-    plan: Option<Arc<cloud_client::plan::Plan>>,
+    plan: Option<Arc<cloud_client::shadow::PlannedWrites>>,
 ) -> Router {
     let probes = Router::new()
         .route("/healthz", get(healthz))
@@ -120,7 +120,7 @@ pub fn router(
 
 /// `/plan`: every write shadow mode planned instead of making it, oldest first.
 async fn plan_json(
-    State(plan): State<Option<Arc<cloud_client::plan::Plan>>>,
+    State(plan): State<Option<Arc<cloud_client::shadow::PlannedWrites>>>,
 ) -> axum::response::Response {
     match plan {
         Some(plan) => axum::Json(plan.entries()).into_response(),

@@ -18,8 +18,8 @@ use std::time::Duration;
 use clap::{ArgAction, Args, ValueEnum};
 
 use cloud_client::CloudError;
-use cloud_client::hcloud::values::{BOOL_EXPECTED, parse_bool, parse_go_duration};
 use cloud_client::hcloud::{HcloudConfig, Token};
+use cloud_client::values::{BOOL_EXPECTED, parse_bool, parse_go_duration};
 
 use crate::ControllerInfo;
 
@@ -286,7 +286,7 @@ pub struct Config {
     /// Label selector restricting the Node watch (not a flag: tests and sharding set it in code).
     pub node_label_selector: Option<String>,
     /// Shadow mode (`--dry-run`): where the writes not made are planned; `None` acts.
-    pub plan: Option<std::sync::Arc<cloud_client::plan::Plan>>,
+    pub plan: Option<std::sync::Arc<cloud_client::shadow::PlannedWrites>>,
 }
 
 /// Every problem found in the configuration, reported at once.
@@ -549,7 +549,7 @@ impl CommonArgs {
                 p.push("--leader-elect-resource-namespace must not be empty");
             }
         }
-        let plan = self.dry_run.then(cloud_client::plan::Plan::new);
+        let plan = self.dry_run.then(cloud_client::shadow::PlannedWrites::new);
         let leader_election = self.leader_elect.then(|| LeaderElection {
             // A shadow never holds the acting controllers' Lease: it takes one named apart.
             lease_name: format!(

@@ -3,19 +3,19 @@
 //! Every write the controller sends (POST, PUT, PATCH, DELETE) goes with `dryRun=All`: the
 //! apiserver runs admission, validation and RBAC, answers with what it would have stored, and
 //! stores nothing, so the controller goes on exactly as after a real write while no object
-//! changes. Each such write is planned ([`cloud_client::plan`]), except:
+//! changes. Each such write is planned ([`cloud_client::shadow`]), except:
 //! - Events: sent dry too (none is stored), but not planned: they report, they change nothing;
 //! - Leases: sent for real. The shadow takes a Lease of its own (`<name>-dry-run`), and holding it
 //!   is what keeps two shadows from planning twice.
 
 use std::sync::Arc;
 
-use cloud_client::plan::{Api, Plan};
+use cloud_client::shadow::{Api, PlannedWrites};
 use http::{Method, Request};
 use kube::client::Body;
 
 /// `client`, with every write sent dry and planned into `plan`.
-pub fn client(client: kube::Client, plan: Arc<Plan>) -> kube::Client {
+pub fn client(client: kube::Client, plan: Arc<PlannedWrites>) -> kube::Client {
     let namespace = client.default_namespace().to_owned();
     let service = tower::service_fn(move |request: Request<Body>| {
         let client = client.clone();

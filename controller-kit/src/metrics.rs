@@ -295,11 +295,11 @@ impl Collector for CloudStatsCollector {
 #[derive(Debug)]
 pub struct PlanCollector {
     controller: &'static str,
-    plan: Arc<cloud_client::plan::Plan>,
+    plan: Arc<cloud_client::shadow::PlannedWrites>,
 }
 
 impl PlanCollector {
-    pub fn new(controller: &'static str, plan: Arc<cloud_client::plan::Plan>) -> Self {
+    pub fn new(controller: &'static str, plan: Arc<cloud_client::shadow::PlannedWrites>) -> Self {
         Self { controller, plan }
     }
 }
@@ -314,8 +314,8 @@ impl Collector for PlanCollector {
         )?;
         for ((api, operation), count) in self.plan.counts() {
             let api = match api {
-                cloud_client::plan::Api::Cloud => "cloud",
-                cloud_client::plan::Api::Kubernetes => "kubernetes",
+                cloud_client::shadow::Api::Cloud => "cloud",
+                cloud_client::shadow::Api::Kubernetes => "kubernetes",
             };
             let labels = [
                 ("controller", self.controller.to_string()),

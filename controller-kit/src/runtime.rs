@@ -192,8 +192,8 @@ impl Runtime {
         (&mut self.registries.ours, &mut self.registries.upstream)
     }
     /// Exposes the cloud's call counters and rate-limit budget on `/metrics`, under our names
-    /// and under hcloud-go's and HCCM's; the Robot webservice's, when used, as
-    /// `cloud_controllers_robot_api_*`.
+    /// and under hcloud-go's and HCCM's; those of the provider's other APIs (Hetzner's Robot
+    /// webservice) as `cloud_controllers_<name>_*`.
     pub fn register_cloud_stats(&mut self, cloud: &cloud_client::Cloud) {
         self.registries
             .ours
@@ -207,13 +207,10 @@ impl Runtime {
                 .register_collector(Box::new(CredentialsCollector(credentials.clone())));
             self.readiness.watch_credentials(credentials.clone());
         }
-        if let Some(robot) = &cloud.robot_stats {
+        for (name, stats) in &cloud.other_api_stats {
             self.registries
                 .ours
-                .register_collector(Box::new(CloudStatsCollector::named(
-                    robot.clone(),
-                    "robot_api",
-                )));
+                .register_collector(Box::new(CloudStatsCollector::named(stats.clone(), *name)));
         }
     }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use cloud_client::hcloud::label_selector::LabelSelector;
+use cloud_client::label_selector::LabelSelector;
 
 /// Which nodes this controller may act on.
 #[derive(Debug, Clone, Default)]

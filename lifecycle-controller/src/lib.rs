@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use cloud_client::hcloud::label_selector::LabelSelector;
+use cloud_client::label_selector::LabelSelector;
 use cloud_client::{Cloud, Instances};
 use controller_kit::watch::slimmed;
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};

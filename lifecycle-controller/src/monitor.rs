@@ -123,7 +123,7 @@ impl Monitor {
                         "Node {}: shutdown taint differs from the server's power state",
                         node.name_any()
                     );
-                    let outcome = cloud_client::plan::with_reason(why, this.check(&node)).await;
+                    let outcome = cloud_client::shadow::with_reason(why, this.check(&node)).await;
                     timer.set_result(match outcome {
                         Outcome::Error => "error",
                         Outcome::Deleted => "deleted",
@@ -223,7 +223,7 @@ impl Monitor {
                 ..DeleteParams::default()
             };
             let why = format!("Node {name}: its server does not exist in the cloud");
-            let deleted = cloud_client::plan::with_reason(why, self.nodes.delete(&name, &dp));
+            let deleted = cloud_client::shadow::with_reason(why, self.nodes.delete(&name, &dp));
             return match deleted.await {
                 Ok(_) => {
                     self.failures.succeeded(&name);

@@ -2,7 +2,7 @@
 //! the controller in-process through its library entry point.
 
 use cloud_client::Cloud;
-use cloud_client::hcloud::label_selector::LabelSelector;
+use cloud_client::label_selector::LabelSelector;
 use lifecycle_controller::filter::NodeFilter;
 use test_support::run::{cloud_for, spawn, test_config};
 use test_support::{

@@ -125,10 +125,10 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
         let mut timer = ctx.kit.reconcile_timer();
         let result = if is_uninitialized(&node) {
             let why = format!("Node {name}: uninitialized (the cloud-provider taint is set)");
-            cloud_client::plan::with_reason(why, initialize(&node, &ctx)).await
+            cloud_client::shadow::with_reason(why, initialize(&node, &ctx)).await
         } else {
             let why = format!("Node {name}: labels or addresses differ from the server's");
-            cloud_client::plan::with_reason(why, reconcile_labels(&node, &ctx)).await
+            cloud_client::shadow::with_reason(why, reconcile_labels(&node, &ctx)).await
         };
         if result.is_ok() {
             timer.set_result("ok");

@@ -237,7 +237,7 @@ async fn delete_stale(ctx: &Ctx, plan: &Plan, routes: &mut Vec<Route>) -> bool {
             "route {} via {}: no node wants it",
             r.destination_cidr, r.gateway
         );
-        match cloud_client::plan::with_reason(reason, ctx.routes.delete_route(r)).await {
+        match cloud_client::shadow::with_reason(reason, ctx.routes.delete_route(r)).await {
             Ok(()) => {
                 ctx.metrics.count_write("delete", true);
                 info!(destination = %r.destination_cidr, gateway = %r.gateway, "deleted a route no node wants");
@@ -290,7 +290,7 @@ async fn create_missing(
                 c.request.destination_cidr
             );
             let created = ctx.routes.create_route_in(&c.request, routes);
-            match cloud_client::plan::with_reason(reason, created).await {
+            match cloud_client::shadow::with_reason(reason, created).await {
                 Ok(()) => {
                     ctx.metrics.count_write("create", true);
                     debug!(node, destination = %c.request.destination_cidr, "route created");

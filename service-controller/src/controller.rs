@@ -86,7 +86,7 @@ impl Ctx {
         }
     }
 
-    /// Shadow mode: writes are planned (see [`cloud_client::plan`]), conditions left alone.
+    /// Shadow mode: writes are planned (see [`cloud_client::shadow`]), conditions left alone.
     pub fn in_dry_run(mut self, dry_run: bool) -> Self {
         self.dry_run = dry_run;
         self
@@ -182,7 +182,7 @@ async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, Error> {
     let key = service::key(svc);
     if service::needs_cleanup(svc, &ctx.classes) {
         let reason = format!("Service {key}: deleted or no longer a load balancer of ours");
-        cloud_client::plan::with_reason(reason, cleanup(svc, ctx)).await?;
+        cloud_client::shadow::with_reason(reason, cleanup(svc, ctx)).await?;
         return Ok(Action::await_change());
     }
     // Not ours, or terminating without our finalizer: adding one now would be refused by the
@@ -197,7 +197,7 @@ async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, Error> {
     let nodes = &eligible.nodes;
     let spec = service::spec_hash(svc);
     let with_reason = |why: &str| format!("Service {key}: {why}");
-    use cloud_client::plan::with_reason as planned_as;
+    use cloud_client::shadow::with_reason as planned_as;
     match ctx.applied.work(&uid, spec, eligible.fingerprint) {
         Work::Nothing => {}
         Work::Ensure => {

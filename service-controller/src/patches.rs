@@ -9,7 +9,8 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use crate::service::FINALIZER;
+/// Upstream's cleanup finalizer: the load balancer is deleted before the Service goes away.
+pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 
 fn api(client: &kube::Client, svc: &Service) -> Api<Service> {
     Api::namespaced(client.clone(), &svc.namespace().unwrap_or_default())

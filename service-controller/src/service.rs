@@ -7,8 +7,7 @@ use cloud_client::{IpMode, LoadBalancerStatus, PortProtocol, ServicePort, Servic
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use kube::ResourceExt;
 
-/// Upstream's cleanup finalizer: the load balancer is deleted before the Service goes away.
-pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+use crate::patches::FINALIZER;
 
 /// Which `spec.loadBalancerClass` values this controller serves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-pub use cloud_client::hcloud::values::{BOOL_EXPECTED, DURATION_EXPECTED};
+pub use cloud_client::values::{BOOL_EXPECTED, DURATION_EXPECTED};
 
 use cloud_client::ServiceRef;
 use cloud_client::hcloud::config::LbDefaults;

@@ -23,7 +23,8 @@ pub fn sim_config(sim: &cloud_sim::Sim) -> HcloudConfig {
 /// [`sim_config`] with Robot on: `sim`'s Robot webservice and credentials, its InternalIPs
 /// forwarded, and a server list kept 200 ms (so tests see removed servers quickly).
 pub fn sim_config_with_robot(sim: &cloud_sim::Sim) -> HcloudConfig {
-    use cloud_client::robot::{RobotConfig, RobotCredentials, Secret};
+    use cloud_client::Secret;
+    use cloud_client::robot::{RobotConfig, RobotCredentials};
     let mut cfg = sim_config(sim);
     cfg.robot = RobotConfig {
         enabled: true,
@@ -67,8 +68,8 @@ pub fn test_config(info: &ControllerInfo, run: &str) -> Config {
 pub fn shadow(
     config: &mut Config,
     cloud: &mut HcloudConfig,
-) -> std::sync::Arc<cloud_client::plan::Plan> {
-    let plan = cloud_client::plan::Plan::new();
+) -> std::sync::Arc<cloud_client::shadow::PlannedWrites> {
+    let plan = cloud_client::shadow::PlannedWrites::new();
     config.plan = Some(plan.clone());
     cloud.plan = Some(plan.clone());
     plan

@@ -1,11 +1,10 @@
 //! Configuration of the Hetzner provider, readable from the same env vars HCCM uses, with HCCM's
 //! defaults (the `HCLOUD_LOAD_BALANCERS_*` ones are listed in docs/annotations.md).
 
-use std::fmt;
 use std::time::Duration;
 
 use crate::error::CloudError;
-use crate::hcloud::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
+use crate::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
 
 /// Default API endpoint (`HCLOUD_ENDPOINT`).
 pub const DEFAULT_ENDPOINT: &str = "https://api.hetzner.cloud/v1";
@@ -14,41 +13,8 @@ pub const DEFAULT_ENDPOINT: &str = "https://api.hetzner.cloud/v1";
 /// mounted Secret; once it has, the new token is in use within this.
 pub const DEFAULT_TOKEN_FILE_POLL: Duration = Duration::from_secs(2);
 
-/// The API token. Its `Debug`/`Display` never show the secret; only the transport reads it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Token(String);
-
-impl Token {
-    /// Wraps a token; surrounding whitespace (e.g. a trailing newline in a Secret file) is trimmed.
-    pub fn new(token: impl AsRef<str>) -> Self {
-        Token(token.as_ref().trim().to_string())
-    }
-
-    pub(crate) fn expose(&self) -> &str {
-        &self.0
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Length in characters (Hetzner tokens are 64 characters; HCCM only warns otherwise).
-    pub fn len(&self) -> usize {
-        self.0.chars().count()
-    }
-}
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(<redacted>)")
-    }
-}
-
-impl fmt::Display for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
+/// The API token (`HCLOUD_TOKEN`).
+pub type Token = crate::Secret;
 
 /// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -180,7 +146,7 @@ pub struct HcloudConfig {
     /// `ROBOT_*`: dedicated servers.
     pub robot: crate::robot::RobotConfig,
     /// Shadow mode (`--dry-run`): writes are planned here instead of being sent.
-    pub plan: Option<std::sync::Arc<crate::plan::Plan>>,
+    pub plan: Option<std::sync::Arc<crate::shadow::PlannedWrites>>,
     /// Settings that are accepted but deserve a word at startup (logged when the provider is
     /// built), e.g. both `HCLOUD_TOKEN` and `HCLOUD_TOKEN_FILE` set.
     pub startup_warnings: Vec<String>,

@@ -6,11 +6,10 @@
 
 pub mod config;
 pub mod instances;
-pub mod label_selector;
 pub mod load_balancer;
 pub mod provider_id;
+pub mod registration;
 pub mod routes;
-pub mod values;
 
 pub(crate) mod actions;
 pub(crate) mod pagination;
@@ -29,11 +28,12 @@ pub use config::{
 pub use instances::HcloudInstances;
 pub use load_balancer::HcloudLoadBalancers;
 pub use provider_id::ProviderId;
+pub use registration::HcloudFactory;
 pub use routes::HcloudRoutes;
 pub use transport::Transport;
 
 use crate::error::CloudError;
-use crate::provider::{Cloud, Instances, LoadBalancers, Routes};
+use crate::provider::{Capability, Cloud, Instances, LoadBalancers, Routes};
 use crate::stats::ClientStats;
 use actions::ActionWaiter;
 use servers::ServerCache;
@@ -137,13 +137,31 @@ impl HcloudProvider {
     /// Everything a controller needs, as trait objects. Load balancers are `None` when
     /// `HCLOUD_LOAD_BALANCERS_ENABLED=false`; routes are `None` without a network or when disabled.
     pub fn cloud(&self) -> Cloud {
+        let mut switched_off = Vec::new();
+        if !self.config.load_balancers_enabled {
+            switched_off.push((
+                Capability::LoadBalancers,
+                "HCLOUD_LOAD_BALANCERS_ENABLED=false".to_string(),
+            ));
+        }
+        if self.routes.is_none() {
+            let why = match self.network {
+                None => "no HCLOUD_NETWORK",
+                Some(_) => "HCLOUD_NETWORK_ROUTES_ENABLED=false",
+            };
+            switched_off.push((Capability::Routes, why.to_string()));
+        }
         Cloud {
             provider_name: PROVIDER_NAME,
             instances: Some(self.instances()),
             load_balancers: self.load_balancers(),
             routes: self.routes(),
+            switched_off,
             stats: self.stats(),
-            robot_stats: self.instances.robot.as_ref().map(|r| r.stats().clone()),
+            other_api_stats: (self.instances.robot.as_ref())
+                .map(|robot| ("robot_api", robot.stats().clone()))
+                .into_iter()
+                .collect(),
             credentials: Some(self.transport.credentials().clone()),
         }
     }

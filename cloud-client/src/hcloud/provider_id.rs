@@ -16,6 +16,13 @@ pub enum ProviderId {
     Robot(i64),
 }
 
+/// A Hetzner Cloud server or a dedicated (Robot) one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    Cloud,
+    Robot,
+}
+
 impl ProviderId {
     /// Parses a providerID; anything that is not a Hetzner format is `InvalidInput`.
     pub fn parse(s: &str) -> Result<Self, CloudError> {
@@ -38,6 +45,18 @@ impl ProviderId {
         Err(bad(
             "hcloud://<server id> (or hrobot://<n>, hcloud://bm-<n>)",
         ))
+    }
+
+    /// Which kind of server a providerID names, by its prefix alone (a malformed number still
+    /// says which API it belongs to); `None`: not a Hetzner providerID.
+    pub fn kind(s: &str) -> Option<ServerKind> {
+        if s.starts_with(ROBOT_PREFIX) || s.starts_with(LEGACY_ROBOT_PREFIX) {
+            Some(ServerKind::Robot)
+        } else if s.starts_with(CLOUD_PREFIX) {
+            Some(ServerKind::Cloud)
+        } else {
+            None
+        }
     }
 
     /// The providerID of a dedicated server (HCCM writes `hrobot://`).

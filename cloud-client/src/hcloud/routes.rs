@@ -9,11 +9,11 @@ use serde_json::json;
 
 use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
-use crate::hcloud::provider_id::ProviderId;
+use crate::hcloud::provider_id::{ProviderId, ServerKind};
 use crate::hcloud::servers::{ServerCache, ServerKey};
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{ActionResponse, Network, NetworkResponse, Server};
-use crate::provider::{AddressKind, Route, RouteRequest, Routes};
+use crate::provider::{AddressKind, Routability, Route, RouteRequest, Routes};
 
 #[derive(Debug)]
 pub struct HcloudRoutes {
@@ -273,6 +273,24 @@ impl Routes for HcloudRoutes {
         {
             Err(e) if e.is_not_found() => Ok(()),
             r => r,
+        }
+    }
+
+    /// Network routes reach Cloud servers only: a dedicated (Robot) server is not in the network.
+    /// HCCM refuses to start with routes and Robot together; a mixed cluster here keeps its Cloud
+    /// nodes' routes and says why the dedicated ones have none.
+    fn routability(&self, provider_id: &str) -> Routability {
+        match ProviderId::kind(provider_id) {
+            Some(ServerKind::Cloud) => Routability::Routable,
+            Some(ServerKind::Robot) => Routability::Unreachable {
+                reason: "RobotServerNotRoutable",
+                why: format!(
+                    "node is a dedicated (Robot) server ({provider_id}): network routes reach \
+                     Cloud servers only"
+                ),
+                remedy: "let the CNI route it (e.g. over a vSwitch)",
+            },
+            None => Routability::Foreign,
         }
     }
 }

@@ -10,13 +10,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use crate::credentials::Credentials;
+use crate::credentials::{Credentials, TokenFile};
 use crate::error::{ApiError, CloudError};
 use crate::hcloud::config::{HcloudConfig, RetryPolicy, Token};
 use crate::hcloud::rate_limit::{RateLimiter, parse_headers};
 use crate::hcloud::retry::{backoff, should_retry};
 use crate::hcloud::wire::ErrorBody;
-use crate::plan::{Api as PlanApi, Plan};
+use crate::shadow::{Api as PlanApi, PlannedWrites};
 use crate::stats::ClientStats;
 
 /// One API request. `template` is the path with placeholders (`/servers/{id}`) for metrics and logs;
@@ -88,7 +88,7 @@ struct Inner {
     /// `HCLOUD_DEBUG`: log each exchange in full.
     debug: bool,
     /// Shadow mode: writes are recorded here and not sent.
-    plan: Option<Arc<Plan>>,
+    plan: Option<Arc<PlannedWrites>>,
 }
 
 impl fmt::Debug for Transport {
@@ -102,40 +102,21 @@ impl fmt::Debug for Transport {
     }
 }
 
-/// The HTTP client of one API at `endpoint` (the Cloud API, the Robot webservice): rustls, a
-/// per-request `timeout`, and no proxy from the environment for a loopback endpoint (simulator,
-/// tests), which a proxy must never capture.
-pub(crate) fn http_client(
-    endpoint: &str,
-    user_agent: &str,
-    timeout: Duration,
-) -> Result<reqwest::Client, CloudError> {
-    let mut builder = reqwest::Client::builder();
-    if ["http://127.0.0.1", "http://localhost", "http://[::1]"]
-        .iter()
-        .any(|p| endpoint.starts_with(p))
-    {
-        builder = builder.no_proxy();
-    }
-    builder
-        .tls_backend_rustls()
-        .user_agent(user_agent)
-        .timeout(timeout)
-        .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .build()
-        .map_err(|e| CloudError::InvalidConfig {
-            problems: vec![format!("cannot build the HTTP client for {endpoint}: {e}")],
-        })
-}
-
 impl Transport {
     pub fn new(config: &HcloudConfig, stats: Arc<ClientStats>) -> Result<Self, CloudError> {
-        let http = http_client(&config.endpoint, &config.user_agent, config.request_timeout)?;
+        let http =
+            crate::http::client(&config.endpoint, &config.user_agent, config.request_timeout)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
                 endpoint: config.endpoint.trim_end_matches('/').to_string(),
-                credentials: Credentials::new(config.token.clone(), config.token_file.clone()),
+                credentials: Credentials::new(
+                    config.token.clone(),
+                    config.token_file.clone().map(|path| TokenFile {
+                        path,
+                        setting: "HCLOUD_TOKEN_FILE",
+                    }),
+                ),
                 timeout: config.request_timeout,
                 retry: config.retry,
                 limiter: RateLimiter::new(config.rate_limit_reserve),

@@ -120,7 +120,7 @@ impl RobotClient {
         let Some(credentials) = config.credentials.clone().filter(|_| config.enabled) else {
             return Ok(None);
         };
-        let http = crate::hcloud::transport::http_client(
+        let http = crate::http::client(
             &config.endpoint,
             &format!("cloud-controllers/{}", env!("CARGO_PKG_VERSION")),
             TIMEOUT,

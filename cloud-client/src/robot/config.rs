@@ -3,44 +3,13 @@
 //! load balancers' IP targets work, from the Nodes' own addresses), both or neither; each
 //! credential from the variable or, when it is unset, from `<NAME>_FILE`.
 
-use std::fmt;
 use std::time::Duration;
 
-use crate::hcloud::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
+use crate::Secret;
+use crate::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
 
 /// The Robot webservice's address (ours: HCCM's client has it built in).
 pub const DEFAULT_ROBOT_ENDPOINT: &str = "https://robot-ws.your-server.de";
-
-/// A Robot credential: its `Debug` and `Display` never show it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a value; surrounding whitespace (a file's trailing newline) is dropped.
-    pub fn new(value: impl AsRef<str>) -> Self {
-        Secret(value.as_ref().trim().to_string())
-    }
-
-    pub(crate) fn expose(&self) -> &str {
-        &self.0
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
 
 /// `ROBOT_USER` and `ROBOT_PASSWORD` (the user name is treated as a secret too: it is the
 /// account's login).

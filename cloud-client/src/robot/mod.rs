@@ -5,4 +5,4 @@ pub mod client;
 pub mod config;
 
 pub use client::{RobotClient, RobotServer};
-pub use config::{DEFAULT_ROBOT_ENDPOINT, RobotConfig, RobotCredentials, Secret};
+pub use config::{DEFAULT_ROBOT_ENDPOINT, RobotConfig, RobotCredentials};

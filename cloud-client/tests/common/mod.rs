@@ -36,7 +36,8 @@ pub async fn sim_with_actions(action_duration: Duration) -> Sim {
 
 /// Robot on, with `sim`'s Robot webservice and credentials.
 pub fn robot_config(sim: &Sim) -> cloud_client::robot::RobotConfig {
-    use cloud_client::robot::{RobotConfig, RobotCredentials, Secret};
+    use cloud_client::Secret;
+    use cloud_client::robot::{RobotConfig, RobotCredentials};
     RobotConfig {
         enabled: true,
         credentials: Some(RobotCredentials {

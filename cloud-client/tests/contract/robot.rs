@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use cloud_client::robot::{RobotClient, RobotConfig, RobotCredentials, Secret};
+use cloud_client::Secret;
+use cloud_client::robot::{RobotClient, RobotConfig, RobotCredentials};
 use cloud_client::{ClientStats, ErrorClass};
 use cloud_sim::Sim;
 

@@ -46,7 +46,7 @@ pub struct Fixture {
     /// The running controller's cloud-client counters.
     pub stats: Option<Arc<ClientStats>>,
     /// The running controller's planned writes, in shadow mode.
-    pub plan: Option<Arc<cloud_client::plan::Plan>>,
+    pub plan: Option<Arc<cloud_client::shadow::PlannedWrites>>,
 }
 
 /// The tests read the world's parts (`fx.admin`, `fx.sim`, `fx.ns`) as the fixture's own.
@@ -357,7 +357,7 @@ impl Fixture {
                 name,
                 &PatchParams::default(),
                 &Patch::Merge(json!({
-                    "metadata": {"finalizers": [service_controller::service::FINALIZER]},
+                    "metadata": {"finalizers": [service_controller::patches::FINALIZER]},
                     "status": {"loadBalancer": {"ingress": [
                         {"ip": ipv4, "ipMode": "VIP"}, {"ip": ipv6, "ipMode": "VIP"}
                     ]}}
@@ -386,7 +386,7 @@ pub fn ingress_ips(s: &Service) -> Vec<String> {
 pub fn has_finalizer(s: &Service) -> bool {
     s.finalizers()
         .iter()
-        .any(|f| f == service_controller::service::FINALIZER)
+        .any(|f| f == service_controller::patches::FINALIZER)
 }
 
 /// Sorted `(port, nodePort)` of a Service.

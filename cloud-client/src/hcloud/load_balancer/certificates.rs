@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::annotations;
+use super::ownership::{SERVICE_UID_LABEL, service_uid_selector};
 use super::spec::{CertificateType, LbProtocol, LbSpec};
 use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
-use crate::hcloud::label_selector::{SERVICE_UID_LABEL, service_uid_selector};
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{CertificateResponse, CertificatesPage, LoadBalancer};

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::ownership::{SERVICE_UID_LABEL, service_uid_selector};
 use crate::error::CloudError;
-use crate::hcloud::label_selector::{SERVICE_UID_LABEL, service_uid_selector};
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{LoadBalancer, LoadBalancerResponse, LoadBalancersPage};

@@ -16,6 +16,7 @@ pub mod catalog;
 mod certificates;
 mod find;
 pub mod ops;
+mod ownership;
 pub mod plan;
 pub mod spec;
 pub mod status;

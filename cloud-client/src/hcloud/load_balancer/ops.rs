@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::ownership::SERVICE_UID_LABEL;
 use super::spec::{LbAlgorithm, Placement};
-use crate::hcloud::label_selector::SERVICE_UID_LABEL;
 use crate::hcloud::transport::Req;
 use crate::hcloud::wire::LbService;
 

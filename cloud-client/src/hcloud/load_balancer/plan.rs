@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::annotations as a;
 use super::ops::{NewLb, Op};
+use super::ownership::SERVICE_UID_LABEL;
 use super::spec::{LbProtocol, LbSpec, Placement};
 use crate::error::CloudError;
-use crate::hcloud::label_selector::SERVICE_UID_LABEL;
 use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::wire::{HealthCheck, HealthCheckHttp, LbService, LbServiceHttp, LoadBalancer};
 use crate::provider::{LbNode, PortProtocol, ServicePort, Warning};

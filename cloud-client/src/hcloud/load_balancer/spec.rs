@@ -8,9 +8,9 @@ use std::time::Duration;
 use super::annotations as a;
 use crate::error::CloudError;
 use crate::hcloud::config::LbDefaults;
-use crate::hcloud::label_selector::LabelSelector;
-use crate::hcloud::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
+use crate::label_selector::LabelSelector;
 use crate::provider::{ServiceRef, Warning};
+use crate::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
 
 /// Load-balancer service protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

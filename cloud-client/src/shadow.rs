@@ -7,7 +7,7 @@
 //! - a **Kubernetes** write is sent with `dryRun=All`: the apiserver validates it (admission,
 //!   RBAC, conflicts) and stores nothing, and the controller goes on with the answer.
 //!
-//! Both land in one [`Plan`], served as JSON on the admin port's `/plan` and counted in
+//! Both land in one [`PlannedWrites`], served as JSON on the admin port's `/plan` and counted in
 //! `cloud_controllers_planned_writes_total`. An entry is one (api, operation, object): seen again,
 //! its count and last-seen time move, so a controller retrying the same write does not grow the
 //! plan. The reason is what the controller was doing, set around its work with [`with_reason`].
@@ -53,13 +53,13 @@ type Key = (Api, String, String);
 
 /// The writes planned so far, shared by the transport, the Kubernetes client and `/plan`.
 #[derive(Default)]
-pub struct Plan {
+pub struct PlannedWrites {
     entries: Mutex<BTreeMap<Key, PlannedWrite>>,
 }
 
-impl std::fmt::Debug for Plan {
+impl std::fmt::Debug for PlannedWrites {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plan")
+        f.debug_struct("PlannedWrites")
             .field("entries", &self.entries().len())
             .finish()
     }
@@ -78,7 +78,7 @@ pub async fn with_reason<F: Future>(reason: impl Into<String>, fut: F) -> F::Out
     REASON.scope(reason.into(), fut).await
 }
 
-impl Plan {
+impl PlannedWrites {
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
@@ -168,7 +168,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_planned_again_counts_instead_of_growing_the_plan() {
-        let plan = Plan::new();
+        let plan = PlannedWrites::new();
         let op = || "POST /load_balancers/{id}/actions/update_service".to_string();
         let first = with_reason("Service default/web: spec changed", async {
             plan.record(
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn long_bodies_are_cut() {
-        let plan = Plan::new();
+        let plan = PlannedWrites::new();
         plan.record(
             Api::Cloud,
             "POST /x".into(),

@@ -1,19 +1,11 @@
-//! Kubernetes/Hetzner label selectors: the Kubernetes grammar (the `node-selector` annotation; the
-//! lifecycle controller's `--exclude-nodes-selector`), and the selector that finds a Service's load
-//! balancer. cloud-sim parses `label_selector` queries with a parser of its own on purpose: a bug
+//! The Kubernetes label-selector grammar (the `node-selector` annotation; the lifecycle
+//! controller's `--exclude-nodes-selector`), which the Hetzner API's `label_selector` shares.
+//! cloud-sim parses `label_selector` queries with a parser of its own on purpose: a bug
 //! shared by client and simulator would pass every contract test.
 
 use std::collections::BTreeMap;
 
 use crate::error::CloudError;
-
-/// Label on a load balancer naming the Service UID it belongs to (HCCM's ownership label).
-pub const SERVICE_UID_LABEL: &str = "hcloud-ccm/service-uid";
-
-/// `hcloud-ccm/service-uid=<uid>`, the `label_selector` query that finds a Service's load balancer.
-pub fn service_uid_selector(uid: &str) -> String {
-    format!("{SERVICE_UID_LABEL}={uid}")
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Req {
@@ -191,14 +183,6 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-
-    #[test]
-    fn builds_the_hccm_ownership_selector() {
-        assert_eq!(
-            service_uid_selector("1234-abcd"),
-            "hcloud-ccm/service-uid=1234-abcd"
-        );
     }
 
     #[test]
