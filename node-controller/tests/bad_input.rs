@@ -2,7 +2,7 @@
 //! `alpha.kubernetes.io/provided-node-ip` cannot be used. Each must get a Warning naming the field,
 //! the offending value and what is accepted; the node keeps its uninitialized taint and its
 //! providerID, the controller makes no cloud write and keeps running, and a good node next to the
-//! bad ones initializes. The README's "Messages for bad input" table lists the same.
+//! bad ones initializes. The table in docs/bad-input.md lists the same.
 
 use test_support::run::{cloud_for, spawn, test_config};
 use test_support::{

@@ -2,7 +2,7 @@
 //! annotation it parses given a malformed value, Service specs no load balancer can serve, and a
 //! Node it cannot target. Each must end in a Warning that names the field, the offending value and
 //! what is accepted, with no cloud write, while the controller keeps running and a good Service
-//! next to the bad ones converges. The README's "Messages for bad input" table lists the same.
+//! next to the bad ones converges. The table in docs/bad-input.md lists the same.
 //! The catalogue itself lives in `test_support::bad_input`, shared with the chart's admission-policy
 //! test; this test runs it with no policy installed: the controller alone catches every case.
 

@@ -10,7 +10,7 @@
 //! and memory are reported in a table and never judged.
 //!
 //! `--quick` (what `cargo xtask test` runs) uses small worlds and short phases; the full run is
-//! what the README's figures come from.
+//! what the figures in docs/reliability.md come from.
 
 mod apiserver;
 mod cloud;
