@@ -127,6 +127,8 @@ pub trait ProviderConfig: fmt::Debug + Send + Sync {
     /// configured network exists). What the cloud says about the configuration itself is a
     /// [`CloudError::InvalidConfig`] or [`CloudError::NotFound`]; anything else is retryable.
     async fn build(&self) -> Result<Cloud, CloudError>;
+    /// For a test that looks at the provider's own settings.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// A cloud provider, registered by name.

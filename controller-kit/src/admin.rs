@@ -132,7 +132,7 @@ async fn plan_json(
     }
 }
 
-/// `/metrics` alone (served on `HCLOUD_METRICS_ADDRESS`).
+/// `/metrics` alone (served on the provider's metrics address).
 pub fn metrics_router(registries: Arc<Registries>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))

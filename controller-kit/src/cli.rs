@@ -109,7 +109,7 @@ pub const UPSTREAM_FLAGS: &[(&str, Takes, Why)] = &[
         "cloud-config",
         Takes::Value,
         Why::NoEffect(
-            "HCCM reads no cloud config file either: settings come from the HCLOUD_* variables",
+            "HCCM reads no cloud config file either: settings come from environment variables",
         ),
     ),
     ("cluster-cidr", Takes::Value, ROUTES),
@@ -194,25 +194,17 @@ pub const UPSTREAM_FLAGS: &[(&str, Takes, Why)] = &[
 const HEADING: &str = "Upstream flags accepted without effect in this controller";
 
 /// The upstream flags given on this process's command line without effect here, recorded by
-/// [`parse`] (and [`note_ignored`]) for [`warn_ignored`], which runs once logging is set up.
+/// [`parse`] for [`warn_ignored`], which runs once logging is set up (parsing comes first).
 static IGNORED: Mutex<Vec<(&'static str, Why)>> = Mutex::new(Vec::new());
 
 /// Parses the process's arguments into `C`, exiting as clap does on an error or `--help`.
 pub fn parse<C: Parser>() -> C {
     let (args, ignored) = parse_from(std::env::args_os());
-    for (name, why) in ignored {
-        note_ignored(name, why);
-    }
-    args
-}
-
-/// Records a flag given without effect here (one this binary defines for all four but does not
-/// read), for [`warn_ignored`].
-pub fn note_ignored(name: &'static str, why: Why) {
     IGNORED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .push((name, why));
+        .extend(ignored);
+    args
 }
 
 /// [`parse`] over `args` (the first is the program name), returning the upstream flags given
@@ -232,9 +224,11 @@ where
     (parsed, ignored)
 }
 
-/// Logs, once, the upstream flags [`parse`] accepted without effect, each with the reason.
-pub fn warn_ignored() {
-    let ignored = std::mem::take(&mut *IGNORED.lock().unwrap_or_else(|e| e.into_inner()));
+/// Logs, once, the upstream flags [`parse`] accepted without effect, and `more` (those the
+/// validation found), each with the reason.
+pub fn warn_ignored(more: &[(&'static str, Why)]) {
+    let mut ignored = std::mem::take(&mut *IGNORED.lock().unwrap_or_else(|e| e.into_inner()));
+    ignored.extend_from_slice(more);
     if ignored.is_empty() {
         return;
     }

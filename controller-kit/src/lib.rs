@@ -45,7 +45,7 @@ pub struct ControllerInfo {
     /// Default for `--concurrent-node-syncs`; `None` when this controller does not read it (the
     /// flag is then accepted without effect, and named in the startup Warning when given).
     pub node_syncs_default: Option<u16>,
-    /// Whether this controller reads the `HCLOUD_LOAD_BALANCERS_*` settings. The others never
+    /// Whether this controller reads the provider's load-balancer settings. The others never
     /// parse them, so a wrong one stops only the controller it concerns.
     pub reads_load_balancer_settings: bool,
 }

@@ -342,7 +342,7 @@ impl Collector for CredentialsCollector {
         encoder
             .encode_descriptor(
                 "cloud_api_token_rotations",
-                "API tokens swapped in from HCLOUD_TOKEN_FILE since start",
+                "API tokens swapped in from the token file since start",
                 None,
                 MetricType::Counter,
             )?

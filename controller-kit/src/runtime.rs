@@ -64,13 +64,15 @@ pub enum RunError {
         /// Cause.
         source: std::io::Error,
     },
-    /// `HCLOUD_METRICS_ADDRESS` could not be bound (on a host network, most likely taken by
-    /// another controller given the same address).
+    /// The metrics address could not be bound (on a host network, most likely taken by another
+    /// controller given the same address).
     #[error(
-        "HCLOUD_METRICS_ADDRESS={addr}: {source} (on a shared host network each controller needs \
-         its own address; unset it to serve /metrics on the admin port)"
+        "{setting}={addr}: {source} (on a shared host network each controller needs its own \
+         address; unset it to serve /metrics on the admin port)"
     )]
     Metrics {
+        /// The provider's setting that named it (HCCM's metrics address variable).
+        setting: &'static str,
         /// Address.
         addr: SocketAddr,
         /// Cause.
@@ -79,7 +81,7 @@ pub enum RunError {
     /// The controller failed.
     #[error("controller failed: {0:#}")]
     Controller(anyhow::Error),
-    /// The configuration is wrong in a way only the cloud could tell (an `HCLOUD_NETWORK` that does
+    /// The configuration is wrong in a way only the cloud could tell (a configured network that does
     /// not exist, a token it refuses): exit code 2, like a flag that does not parse.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -260,10 +262,15 @@ impl Runtime {
         let on_admin = match self.config.metrics {
             MetricsServing::OnAdmin => Some(registries.clone()),
             MetricsServing::Off => None,
-            MetricsServing::At(addr) => {
-                let metrics_listener = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| RunError::Metrics { addr, source })?;
+            MetricsServing::At { addr, setting } => {
+                let metrics_listener =
+                    tokio::net::TcpListener::bind(addr)
+                        .await
+                        .map_err(|source| RunError::Metrics {
+                            setting,
+                            addr,
+                            source,
+                        })?;
                 admin::spawn_server(
                     metrics_listener,
                     admin::metrics_router(registries.clone()),
@@ -419,7 +426,7 @@ where
     };
     let _telemetry = rt.block_on(async {
         let guard = telemetry::init(info.name, config.log_format, &config.log_filter);
-        crate::cli::warn_ignored();
+        crate::cli::warn_ignored(&config.ignored_flags);
         guard
     });
     let code = rt.block_on(async move {

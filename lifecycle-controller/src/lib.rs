@@ -43,7 +43,7 @@ pub struct LifecycleArgs {
     /// Nodes matching this label selector are never tainted or deleted (hybrid clusters).
     #[arg(long, env = "LIFECYCLE_EXCLUDE_NODES_SELECTOR", default_value = "")]
     pub exclude_nodes_selector: String,
-    /// Comma-separated providerID prefixes (e.g. `hcloud://`); when set, only nodes whose providerID
+    /// Comma-separated providerID prefixes (e.g. HCCM's for Cloud servers); when set, only nodes whose providerID
     /// starts with one of them are managed (nodes without providerID are left alone).
     #[arg(long, env = "LIFECYCLE_PROVIDER_ID_PREFIXES", default_value = "")]
     pub provider_id_prefixes: String,
@@ -96,7 +96,7 @@ impl LifecycleArgs {
         for pre in &provider_id_prefixes {
             if !pre.contains("://") {
                 p.push(format!(
-                    "--provider-id-prefixes: {pre:?} is not a providerID prefix (e.g. hcloud://)"
+                    "--provider-id-prefixes: {pre:?} is not a providerID prefix (a scheme and ://, as the Nodes' spec.providerID starts)"
                 ));
             }
         }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use cloud_client::{Cloud, Routes};
+use cloud_client::{Capability, Cloud, Routes};
 use controller_kit::watch::slimmed;
 use controller_kit::{CommonArgs, Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
@@ -72,9 +72,9 @@ pub struct Settings {
 }
 
 impl RouteArgs {
-    /// Validates this controller's settings: with routes on, `--cluster-cidr` and `HCLOUD_NETWORK`
-    /// are required (upstream crashes later on the first; HCCM silently runs without routes on
-    /// the second).
+    /// Validates this controller's settings: with routes on, `--cluster-cidr` and what the
+    /// provider's routes need are required (upstream crashes later on the first; HCCM silently
+    /// runs without routes when its network is missing).
     pub fn validate(&self, common: &CommonArgs, p: &mut Problems) -> Settings {
         let mut cluster = None;
         if self.configure_cloud_routes {
@@ -89,14 +89,9 @@ impl RouteArgs {
                     )),
                 },
             }
-            let network = common
-                .cloud
-                .hcloud_network
-                .as_deref()
-                .map(str::trim)
-                .filter(|n| !n.is_empty());
-            if network.is_none() {
-                p.push("HCLOUD_NETWORK is required when routes are configured: the name or ID of the network the routes go into (or set --configure-cloud-routes=false)");
+            // The provider says what its routes need (on Hetzner: a network).
+            for problem in common.cloud.requirements(Capability::Routes) {
+                p.push(problem);
             }
         }
         Settings {
@@ -120,10 +115,17 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
     rt.register_cloud_stats(&cloud);
     let (ours, upstream) = rt.registries_mut();
     let metrics = RouteMetrics::register(ours, upstream);
-    let (Some(cluster), Some(routes)) = (settings.cluster.clone(), cloud.routes.clone()) else {
+    let Some(cluster) = settings.cluster.clone() else {
         return rt
-            .idle("routes are disabled (--configure-cloud-routes=false or HCLOUD_NETWORK_ROUTES_ENABLED=false)")
+            .idle("routes are disabled (--configure-cloud-routes=false)")
             .await;
+    };
+    let Some(routes) = cloud.routes.clone() else {
+        let why = format!(
+            "routes are disabled ({})",
+            cloud.why_off(Capability::Routes)
+        );
+        return rt.idle(&why).await;
     };
     rt.run(move |ctx| run(ctx, routes, cluster, settings, metrics))
         .await
@@ -246,7 +248,7 @@ mod slim_tests {
     fn the_cache_keeps_everything_a_pass_reads() {
         let full = testenv::KubeletNode {
             node_ip: Some("10.0.0.7".into()),
-            provider_id: Some("hcloud://7".into()),
+            provider_id: Some("sim://7".into()),
             uninitialized: false,
             pod_cidr: Some("10.244.7.0/24".into()),
             ..testenv::KubeletNode::new("worker-7")

@@ -1,7 +1,7 @@
 //! Desired routes from the Nodes, compared with the routes the cloud has: which to keep, create or
 //! delete, and which podCIDRs cannot be routed (and why). Pure: no I/O.
 
-use cloud_client::{AddressKind, NodeAddress, NodeRef, Route, RouteRequest};
+use cloud_client::{AddressKind, NodeAddress, NodeRef, Routability, Route, RouteRequest};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 
@@ -53,17 +53,6 @@ fn provider_id(node: &Node) -> Option<&str> {
         .filter(|p| !p.is_empty())
 }
 
-/// Routes go to Hetzner Cloud servers only: Robot servers and other clouds' nodes (hybrid
-/// clusters) are not in the network.
-fn routable(node: &Node) -> bool {
-    provider_id(node).is_some_and(|p| p.starts_with("hcloud://") && !is_robot(p))
-}
-
-/// A dedicated (Robot) server's providerID (`hrobot://N`, legacy `hcloud://bm-N`).
-fn is_robot(provider_id: &str) -> bool {
-    provider_id.starts_with("hrobot://") || provider_id.starts_with("hcloud://bm-")
-}
-
 fn addresses(node: &Node) -> Vec<NodeAddress> {
     node.status
         .as_ref()
@@ -96,34 +85,41 @@ fn serves(route: &Route, node: &str, internal: &[&str]) -> bool {
     }
 }
 
-/// Compares the nodes with the cloud's routes.
+/// Compares the nodes with the cloud's routes. `routability` is the provider's word on whether
+/// its routes reach a node (by providerID): a node without one, or another cloud's node in a
+/// hybrid cluster, gets no route.
 pub fn plan<'a>(
     nodes: impl IntoIterator<Item = &'a Node>,
     routes: &[Route],
     cluster: &ClusterCidrs,
+    routability: impl Fn(&str) -> Routability,
 ) -> Plan {
     let mut plan = Plan::default();
     let mut wanted_destinations = Vec::new();
     for node in nodes {
         let cidrs = pod_cidrs(node);
+        let verdict = provider_id(node).map(&routability);
         if !cidrs.is_empty()
-            && let Some(pid) = provider_id(node).filter(|p| is_robot(p))
+            && let Some(Routability::Unreachable {
+                reason,
+                why,
+                remedy,
+            }) = &verdict
         {
-            // HCCM refuses to start with routes and Robot together; a mixed cluster here keeps its
-            // Cloud nodes' routes and says why the dedicated ones have none.
             plan.problems.push(Problem {
                 node: node.name_any(),
-                reason: reasons::ROBOT_SERVER_NOT_ROUTABLE,
+                reason: *reason,
                 message: format!(
-                    "node is a dedicated (Robot) server ({pid}): network routes reach Cloud \
-                     servers only, so its podCIDR {} is not routed by the cloud; let the CNI \
-                     route it (e.g. over a vSwitch)",
+                    "{why}, so its podCIDR {} is not routed by the cloud; {remedy}",
                     cidrs.join(", ")
                 ),
             });
             continue;
         }
-        if cidrs.is_empty() || !routable(node) || node.metadata.deletion_timestamp.is_some() {
+        if cidrs.is_empty()
+            || verdict != Some(Routability::Routable)
+            || node.metadata.deletion_timestamp.is_some()
+        {
             continue;
         }
         let name = node.name_any();
@@ -213,7 +209,7 @@ mod tests {
         let mut n = Node::default();
         n.metadata.name = Some(name.into());
         n.spec = Some(NodeSpec {
-            provider_id: Some(format!("hcloud://{}", name.len())),
+            provider_id: Some(format!("sim://{}", name.len())),
             pod_cidrs: Some(cidrs.iter().map(|c| c.to_string()).collect()),
             ..Default::default()
         });
@@ -243,6 +239,30 @@ mod tests {
         ClusterCidrs::parse("10.244.0.0/16").unwrap()
     }
 
+    /// A provider whose routes reach `sim://` nodes, not its `sim-dedicated://` ones, and know
+    /// nothing of other schemes.
+    fn routability(provider_id: &str) -> Routability {
+        if provider_id.starts_with("sim://") {
+            Routability::Routable
+        } else if provider_id.starts_with("sim-dedicated://") {
+            Routability::Unreachable {
+                reason: "DedicatedServerNotRoutable",
+                why: format!("node is a dedicated server ({provider_id})"),
+                remedy: "let the CNI route it",
+            }
+        } else {
+            Routability::Foreign
+        }
+    }
+
+    fn plan<'a>(
+        nodes: impl IntoIterator<Item = &'a Node>,
+        routes: &[Route],
+        cluster: &ClusterCidrs,
+    ) -> Plan {
+        super::plan(nodes, routes, cluster, routability)
+    }
+
     #[test]
     fn keeps_creates_and_deletes_only_inside_the_cluster_cidr() {
         let a = node("a", &["10.244.1.0/24"], Some("10.0.0.2"));
@@ -268,13 +288,13 @@ mod tests {
     }
 
     #[test]
-    fn robot_nodes_get_no_route_and_a_warning_and_the_cloud_nodes_keep_theirs() {
+    fn unreachable_nodes_get_no_route_and_a_warning_and_foreign_ones_are_left_alone() {
         let a = node("a", &["10.244.1.0/24"], Some("10.0.0.2"));
-        let mut robot = node("bm", &["10.244.7.0/24"], Some("10.1.0.7"));
-        robot.spec.as_mut().unwrap().provider_id = Some("hrobot://1000001".into());
-        let mut legacy = node("bm-legacy", &["10.244.8.0/24"], None);
-        legacy.spec.as_mut().unwrap().provider_id = Some("hcloud://bm-1000002".into());
-        let p = plan([&a, &robot, &legacy], &[], &cluster());
+        let mut dedicated = node("bm", &["10.244.7.0/24"], Some("10.1.0.7"));
+        dedicated.spec.as_mut().unwrap().provider_id = Some("sim-dedicated://1000001".into());
+        let mut foreign = node("other-cloud", &["10.244.8.0/24"], Some("10.2.0.8"));
+        foreign.spec.as_mut().unwrap().provider_id = Some("aws:///eu-central-1a/i-1".into());
+        let p = plan([&a, &dedicated, &foreign], &[], &cluster());
         assert_eq!(p.creates.len(), 1);
         assert_eq!(p.creates[0].node, "a");
         let reasons: Vec<(&str, &str)> = p
@@ -282,14 +302,12 @@ mod tests {
             .iter()
             .map(|p| (p.node.as_str(), p.reason))
             .collect();
+        assert_eq!(reasons, [("bm", "DedicatedServerNotRoutable")]);
         assert_eq!(
-            reasons,
-            [
-                ("bm", reasons::ROBOT_SERVER_NOT_ROUTABLE),
-                ("bm-legacy", reasons::ROBOT_SERVER_NOT_ROUTABLE)
-            ]
+            p.problems[0].message,
+            "node is a dedicated server (sim-dedicated://1000001), so its podCIDR 10.244.7.0/24 \
+             is not routed by the cloud; let the CNI route it"
         );
-        assert!(p.problems[0].message.contains("10.244.7.0/24"));
     }
 
     #[test]
@@ -341,7 +359,7 @@ mod tests {
         uninitialized.spec.as_mut().unwrap().provider_id = None;
         let bare = node("b", &[], None);
         let mut robot_without_cidr = node("r", &[], None);
-        robot_without_cidr.spec.as_mut().unwrap().provider_id = Some("hrobot://7".into());
+        robot_without_cidr.spec.as_mut().unwrap().provider_id = Some("sim-dedicated://7".into());
         let p = plan(
             [&uninitialized, &bare, &robot_without_cidr],
             &[],

@@ -14,7 +14,7 @@ pub const SERVER_NOT_IN_NETWORK: &str = "ServerNotInNetwork";
 pub const NODE_IP_NOT_IN_NETWORK: &str = "NodeIPNotInNetwork";
 /// The network's route limit is reached (Warning).
 pub const ROUTE_LIMIT_REACHED: &str = "RouteLimitReached";
-/// The network named by HCLOUD_NETWORK does not exist (Warning).
+/// The cloud network the routes go into does not exist (Warning).
 pub const NETWORK_NOT_FOUND: &str = "NetworkNotFound";
 
 /// The node condition this controller owns.
@@ -23,5 +23,3 @@ pub const CONDITION: &str = "NetworkUnavailable";
 pub const ROUTE_CREATED: &str = "RouteCreated";
 /// Condition reason while a route is missing (upstream).
 pub const NO_ROUTE_CREATED: &str = "NoRouteCreated";
-/// A dedicated (Robot) server's Node has a podCIDR: Hetzner network routes cannot reach it.
-pub const ROBOT_SERVER_NOT_ROUTABLE: &str = "RobotServerNotRoutable";

@@ -187,7 +187,12 @@ pub async fn pass(ctx: &Ctx) -> Result<Option<Instant>, CloudError> {
     };
     let plan = {
         let state = ctx.store.state();
-        plan::plan(state.iter().map(|n| n.as_ref()), &routes, &ctx.cluster)
+        plan::plan(
+            state.iter().map(|n| n.as_ref()),
+            &routes,
+            &ctx.cluster,
+            |provider_id| ctx.routes.routability(provider_id),
+        )
     };
     ctx.report(&plan.problems).await;
 
@@ -220,7 +225,7 @@ async fn network_not_found(ctx: &Ctx, e: &CloudError) {
                 node: kube::ResourceExt::name_any(n.as_ref()),
                 reason: reasons::NETWORK_NOT_FOUND,
                 message: format!(
-                    "no route can be created: the network named by HCLOUD_NETWORK was not found ({e})"
+                    "no route can be created: the cloud network the routes go into was not found ({e})"
                 ),
             })
             .collect()

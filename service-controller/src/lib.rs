@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use cloud_client::{Cloud, LoadBalancers};
+use cloud_client::{Capability, Cloud, LoadBalancers};
 use controller_kit::watch::slimmed;
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
@@ -153,9 +153,11 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
     let (ours, upstream) = rt.registries_mut();
     let metrics = ServiceMetrics::register(ours, upstream);
     let Some(lbs) = cloud.load_balancers.clone() else {
-        return rt
-            .idle("load balancers are disabled (HCLOUD_LOAD_BALANCERS_ENABLED=false)")
-            .await;
+        let why = format!(
+            "load balancers are disabled ({})",
+            cloud.why_off(Capability::LoadBalancers)
+        );
+        return rt.idle(&why).await;
     };
     rt.run(move |ctx| run(ctx, lbs, settings, metrics)).await
 }

@@ -150,6 +150,10 @@ impl ProviderConfig for HcloudConfig {
             Err(e) => Err(e),
         }
     }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 #[cfg(test)]

@@ -182,6 +182,24 @@ fn ipv4_only(req: &RouteRequest) -> Result<(), CloudError> {
     Ok(())
 }
 
+/// Network routes reach Cloud servers only: a dedicated (Robot) server is not in the network.
+/// HCCM refuses to start with routes and Robot together; a mixed cluster here keeps its Cloud
+/// nodes' routes and says why the dedicated ones have none.
+fn routability(provider_id: &str) -> Routability {
+    match ProviderId::kind(provider_id) {
+        Some(ServerKind::Cloud) => Routability::Routable,
+        Some(ServerKind::Robot) => Routability::Unreachable {
+            reason: "RobotServerNotRoutable",
+            why: format!(
+                "node is a dedicated (Robot) server ({provider_id}): network routes reach Cloud \
+                 servers only"
+            ),
+            remedy: "let the CNI route it (e.g. over a vSwitch)",
+        },
+        None => Routability::Foreign,
+    }
+}
+
 #[async_trait]
 impl Routes for HcloudRoutes {
     async fn list_routes(&self) -> Result<Vec<Route>, CloudError> {
@@ -276,28 +294,32 @@ impl Routes for HcloudRoutes {
         }
     }
 
-    /// Network routes reach Cloud servers only: a dedicated (Robot) server is not in the network.
-    /// HCCM refuses to start with routes and Robot together; a mixed cluster here keeps its Cloud
-    /// nodes' routes and says why the dedicated ones have none.
     fn routability(&self, provider_id: &str) -> Routability {
-        match ProviderId::kind(provider_id) {
-            Some(ServerKind::Cloud) => Routability::Routable,
-            Some(ServerKind::Robot) => Routability::Unreachable {
-                reason: "RobotServerNotRoutable",
-                why: format!(
-                    "node is a dedicated (Robot) server ({provider_id}): network routes reach \
-                     Cloud servers only"
-                ),
-                remedy: "let the CNI route it (e.g. over a vSwitch)",
-            },
-            None => Routability::Foreign,
-        }
+        routability(provider_id)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routes_reach_cloud_servers_not_dedicated_or_foreign_ones() {
+        assert_eq!(routability("hcloud://7"), Routability::Routable);
+        for robot in ["hrobot://1000001", "hcloud://bm-1000002"] {
+            match routability(robot) {
+                Routability::Unreachable { reason, why, .. } => {
+                    assert_eq!(reason, "RobotServerNotRoutable");
+                    assert!(why.contains(robot), "{why}");
+                }
+                other => panic!("{robot}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            routability("aws:///eu-central-1a/i-1"),
+            Routability::Foreign
+        );
+    }
 
     #[test]
     fn names_and_families() {
