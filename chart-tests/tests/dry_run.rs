@@ -229,8 +229,8 @@ async fn helm_install_dry_run_renders_notes_that_name_what_was_enabled() {
     assert!(!notes.contains("/metrics | grep"), "{notes}");
 }
 
-/// The hand translation of an HCCM values file (chart-tests/fixtures/; render.rs checks what it
-/// renders against the HCCM file) sent to the apiserver like every ci/*.yaml.
+/// The hand translation of an HCCM values file (chart-tests/fixtures/; render/hccm_values.rs
+/// checks what it renders against the HCCM file) sent to the apiserver like every ci/*.yaml.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_translated_hccm_values_file_passes_a_server_side_dry_run() {
     let (client, discovery) = apiserver_with_pod_monitors().await;

@@ -18,10 +18,12 @@
 //! Where things are, in two layers. The model never imports the HTTP layer, so it can be read,
 //! tested and persisted without a router:
 //! - model: `state` (the world as plain data, actions' records included), `actions` (their
-//!   lifecycle and locking), `resource` (naming and label rules every resource shares),
-//!   `config`, `app` (the shared handle), `persistence`, `catalog`, `cidr`, `clock`.
+//!   lifecycle and locking), `resource` (what every resource kind shares: the `Resource` trait,
+//!   naming and label rules, renaming and relabelling), `config`, `app` (the shared handle),
+//!   `persistence`, `catalog`, `cidr`, `clock`.
 //! - HTTP: `server` (router, request pipeline: rate limit, auth, faults, counters; [`Sim`]),
-//!   `handlers::*` (one module per API resource; `load_balancers` one per sub-resource), `wire`
+//!   `handlers::*` (one module per API resource; `load_balancers` one per sub-resource;
+//!   `collection` the list and update endpoints every resource kind shares), `wire`
 //!   (JSON shapes), `control` (`/_sim` endpoints).
 //! - Shared plumbing: `pagination`, `label_selector`, `rate_limit`, [`faults`], `counters`.
 //! - [`World`]: the test-side client.

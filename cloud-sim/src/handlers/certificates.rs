@@ -4,59 +4,47 @@
 use axum::Router;
 use axum::extract::State as AppState;
 use axum::routing::{get, post};
-use serde_json::json;
+use serde_json::{Value, json};
 
+use super::collection::{list, update};
 use super::{ApiResult, Body, Id, action, check_labels, created, no_content, ok, validate_name};
 use crate::actions::{Effect, ResourceRef};
 use crate::app::App;
 use crate::clock::now_ms;
 use crate::error::ApiError;
-use crate::label_selector::Labels;
-use crate::pagination::{ListParams, Listable, SortKey};
+use crate::pagination::{Query, SortKey};
+use crate::resource::{Resource, resource_accessors};
 use crate::state::{Certificate, NINETY_DAYS_MS, State, fingerprint};
-use crate::wire::{self, CreateCertificateReq, UpdateReq};
+use crate::wire::{self, CreateCertificateReq};
 
 pub fn routes() -> Router<App> {
     Router::new()
-        .route("/v1/certificates", get(list).post(create))
+        .route("/v1/certificates", get(list::<Certificate>).post(create))
         .route(
             "/v1/certificates/{id}",
-            get(get_one).put(update).delete(delete),
+            get(get_one).put(update::<Certificate>).delete(delete),
         )
         .route("/v1/certificates/{id}/actions/retry", post(retry))
 }
 
-impl Listable for Certificate {
-    fn id(&self) -> u64 {
-        self.id
-    }
-    fn name(&self) -> Option<&str> {
-        Some(&self.name)
-    }
-    fn labels(&self) -> Option<&Labels> {
-        Some(&self.labels)
-    }
-    fn sort_key(&self, field: &str) -> Option<SortKey> {
-        Some(match field {
-            "id" => SortKey::Int(self.id as i64),
-            "name" => SortKey::Str(self.name.clone()),
-            "created" => SortKey::Int(self.created_ms as i64),
-            "type" => SortKey::Str(self.kind.clone()),
-            _ => return None,
-        })
-    }
-}
+impl Resource for Certificate {
+    const KIND: &'static str = "certificate";
+    const COLLECTION: &'static str = "certificates";
+    resource_accessors!(certificates);
 
-async fn list(AppState(app): AppState<App>, params: ListParams) -> ApiResult {
-    let types: Vec<&str> = params.query.all("type").collect();
-    let st = app.read();
-    params.respond(
-        "certificates",
-        st.certificates
-            .values()
-            .filter(|c| types.is_empty() || types.contains(&c.kind.as_str())),
-        |c| wire::certificate(&st, c),
-    )
+    fn render(&self, st: &State) -> Value {
+        wire::certificate(st, self)
+    }
+
+    fn own_sort_key(&self, field: &str) -> Option<SortKey> {
+        (field == "type").then(|| SortKey::Str(self.kind.clone()))
+    }
+
+    /// `type=` (repeatable): `uploaded` and/or `managed`.
+    fn list_filter(query: &Query) -> Result<impl Fn(&Certificate) -> bool, ApiError> {
+        let types: Vec<&str> = query.all("type").collect();
+        Ok(move |c: &Certificate| types.is_empty() || types.contains(&c.kind.as_str()))
+    }
 }
 
 async fn get_one(AppState(app): AppState<App>, Id(id): Id) -> ApiResult {
@@ -163,12 +151,6 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateCertificateR
         "certificate": wire::certificate(&st, &st.certificates[&id]),
         "action": action.map(|a| st.action_json(a)),
     }))
-}
-
-async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
-    let mut st = app.write();
-    super::apply_update(&mut st.certificates, id, req.name, req.labels)?;
-    ok(json!({"certificate": wire::certificate(&st, &st.certificates[&id])}))
 }
 
 async fn delete(AppState(app): AppState<App>, Id(id): Id) -> ApiResult {

@@ -1,17 +1,19 @@
 //! HTTP handlers, one module per resource. Handlers parse, lock the world once, validate,
 //! mutate and render; the validation rules live next to the resource they protect, rules every
-//! resource shares in `crate::resource`. The model never imports this layer.
+//! resource shares in `crate::resource`. The list and update endpoints, the same for every
+//! resource kind, are `collection`'s. The model never imports this layer.
 
 pub mod actions;
 pub mod catalog;
 pub mod certificates;
+pub mod collection;
 pub mod load_balancers;
 pub mod metadata;
 pub mod networks;
 pub mod robot;
 pub mod servers;
 
-pub use crate::resource::{apply_update, check_labels, validate_name};
+pub use crate::resource::{check_labels, validate_name};
 
 use axum::Json;
 use axum::body::Bytes;

@@ -5,8 +5,9 @@ use std::net::Ipv4Addr;
 use axum::Router;
 use axum::extract::State as AppState;
 use axum::routing::{get, post};
-use serde_json::json;
+use serde_json::{Value, json};
 
+use super::collection::{list, update};
 use super::{ApiResult, Body, Id, action, check_labels, created, no_content, ok, validate_name};
 use crate::actions::{Effect, ResourceRef};
 use crate::app::App;
@@ -14,17 +15,17 @@ use crate::catalog;
 use crate::cidr::Ipv4Net;
 use crate::clock::now_ms;
 use crate::error::ApiError;
-use crate::label_selector::Labels;
-use crate::pagination::{ListParams, Listable, SortKey};
+use crate::resource::{Resource, resource_accessors};
 use crate::state::{Network, Route, State, Subnet};
-use crate::wire::{
-    self, CreateNetworkReq, DeleteSubnetReq, ProtectionReq, RouteReq, SubnetReq, UpdateReq,
-};
+use crate::wire::{self, CreateNetworkReq, DeleteSubnetReq, ProtectionReq, RouteReq, SubnetReq};
 
 pub fn routes() -> Router<App> {
     Router::new()
-        .route("/v1/networks", get(list).post(create))
-        .route("/v1/networks/{id}", get(get_one).put(update).delete(delete))
+        .route("/v1/networks", get(list::<Network>).post(create))
+        .route(
+            "/v1/networks/{id}",
+            get(get_one).put(update::<Network>).delete(delete),
+        )
         .route("/v1/networks/{id}/actions/add_subnet", post(add_subnet))
         .route(
             "/v1/networks/{id}/actions/delete_subnet",
@@ -38,29 +39,14 @@ pub fn routes() -> Router<App> {
         )
 }
 
-impl Listable for Network {
-    fn id(&self) -> u64 {
-        self.id
-    }
-    fn name(&self) -> Option<&str> {
-        Some(&self.name)
-    }
-    fn labels(&self) -> Option<&Labels> {
-        Some(&self.labels)
-    }
-    fn sort_key(&self, field: &str) -> Option<SortKey> {
-        Some(match field {
-            "id" => SortKey::Int(self.id as i64),
-            "name" => SortKey::Str(self.name.clone()),
-            "created" => SortKey::Int(self.created_ms as i64),
-            _ => return None,
-        })
-    }
-}
+impl Resource for Network {
+    const KIND: &'static str = "network";
+    const COLLECTION: &'static str = "networks";
+    resource_accessors!(networks);
 
-async fn list(AppState(app): AppState<App>, params: ListParams) -> ApiResult {
-    let st = app.read();
-    params.respond("networks", st.networks.values(), |n| wire::network(&st, n))
+    fn render(&self, st: &State) -> Value {
+        wire::network(st, self)
+    }
 }
 
 async fn get_one(AppState(app): AppState<App>, Id(id): Id) -> ApiResult {
@@ -259,12 +245,6 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateNetworkReq>)
     let id = net.id;
     st.networks.insert(id, net);
     created(json!({"network": wire::network(&st, &st.networks[&id])}))
-}
-
-async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
-    let mut st = app.write();
-    super::apply_update(&mut st.networks, id, req.name, req.labels)?;
-    ok(json!({"network": wire::network(&st, &st.networks[&id])}))
 }
 
 async fn delete(AppState(app): AppState<App>, Id(id): Id) -> ApiResult {

@@ -8,6 +8,7 @@ use axum::extract::State as AppState;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use super::collection::{list, update};
 use super::{ApiResult, Body, Id, action, check_labels, created, ok, validate_name};
 use crate::actions::{Effect, ResourceRef};
 use crate::app::App;
@@ -15,10 +16,10 @@ use crate::catalog;
 use crate::cidr::Ipv4Net;
 use crate::clock::now_ms;
 use crate::error::ApiError;
-use crate::label_selector::Labels;
-use crate::pagination::{ListParams, Listable, SortKey};
+use crate::pagination::{Query, SortKey};
+use crate::resource::{Resource, resource_accessors};
 use crate::state::{PublicIpv4, PublicIpv6, Server, ServerPrivateNet, State, TargetKind};
-use crate::wire::{self, AttachReq, CreateServerReq, NetworkRef, ProtectionReq, UpdateReq};
+use crate::wire::{self, AttachReq, CreateServerReq, NetworkRef, ProtectionReq};
 
 pub fn routes() -> Router<App> {
     let power = |command: &'static str| {
@@ -27,8 +28,11 @@ pub fn routes() -> Router<App> {
         })
     };
     Router::new()
-        .route("/v1/servers", get(list).post(create))
-        .route("/v1/servers/{id}", get(get_one).put(update).delete(delete))
+        .route("/v1/servers", get(list::<Server>).post(create))
+        .route(
+            "/v1/servers/{id}",
+            get(get_one).put(update::<Server>).delete(delete),
+        )
         .route("/v1/servers/{id}/actions/poweron", power("poweron"))
         .route("/v1/servers/{id}/actions/poweroff", power("poweroff"))
         .route("/v1/servers/{id}/actions/shutdown", power("shutdown"))
@@ -42,24 +46,38 @@ pub fn routes() -> Router<App> {
         )
 }
 
-impl Listable for Server {
-    fn id(&self) -> u64 {
-        self.id
+impl Resource for Server {
+    const KIND: &'static str = "server";
+    const COLLECTION: &'static str = "servers";
+    const HOSTNAME: bool = true;
+    resource_accessors!(servers);
+
+    fn render(&self, st: &State) -> Value {
+        wire::server(st, self)
     }
-    fn name(&self) -> Option<&str> {
-        Some(&self.name)
+
+    fn own_sort_key(&self, field: &str) -> Option<SortKey> {
+        (field == "status").then(|| SortKey::Str(self.status.clone()))
     }
-    fn labels(&self) -> Option<&Labels> {
-        Some(&self.labels)
+
+    /// `status=` (repeatable): servers in any of the given states; a state the API does not
+    /// have is refused.
+    fn list_filter(query: &Query) -> Result<impl Fn(&Server) -> bool, ApiError> {
+        let statuses: Vec<&str> = query.all("status").collect();
+        if let Some(bad) = statuses.iter().find(|s| !STATUSES.contains(s)) {
+            return Err(ApiError::invalid_input(
+                "status",
+                format!("unknown status '{bad}'"),
+            ));
+        }
+        Ok(move |s: &Server| statuses.is_empty() || statuses.contains(&s.status.as_str()))
     }
-    fn sort_key(&self, field: &str) -> Option<SortKey> {
-        Some(match field {
-            "id" => SortKey::Int(self.id as i64),
-            "name" => SortKey::Str(self.name.clone()),
-            "created" => SortKey::Int(self.created_ms as i64),
-            "status" => SortKey::Str(self.status.clone()),
-            _ => return None,
-        })
+
+    /// Keeps the name index (used by `?name=` lookups at 10 000 servers) in step.
+    fn renamed(st: &mut State, id: u64, previous: &str) {
+        let current = st.servers[&id].name.clone();
+        st.server_names.remove(previous);
+        st.server_names.insert(current, id);
     }
 }
 
@@ -74,24 +92,6 @@ const STATUSES: &[&str] = &[
     "rebuilding",
     "unknown",
 ];
-
-async fn list(AppState(app): AppState<App>, params: ListParams) -> ApiResult {
-    let statuses: Vec<&str> = params.query.all("status").collect();
-    if let Some(bad) = statuses.iter().find(|s| !STATUSES.contains(s)) {
-        return Err(ApiError::invalid_input(
-            "status",
-            format!("unknown status '{bad}'"),
-        ));
-    }
-    let st = app.read();
-    params.respond(
-        "servers",
-        st.servers
-            .values()
-            .filter(|s| statuses.is_empty() || statuses.contains(&s.status.as_str())),
-        |s| wire::server(&st, s),
-    )
-}
 
 async fn get_one(AppState(app): AppState<App>, Id(id): Id) -> ApiResult {
     let st = app.read();
@@ -265,16 +265,6 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateServerReq>) 
         "next_actions": c.next_action.map(|a| vec![st.action_json(a)]).unwrap_or_default(),
         "root_password": format!("sim-root-{}", c.server),
     }))
-}
-
-async fn update(AppState(app): AppState<App>, Id(id): Id, Body(req): Body<UpdateReq>) -> ApiResult {
-    let mut st = app.write();
-    let previous = super::apply_update(&mut st.servers, id, req.name, req.labels)?;
-    // Keep the name index (used by `?name=` lookups at 10 000 servers) in step.
-    let current = st.servers[&id].name.clone();
-    st.server_names.remove(&previous);
-    st.server_names.insert(current, id);
-    ok(json!({"server": wire::server(&st, &st.servers[&id])}))
 }
 
 /// Takes a server out of the world: its private IPs and every LB target pointing at it go too,

@@ -1,10 +1,11 @@
-//! `/load_balancers` and `/load_balancers/{id}`: list, read, create (with network, services and
-//! targets inline, checked by the same rules as the actions), rename/relabel, delete.
+//! `/load_balancers` and `/load_balancers/{id}`: read, create (with network, services and
+//! targets inline, checked by the same rules as the actions), delete; listing and renaming or
+//! relabelling are the shared `handlers::collection` endpoints.
 
 use std::net::IpAddr;
 
 use axum::extract::State as AppState;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::common::{check_algorithm, default_ptr, lb_type_of};
 use super::network::attach_lb;
@@ -16,37 +17,18 @@ use crate::catalog;
 use crate::clock::now_ms;
 use crate::error::ApiError;
 use crate::handlers::{ApiResult, Body, Id, check_labels, created, no_content, ok, validate_name};
-use crate::label_selector::Labels;
-use crate::pagination::{ListParams, Listable, SortKey};
-use crate::resource::apply_update;
+use crate::resource::{Resource, resource_accessors};
 use crate::state::{LoadBalancer, State};
-use crate::wire::{self, CreateLoadBalancerReq, UpdateReq};
+use crate::wire::{self, CreateLoadBalancerReq};
 
-impl Listable for LoadBalancer {
-    fn id(&self) -> u64 {
-        self.id
-    }
-    fn name(&self) -> Option<&str> {
-        Some(&self.name)
-    }
-    fn labels(&self) -> Option<&Labels> {
-        Some(&self.labels)
-    }
-    fn sort_key(&self, field: &str) -> Option<SortKey> {
-        Some(match field {
-            "id" => SortKey::Int(self.id as i64),
-            "name" => SortKey::Str(self.name.clone()),
-            "created" => SortKey::Int(self.created_ms as i64),
-            _ => return None,
-        })
-    }
-}
+impl Resource for LoadBalancer {
+    const KIND: &'static str = "load_balancer";
+    const COLLECTION: &'static str = "load_balancers";
+    resource_accessors!(load_balancers);
 
-pub(super) async fn list(AppState(app): AppState<App>, params: ListParams) -> ApiResult {
-    let st = app.read();
-    params.respond("load_balancers", st.load_balancers.values(), |lb| {
-        wire::load_balancer(&st, lb)
-    })
+    fn render(&self, st: &State) -> Value {
+        wire::load_balancer(st, self)
+    }
 }
 
 pub(super) async fn get_one(AppState(app): AppState<App>, Id(id): Id) -> ApiResult {
@@ -155,16 +137,6 @@ fn prefix_field(mut e: ApiError, prefix: &str) -> ApiError {
         }
     }
     e
-}
-
-pub(super) async fn update(
-    AppState(app): AppState<App>,
-    Id(id): Id,
-    Body(req): Body<UpdateReq>,
-) -> ApiResult {
-    let mut st = app.write();
-    apply_update(&mut st.load_balancers, id, req.name, req.labels)?;
-    ok(json!({"load_balancer": wire::load_balancer(&st, &st.load_balancers[&id])}))
 }
 
 pub(super) async fn delete(AppState(app): AppState<App>, Id(id): Id) -> ApiResult {

@@ -13,13 +13,20 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use crate::app::App;
+use crate::handlers::collection::{list, update};
+use crate::state::LoadBalancer;
 
 pub fn routes() -> Router<App> {
     Router::new()
-        .route("/v1/load_balancers", get(crud::list).post(crud::create))
+        .route(
+            "/v1/load_balancers",
+            get(list::<LoadBalancer>).post(crud::create),
+        )
         .route(
             "/v1/load_balancers/{id}",
-            get(crud::get_one).put(crud::update).delete(crud::delete),
+            get(crud::get_one)
+                .put(update::<LoadBalancer>)
+                .delete(crud::delete),
         )
         .route(
             "/v1/load_balancers/{id}/actions/add_target",
