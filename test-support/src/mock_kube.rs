@@ -63,9 +63,10 @@ pub struct Sent {
 }
 
 impl Sent {
-    /// A POST of an events.k8s.io Event.
+    /// An Event written: a POST, or the PATCH kube's recorder sends for a repeat (a series).
     pub fn is_event(&self) -> bool {
-        self.method == "POST" && self.path.ends_with("/events")
+        matches!(self.method.as_str(), "POST" | "PATCH")
+            && self.path.split('/').any(|s| s == "events")
     }
 
     /// `METHOD path`, for messages.
