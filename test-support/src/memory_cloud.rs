@@ -533,8 +533,8 @@ impl Routes for MemoryCloud {
         Ok(s.routes.clone())
     }
 
-    /// The gateway is the node's InternalIP, or without one its server's private IP. A route to
-    /// the same destination is replaced.
+    /// The gateway is the node's InternalIP, or without one the private IP of the server of the
+    /// node's name. A route to the same destination is replaced.
     async fn create_route(&self, route: &RouteRequest) -> Result<(), CloudError> {
         let internal = route
             .target_addresses
@@ -548,10 +548,11 @@ impl Routes for MemoryCloud {
             return Err(CloudError::unsupported("the memory network is IPv4-only"));
         }
         let gateway = internal.or_else(|| {
-            find(&s, &route.target_node)
-                .ok()
-                .flatten()
-                .and_then(|v| v.private_ip.clone())
+            let server = s
+                .servers
+                .values()
+                .find(|v| v.name == route.target_node.name);
+            server.and_then(|v| v.private_ip.clone())
         });
         let Some(gateway) = gateway else {
             return Err(CloudError::Inconsistent {

@@ -275,25 +275,9 @@ impl RequestLog {
         self.0.lock().unwrap().clone()
     }
 
-    /// Every request but the Events.
-    pub fn writes(&self) -> Vec<Sent> {
-        self.all().into_iter().filter(|s| !s.is_event()).collect()
-    }
-
-    /// The Events posted, as `(reason, regarding name, note)`.
-    pub fn events(&self) -> Vec<(String, String, String)> {
-        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-        self.all()
-            .iter()
-            .filter(|r| r.is_event())
-            .map(|r| {
-                (
-                    s(&r.body["reason"]),
-                    s(&r.body["regarding"]["name"]),
-                    s(&r.body["note"]),
-                )
-            })
-            .collect()
+    /// The requests so far, removed from the log (to look at one step's requests only).
+    pub fn take(&self) -> Vec<Sent> {
+        std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
 
