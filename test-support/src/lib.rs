@@ -4,6 +4,10 @@
 //! ([`process`]), the bad-configuration runner ([`bad_config`]) and the service-controller's
 //! bad-input catalogue with its accepted values ([`bad_input`]), which the chart's admission policy
 //! is tested against too.
+//!
+//! The fast suites, which need neither an apiserver nor cloud-sim, use [`memory_cloud`] (an
+//! in-memory provider implementing every provider trait) and [`mock_kube`] (a `kube::Client`
+//! whose requests the test answers).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -20,6 +24,8 @@ pub mod bad_config;
 pub mod bad_input;
 pub mod hccm_flags;
 pub mod hccm_switch;
+pub mod memory_cloud;
+pub mod mock_kube;
 pub mod process;
 pub mod run;
 pub mod sim;

@@ -1,0 +1,448 @@
+//! The route controller's decisions in milliseconds: one `sync::pass` against the in-memory
+//! provider's network, with a mocked apiserver answering the condition writes and Events (they
+//! are sent concurrently, so they are recorded and asserted per node rather than in one order).
+//! No cloud-sim, no apiserver. Each test names the end-to-end test in `route_e2e.rs` it mirrors.
+//! The pure route plan has its own unit tests in `src/plan.rs`.
+//!
+//! The Nodes carry `hcloud://` providerIDs: route-controller still decides by that prefix itself
+//! which nodes are routable (`plan::routable`), a Hetzner rule the provider seam is meant to take
+//! over. The memory network does not read providerIDs: a route's gateway is the node's
+//! InternalIP.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use controller_kit::metrics::Registries;
+use controller_kit::{Events, KitMetrics};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::{reflector, watcher};
+use route_controller::cidr::ClusterCidrs;
+use route_controller::metrics::RouteMetrics;
+use route_controller::sync::{Ctx, pass};
+use serde_json::{Value, json};
+use test_support::memory_cloud::{Fault, MemoryCloud, Op, Server};
+use test_support::mock_kube::{RequestLog, Sent, mock_client};
+
+struct Setup {
+    memory: Arc<MemoryCloud>,
+    ctx: Ctx,
+    log: RequestLog,
+    nodes: Writer<Node>,
+}
+
+/// A pass context over the memory cloud's network, `--cluster-cidr=10.244.0.0/16`, and an
+/// apiserver that accepts every write.
+fn setup() -> Setup {
+    let memory = MemoryCloud::new();
+    let (store, nodes) = reflector::store::<Node>();
+    let (client, api) = mock_client();
+    let log = api.answer_all(|sent| {
+        if sent.is_event() {
+            (200, sent.body.clone())
+        } else {
+            let name = sent.path.split('/').nth(4).unwrap_or_default();
+            (
+                200,
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}),
+            )
+        }
+    });
+    let mut r = Registries::default();
+    let routes = memory.cloud().routes.expect("the memory cloud has routes");
+    let ctx = Ctx::new(
+        client.clone(),
+        store,
+        routes,
+        ClusterCidrs::parse("10.244.0.0/16").unwrap(),
+        Events::new(client, "route_controller", None),
+        KitMetrics::register("route-controller", &mut r.ours),
+        RouteMetrics::register(&mut r.ours, &mut r.upstream),
+    );
+    Setup {
+        memory,
+        ctx,
+        log,
+        nodes,
+    }
+}
+
+/// A Node with these podCIDRs and InternalIP; `routed`: its NetworkUnavailable condition says
+/// RouteCreated (as after an earlier pass).
+fn node(name: &str, cidrs: &[&str], internal_ip: Option<&str>, routed: bool) -> Node {
+    let mut n = Node {
+        spec: Some(NodeSpec {
+            provider_id: Some(format!("hcloud://{name}-id")),
+            pod_cidrs: Some(cidrs.iter().map(|c| c.to_string()).collect()),
+            ..Default::default()
+        }),
+        status: Some(NodeStatus {
+            addresses: internal_ip.map(|ip| {
+                vec![NodeAddress {
+                    type_: "InternalIP".into(),
+                    address: ip.into(),
+                }]
+            }),
+            conditions: routed.then(|| {
+                vec![NodeCondition {
+                    type_: "NetworkUnavailable".into(),
+                    status: "False".into(),
+                    reason: Some("RouteCreated".into()),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    n.metadata.name = Some(name.into());
+    n.metadata.uid = Some(format!("uid-{name}"));
+    n
+}
+
+fn apply(nodes: &mut Writer<Node>, n: Node) {
+    nodes.apply_watcher_event(&watcher::Event::Apply(n));
+}
+
+/// Per node, the NetworkUnavailable statuses written, in order (`True`: no route yet).
+fn conditions(sent: &[Sent]) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for s in sent.iter().filter(|s| !s.is_event()) {
+        assert_eq!(s.method, "PATCH", "{}", s.line());
+        let node = s.path.split('/').nth(4).unwrap().to_string();
+        assert_eq!(s.path, format!("/api/v1/nodes/{node}/status"));
+        let c = &s.body["status"]["conditions"][0];
+        assert_eq!(c["type"], "NetworkUnavailable");
+        let (status, reason) = (c["status"].as_str().unwrap(), &c["reason"]);
+        let want = if status == "True" {
+            "NoRouteCreated"
+        } else {
+            "RouteCreated"
+        };
+        assert_eq!(reason, want);
+        out.entry(node).or_default().push(status.to_string());
+    }
+    out
+}
+
+/// The Events posted, as `(node, reason, note)`.
+fn events(sent: &[Sent]) -> Vec<(String, String, String)> {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    sent.iter()
+        .filter(|r| r.is_event())
+        .map(|r| {
+            let b = &r.body;
+            (s(&b["regarding"]["name"]), s(&b["reason"]), s(&b["note"]))
+        })
+        .collect()
+}
+
+fn write_subjects(memory: &MemoryCloud) -> Vec<(Op, String)> {
+    let mut out: Vec<(Op, String)> = memory
+        .writes()
+        .into_iter()
+        .map(|c| (c.op, c.subject))
+        .collect();
+    // Deletes come first (they free room under the route limit); creates in cache order.
+    out.sort_by_key(|(op, s)| (*op != Op::DeleteRoute, s.clone()));
+    out
+}
+
+fn routes(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(d, g)| (d.to_string(), g.to_string()))
+        .collect()
+}
+
+fn statuses(list: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
+    list.iter()
+        .map(|(n, s)| (n.to_string(), s.iter().map(|s| s.to_string()).collect()))
+        .collect()
+}
+
+/// Mirrors `routes_follow_nodes_and_leave_foreign_routes_alone`.
+#[tokio::test]
+async fn routes_follow_the_nodes_and_foreign_routes_stay() {
+    let Setup {
+        memory,
+        ctx,
+        log,
+        mut nodes,
+    } = setup();
+    memory.add_server(Server::new("not-a-node").private_ip("10.0.0.9"));
+    memory.add_route("10.250.0.0/24", "10.0.0.9"); // outside --cluster-cidr: not ours
+    memory.add_route("10.244.200.0/24", "10.0.0.9"); // ours, and no node wants it
+    apply(
+        &mut nodes,
+        node("a", &["10.244.1.0/24"], Some("10.0.0.2"), false),
+    );
+    apply(
+        &mut nodes,
+        node("b", &["10.244.2.0/24"], Some("10.0.0.3"), false),
+    );
+
+    pass(&ctx).await.unwrap();
+    assert_eq!(
+        memory.routes(),
+        routes(&[
+            ("10.244.1.0/24", "10.0.0.2"),
+            ("10.244.2.0/24", "10.0.0.3"),
+            ("10.250.0.0/24", "10.0.0.9"),
+        ])
+    );
+    let writes = write_subjects(&memory);
+    assert_eq!(
+        writes,
+        [
+            (Op::DeleteRoute, "10.244.200.0/24 via 10.0.0.9".into()),
+            (Op::CreateRoute, "10.244.1.0/24 via 10.0.0.2".into()),
+            (Op::CreateRoute, "10.244.2.0/24 via 10.0.0.3".into()),
+        ]
+    );
+    // NoRouteCreated as soon as a node has a podCIDR, RouteCreated once its route exists.
+    let sent = log.take();
+    assert_eq!(
+        conditions(&sent),
+        statuses(&[("a", &["True", "False"]), ("b", &["True", "False"])])
+    );
+    assert!(events(&sent).is_empty());
+
+    // Nothing changed: one list, no write, no condition.
+    apply(
+        &mut nodes,
+        node("a", &["10.244.1.0/24"], Some("10.0.0.2"), true),
+    );
+    apply(
+        &mut nodes,
+        node("b", &["10.244.2.0/24"], Some("10.0.0.3"), true),
+    );
+    memory.clear_calls();
+    pass(&ctx).await.unwrap();
+    assert_eq!(memory.calls().len(), 1, "{:?}", memory.calls());
+    assert!(log.take().is_empty());
+
+    // a's private IP changes: its route is replaced by one create, b's is untouched.
+    apply(
+        &mut nodes,
+        node("a", &["10.244.1.0/24"], Some("10.0.3.33"), true),
+    );
+    memory.clear_calls();
+    pass(&ctx).await.unwrap();
+    assert_eq!(
+        write_subjects(&memory),
+        [(Op::CreateRoute, "10.244.1.0/24 via 10.0.3.33".into())]
+    );
+    assert_eq!(
+        conditions(&log.take()),
+        statuses(&[("a", &["True", "False"])])
+    );
+
+    // b is deleted: its route goes.
+    nodes.apply_watcher_event(&watcher::Event::Delete(node("b", &[], None, true)));
+    memory.clear_calls();
+    pass(&ctx).await.unwrap();
+    assert_eq!(
+        write_subjects(&memory),
+        [(Op::DeleteRoute, "10.244.2.0/24 via 10.0.0.3".into())]
+    );
+    assert_eq!(
+        memory.routes(),
+        routes(&[
+            ("10.244.1.0/24", "10.0.3.33"),
+            ("10.250.0.0/24", "10.0.0.9")
+        ])
+    );
+}
+
+/// Mirrors `ipv6_pod_cidr_warns_and_the_ipv4_half_is_routed`.
+#[tokio::test]
+async fn an_ipv6_pod_cidr_warns_and_the_ipv4_half_is_routed() {
+    let Setup {
+        memory,
+        ctx,
+        log,
+        mut nodes,
+    } = setup();
+    let cidrs = ["10.244.1.0/24", "fd00:10:244:1::/64"];
+    apply(&mut nodes, node("d", &cidrs, Some("10.0.0.2"), false));
+    pass(&ctx).await.unwrap();
+    assert_eq!(
+        write_subjects(&memory),
+        [(Op::CreateRoute, "10.244.1.0/24 via 10.0.0.2".into())],
+        "no call for the IPv6 CIDR"
+    );
+    let sent = log.take();
+    let events = events(&sent);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let (node, reason, note) = &events[0];
+    assert_eq!(
+        (node.as_str(), reason.as_str()),
+        ("d", "IPv6PodCIDRUnsupported")
+    );
+    assert!(note.contains("fd00:10:244:1::/64"), "{note}");
+    assert_eq!(conditions(&sent), statuses(&[("d", &["True", "False"])]));
+}
+
+/// Mirrors `unroutable_nodes_get_a_warning_and_network_unavailable`.
+#[tokio::test]
+async fn unroutable_nodes_warn_and_stay_network_unavailable() {
+    let Setup {
+        memory,
+        ctx,
+        log,
+        mut nodes,
+    } = setup();
+    // Its server is not in the network: no private IP, and the node reports no InternalIP.
+    memory.add_server(Server::new("detached").public_ip("203.0.113.5"));
+    apply(
+        &mut nodes,
+        node("detached", &["10.244.1.0/24"], None, false),
+    );
+    // Its podCIDR is outside --cluster-cidr.
+    apply(
+        &mut nodes,
+        node("outside", &["10.99.0.0/24"], Some("10.0.0.3"), false),
+    );
+
+    pass(&ctx).await.unwrap();
+    assert!(memory.routes().is_empty());
+    let creates: Vec<String> = memory.writes().into_iter().map(|c| c.subject).collect();
+    assert_eq!(
+        creates,
+        ["10.244.1.0/24 via its server's private IP"],
+        "none for outside"
+    );
+    let sent = log.take();
+    let by_reason: BTreeMap<String, (String, String)> = events(&sent)
+        .into_iter()
+        .map(|(node, reason, note)| (reason, (node, note)))
+        .collect();
+    let (node, note) = &by_reason["ServerNotInNetwork"];
+    assert_eq!(node, "detached");
+    assert!(note.contains("not attached"), "{note}");
+    let (node, note) = &by_reason["ClusterCIDRMisconfigured"];
+    assert_eq!(node, "outside");
+    assert!(
+        note.contains("10.99.0.0/24") && note.contains("10.244.0.0/16"),
+        "{note}"
+    );
+    assert_eq!(by_reason.len(), 2);
+    assert_eq!(
+        conditions(&sent),
+        statuses(&[("detached", &["True"]), ("outside", &["True"])])
+    );
+}
+
+/// Mirrors `route_limit_reached_is_a_warning_on_the_node`.
+#[tokio::test]
+async fn the_route_limit_is_a_warning_on_the_node() {
+    let Setup {
+        memory,
+        ctx,
+        log,
+        mut nodes,
+    } = setup();
+    memory.fail(Op::CreateRoute, Fault::Code(403, "resource_limit_exceeded"));
+    apply(
+        &mut nodes,
+        node("n", &["10.244.1.0/24"], Some("10.0.0.2"), false),
+    );
+    pass(&ctx).await.unwrap();
+    let sent = log.take();
+    let events = events(&sent);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let (node, reason, note) = &events[0];
+    assert_eq!((node.as_str(), reason.as_str()), ("n", "RouteLimitReached"));
+    assert!(note.contains("for node n"), "{note}");
+    assert_eq!(conditions(&sent), statuses(&[("n", &["True"])]));
+}
+
+/// Mirrors `robot_nodes_get_a_warning_and_cloud_nodes_their_routes`.
+#[tokio::test]
+async fn a_dedicated_server_gets_a_warning_and_cloud_nodes_their_routes() {
+    let Setup {
+        memory,
+        ctx,
+        log,
+        mut nodes,
+    } = setup();
+    let mut robot = node("bm", &["10.244.7.0/24"], Some("10.1.0.7"), false);
+    robot.spec.as_mut().unwrap().provider_id = Some("hrobot://1000001".into());
+    apply(&mut nodes, robot);
+    apply(
+        &mut nodes,
+        node("a", &["10.244.1.0/24"], Some("10.0.0.2"), false),
+    );
+    pass(&ctx).await.unwrap();
+    assert_eq!(memory.routes(), routes(&[("10.244.1.0/24", "10.0.0.2")]));
+    let sent = log.take();
+    let events = events(&sent);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (events[0].0.as_str(), events[0].1.as_str()),
+        ("bm", "RobotServerNotRoutable")
+    );
+    assert_eq!(conditions(&sent), statuses(&[("a", &["True", "False"])]));
+}
+
+/// A failed create (here 503) is a Warning, and the node waits out its backoff: the next pass
+/// makes no call for it even though the cloud is back. Part of
+/// `locked_conflict_and_server_errors_converge_without_duplicates`, without the waiting.
+#[tokio::test]
+async fn a_failed_create_warns_once_and_backs_off() {
+    let Setup {
+        memory,
+        ctx,
+        log,
+        mut nodes,
+    } = setup();
+    memory.fail(Op::CreateRoute, Fault::Retryable);
+    apply(
+        &mut nodes,
+        node("n", &["10.244.1.0/24"], Some("10.0.0.2"), false),
+    );
+    let retry = pass(&ctx).await.unwrap();
+    assert!(retry.is_some(), "the pass says when to retry");
+    let sent = log.take();
+    let reasons: Vec<String> = events(&sent).into_iter().map(|e| e.1).collect();
+    assert_eq!(reasons, ["FailedToCreateRoute"]);
+
+    memory.heal();
+    memory.clear_calls();
+    apply(
+        &mut nodes,
+        node("n", &["10.244.1.0/24"], Some("10.0.0.2"), false),
+    );
+    pass(&ctx).await.unwrap();
+    assert!(events(&log.take()).is_empty(), "no second Warning");
+    assert!(memory.writes().is_empty(), "{:?}", memory.calls());
+    assert!(memory.routes().is_empty());
+}
+
+/// The network is gone (HCLOUD_NETWORK names none): every node with a podCIDR is told, and the
+/// pass fails without writing. No e2e twin.
+#[tokio::test]
+async fn a_missing_network_is_a_warning_on_every_node_with_a_pod_cidr() {
+    let Setup {
+        memory,
+        ctx,
+        log,
+        mut nodes,
+    } = setup();
+    memory.fail(Op::ListRoutes, Fault::NotFound);
+    apply(
+        &mut nodes,
+        node("a", &["10.244.1.0/24"], Some("10.0.0.2"), false),
+    );
+    apply(&mut nodes, node("bare", &[], None, false));
+    assert!(pass(&ctx).await.unwrap_err().is_not_found());
+    let sent = log.take();
+    let events = events(&sent);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (events[0].0.as_str(), events[0].1.as_str()),
+        ("a", "NetworkNotFound")
+    );
+    assert!(conditions(&sent).is_empty());
+    assert!(memory.writes().is_empty());
+}
