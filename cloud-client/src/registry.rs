@@ -47,6 +47,9 @@ pub enum KitSetting {
     MetricsAddress,
 }
 
+/// Reads one environment variable.
+type EnvLookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
 /// The values the settings were given: the flag when given, else the environment (empty counts
 /// as unset, as in HCCM). A provider may also read variables it does not declare as flags (they
 /// are too many for `--help`, e.g. the load-balancer defaults); those come from the environment.
@@ -57,7 +60,7 @@ pub struct SettingValues {
     given: BTreeMap<&'static str, Option<String>>,
     secrets: BTreeMap<&'static str, Option<Secret>>,
     /// The environment; replaceable for tests.
-    env: Option<Arc<dyn Fn(&str) -> Option<String> + Send + Sync>>,
+    env: Option<Arc<EnvLookup>>,
 }
 
 impl fmt::Debug for SettingValues {

@@ -212,7 +212,7 @@ impl Runtime {
         for (name, stats) in &cloud.other_api_stats {
             self.registries
                 .ours
-                .register_collector(Box::new(CloudStatsCollector::named(stats.clone(), *name)));
+                .register_collector(Box::new(CloudStatsCollector::named(stats.clone(), name)));
         }
     }
 

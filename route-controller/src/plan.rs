@@ -108,7 +108,7 @@ pub fn plan<'a>(
         {
             plan.problems.push(Problem {
                 node: node.name_any(),
-                reason: *reason,
+                reason,
                 message: format!(
                     "{why}, so its podCIDR {} is not routed by the cloud; {remedy}",
                     cidrs.join(", ")

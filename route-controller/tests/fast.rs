@@ -4,10 +4,8 @@
 //! No cloud-sim, no apiserver. Each test names the end-to-end test in `route_e2e.rs` it mirrors.
 //! The pure route plan has its own unit tests in `src/plan.rs`.
 //!
-//! The Nodes carry `hcloud://` providerIDs: route-controller still decides by that prefix itself
-//! which nodes are routable (`plan::routable`), a Hetzner rule the provider seam is meant to take
-//! over. The memory network does not read providerIDs: a route's gateway is the node's
-//! InternalIP.
+//! Which nodes the routes reach is the provider's word (`Routes::routability`): `memory://`
+//! servers yes, `memory-dedicated://` ones no. A route's gateway is the node's InternalIP.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -72,7 +70,7 @@ fn setup() -> Setup {
 fn node(name: &str, cidrs: &[&str], internal_ip: Option<&str>, routed: bool) -> Node {
     let mut n = Node {
         spec: Some(NodeSpec {
-            provider_id: Some(format!("hcloud://{name}-id")),
+            provider_id: Some(format!("memory://{name}-id")),
             pod_cidrs: Some(cidrs.iter().map(|c| c.to_string()).collect()),
             ..Default::default()
         }),
@@ -367,7 +365,7 @@ async fn a_dedicated_server_gets_a_warning_and_cloud_nodes_their_routes() {
         mut nodes,
     } = setup();
     let mut robot = node("bm", &["10.244.7.0/24"], Some("10.1.0.7"), false);
-    robot.spec.as_mut().unwrap().provider_id = Some("hrobot://1000001".into());
+    robot.spec.as_mut().unwrap().provider_id = Some("memory-dedicated://1000001".into());
     apply(&mut nodes, robot);
     apply(
         &mut nodes,
@@ -380,7 +378,7 @@ async fn a_dedicated_server_gets_a_warning_and_cloud_nodes_their_routes() {
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(
         (events[0].0.as_str(), events[0].1.as_str()),
-        ("bm", "RobotServerNotRoutable")
+        ("bm", "DedicatedServerNotRoutable")
     );
     assert_eq!(conditions(&sent), statuses(&[("a", &["True", "False"])]));
 }

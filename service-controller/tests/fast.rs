@@ -21,7 +21,8 @@ use serde_json::{Value, json};
 use service_controller::condition::TYPE as CONDITION;
 use service_controller::controller::{Ctx, error_policy, reconcile};
 use service_controller::metrics::ServiceMetrics;
-use service_controller::service::{ClassFilter, FINALIZER, service_ref};
+use service_controller::patches::FINALIZER;
+use service_controller::service::{ClassFilter, service_ref};
 use test_support::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
 use test_support::mock_kube::{ApiServerVerifier, mock_client};
 

@@ -17,16 +17,21 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use cloud_client::registry::{Provider, ProviderConfig, Setting, SettingValues, Uses};
 use cloud_client::{
-    AddressKind, ApiError, ClientStats, Cloud, CloudError, DeleteOutcome, EnsureOutcome,
-    InstanceMetadata, Instances, LbNode, LoadBalancerIngress, LoadBalancerStatus, LoadBalancers,
-    NodeAddress, NodeRef, Route, RouteRequest, Routes, ServiceRef, UpdateOutcome, Warning,
+    AddressKind, ApiError, Capability, ClientStats, Cloud, CloudError, DeleteOutcome,
+    EnsureOutcome, InstanceMetadata, Instances, LbNode, LoadBalancerIngress, LoadBalancerStatus,
+    LoadBalancers, NodeAddress, NodeRef, Routability, Route, RouteRequest, Routes, ServiceRef,
+    UpdateOutcome, Warning,
 };
 
 /// The provider's name in its `Cloud` bundle.
 pub const PROVIDER_NAME: &str = "memory";
 /// The providerID scheme: `memory://<server id>`.
 pub const SCHEME: &str = "memory://";
+/// The providerID scheme of a dedicated server, which the network's routes cannot reach (as
+/// Hetzner's Robot servers): `memory-dedicated://<n>`.
+pub const DEDICATED_SCHEME: &str = "memory-dedicated://";
 
 /// One server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,8 +228,9 @@ impl MemoryCloud {
             instances: Some(self.clone()),
             load_balancers: Some(self.clone()),
             routes: Some(self.clone()),
+            switched_off: Vec::new(),
             stats: ClientStats::new(),
-            robot_stats: None,
+            other_api_stats: Vec::new(),
             credentials: None,
         }
     }
@@ -582,6 +588,66 @@ impl Routes for MemoryCloud {
         });
         Ok(())
     }
+
+    /// Routes reach `memory://` servers; a dedicated one gets a Warning, anything else is
+    /// another cloud's node.
+    fn routability(&self, provider_id: &str) -> Routability {
+        if provider_id.starts_with(SCHEME) {
+            Routability::Routable
+        } else if provider_id.starts_with(DEDICATED_SCHEME) {
+            Routability::Unreachable {
+                reason: "DedicatedServerNotRoutable",
+                why: format!(
+                    "node is a dedicated server ({provider_id}): the network reaches servers only"
+                ),
+                remedy: "let the CNI route it",
+            }
+        } else {
+            Routability::Foreign
+        }
+    }
+}
+
+/// The in-memory cloud as a registered provider, `--cloud-provider=memory`: it has no settings,
+/// and every configuration builds the bundle of the one [`MemoryCloud`] it was registered with.
+#[derive(Debug, Clone)]
+pub struct MemoryProvider(pub Arc<MemoryCloud>);
+
+impl Provider for MemoryProvider {
+    fn name(&self) -> &'static str {
+        PROVIDER_NAME
+    }
+
+    fn settings(&self) -> &'static [Setting] {
+        &[]
+    }
+
+    fn configure(
+        &self,
+        _values: &SettingValues,
+        _uses: &Uses,
+    ) -> Result<Arc<dyn ProviderConfig>, Vec<String>> {
+        Ok(Arc::new(self.clone()))
+    }
+
+    fn requirements(&self, _capability: Capability, _values: &SettingValues) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn provider_id_example(&self) -> &'static str {
+        SCHEME
+    }
+}
+
+#[async_trait]
+impl ProviderConfig for MemoryProvider {
+    async fn build(&self) -> Result<Cloud, CloudError> {
+        Ok(self.0.cloud())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 #[cfg(test)]
@@ -695,5 +761,65 @@ mod tests {
             c.create_route(&stranger).await,
             Err(CloudError::Inconsistent { .. })
         ));
+    }
+
+    /// The seam, end to end: registered by name next to Hetzner, selected by `--cloud-provider`
+    /// through the kit's own validation, and built into the bundle a controller runs with.
+    #[tokio::test]
+    async fn registered_by_name_and_selected_by_the_kit() {
+        use controller_kit::config::{CloudArgs, CommonArgs, Problems};
+        const INFO: controller_kit::ControllerInfo = controller_kit::ControllerInfo {
+            name: "node-controller",
+            canonical: "cloud-node-controller",
+            alias: "cloud-node",
+            component: "cloud-node-controller",
+            default_admin_port: 10270,
+            node_syncs_default: Some(16),
+            reads_load_balancer_settings: false,
+        };
+        let memory = MemoryCloud::new();
+        memory.add_server(Server::new("node-a"));
+        let mut registry = cloud_client::registry::Registry::builtin();
+        registry.register(Arc::new(MemoryProvider(memory.clone())));
+        assert_eq!(registry.names(), ["hcloud", "memory"]);
+
+        let args = CommonArgs {
+            cloud: CloudArgs {
+                cloud_provider: Some("memory".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut problems = Problems::default();
+        let config = args
+            .validate_with(&registry, &INFO, true, &mut problems)
+            .and_then(|c| problems.finish(c))
+            .expect("memory needs no settings");
+        let cloud = controller_kit::cloud::build(&config).await.unwrap();
+        assert_eq!(cloud.provider_name, "memory");
+        let instances = cloud.instances.unwrap();
+        assert!(
+            instances
+                .instance_exists(&NodeRef::new("node-a"))
+                .await
+                .unwrap()
+        );
+        let missing = instances.instance_exists(&NodeRef::new("node-b")).await;
+        assert!(missing.is_err_and(|e| e.is_not_found()));
+
+        let unknown = CommonArgs {
+            cloud: CloudArgs {
+                cloud_provider: Some("aws".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut problems = Problems::default();
+        let _ = unknown.validate_with(&registry, &INFO, false, &mut problems);
+        let text = problems.finish(()).unwrap_err().to_string();
+        assert!(
+            text.contains("--cloud-provider=\"aws\": not a known provider (hcloud, memory)"),
+            "{text}"
+        );
     }
 }
