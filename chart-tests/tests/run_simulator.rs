@@ -107,7 +107,7 @@ async fn the_rendered_simulator_serves_the_rendered_controllers() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
 
-    let world = cloud_sim::World::new(&format!("http://127.0.0.1:{port}"), &token);
+    let world = cloud_sim::SimClient::new(&format!("http://127.0.0.1:{port}"), &token);
     let id = world
         .create_server("sim-node-1", "cx22", "fsn1")
         .await

@@ -14,7 +14,7 @@ use std::time::Duration;
 use cloud_client::{
     CloudError, IpMode, LbNode, LoadBalancers, PortProtocol, ServicePort, ServiceRef, Warning,
 };
-use cloud_sim::{Sim, World};
+use cloud_sim::{Sim, SimClient};
 use serde_json::{Value, json};
 
 const LB_PREFIX: &str = "load-balancer.hetzner.cloud/";
@@ -120,7 +120,7 @@ fn hccm_tcp_service(port: u16, node_port: u16) -> Value {
 }
 
 /// Creates the LB, adds its services, then its server targets, one call each as HCCM does.
-async fn hccm_lb(w: &World, create: Value, services: &[Value], servers: &[u64]) -> u64 {
+async fn hccm_lb(w: &SimClient, create: Value, services: &[Value], servers: &[u64]) -> u64 {
     let id = w.create_load_balancer_with(create).await.unwrap();
     for s in services {
         w.load_balancer_action(id, "add_service", s.clone())
@@ -137,7 +137,7 @@ async fn hccm_lb(w: &World, create: Value, services: &[Value], servers: &[u64]) 
 }
 
 /// The common case: lb11 in fsn1, ports 80 and 443, the given servers as targets.
-async fn hccm_default_lb(w: &World, uid: &str, servers: &[u64]) -> u64 {
+async fn hccm_default_lb(w: &SimClient, uid: &str, servers: &[u64]) -> u64 {
     hccm_lb(
         w,
         hccm_create(uid, &hccm_name(uid), "lb11", "fsn1"),

@@ -26,7 +26,7 @@
 //!   `collection` the list and update endpoints every resource kind shares), `wire`
 //!   (JSON shapes), `control` (`/_sim` endpoints).
 //! - Shared plumbing: `pagination`, `label_selector`, `rate_limit`, [`faults`], `counters`.
-//! - [`World`]: the test-side client.
+//! - [`SimClient`]: the test-side client.
 //!
 //! Control endpoints live under `/_sim` without authentication; see the `control` module.
 //! The metadata service is at `/hetzner/v1/metadata` and `/metadata/{server}/hetzner/v1/metadata`;
@@ -63,4 +63,4 @@ pub use inventory::{Inventory, LoadBalancerItem, RouteItem, ServerItem};
 pub use label_selector::Selector;
 pub use rate_limit::{RateLimitStatus, RobotRateLimitStatus};
 pub use server::Sim;
-pub use world::{ActionInfo, ApiFailure, RawResponse, World, WorldError};
+pub use world::{ActionInfo, ApiFailure, RawResponse, SimClient, SimClientError};

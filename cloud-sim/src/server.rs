@@ -36,8 +36,8 @@ use crate::faults::{self, Faults};
 use crate::handlers;
 use crate::persistence;
 use crate::rate_limit::{RateLimitStatus, RobotRateLimitStatus};
-use crate::state::State as World;
-use crate::world::World as WorldClient;
+use crate::state::State as SimState;
+use crate::world::SimClient;
 
 /// The whole HTTP surface: API, metadata service and control endpoints.
 pub(crate) fn router(app: App) -> Router {
@@ -302,7 +302,7 @@ impl Sim {
     pub async fn try_start(cfg: SimConfig) -> Result<Sim, StartError> {
         let state = match &cfg.state_file {
             Some(path) => persistence::load(path)?,
-            None => World::default(),
+            None => SimState::default(),
         };
         let listener = TcpListener::bind(cfg.listen)
             .await
@@ -499,8 +499,8 @@ impl Sim {
     }
 
     /// A client that builds worlds through this simulator's public API.
-    pub fn world(&self) -> WorldClient {
-        WorldClient::new(&self.base_url(), &self.token())
+    pub fn world(&self) -> SimClient {
+        SimClient::new(&self.base_url(), &self.token())
     }
 
     /// Servers, load balancers and routes as they are now, read without a request: not

@@ -1,4 +1,4 @@
-//! `World`: builds and inspects a simulated cloud through the simulator's public API, the way
+//! `SimClient`: builds and inspects a simulated cloud through the simulator's public API, the way
 //! a user or a provisioning tool would. It keeps its own JSON types on purpose: cloud-sim must
 //! not depend on cloud-client, so contract tests compare two independent readings of the API.
 //!
@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 #[derive(Debug, thiserror::Error)]
-pub enum WorldError {
+pub enum SimClientError {
     /// The API answered with an error body.
     #[error("{0}")]
     Api(Box<ApiFailure>),
@@ -32,7 +32,7 @@ pub enum WorldError {
     Unexpected(String),
 }
 
-/// An API error answer, as `World` read it.
+/// An API error answer, as `SimClient` read it.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{method} {path}: HTTP {status} {code}: {message}")]
 pub struct ApiFailure {
@@ -44,31 +44,31 @@ pub struct ApiFailure {
     pub details: Value,
 }
 
-impl WorldError {
+impl SimClientError {
     /// The API error code (`uniqueness_error`, `locked`, ...) if the API answered with one.
     pub fn code(&self) -> Option<&str> {
         match self {
-            WorldError::Api(f) => Some(&f.code),
-            WorldError::ActionFailed { code, .. } => Some(code),
+            SimClientError::Api(f) => Some(&f.code),
+            SimClientError::ActionFailed { code, .. } => Some(code),
             _ => None,
         }
     }
 
     pub fn status(&self) -> Option<u16> {
         match self {
-            WorldError::Api(f) => Some(f.status),
+            SimClientError::Api(f) => Some(f.status),
             _ => None,
         }
     }
 
-    fn api(method: &str, path: &str, r: &RawResponse) -> WorldError {
+    fn api(method: &str, path: &str, r: &RawResponse) -> SimClientError {
         let err = |k: &str| {
             r.body
                 .pointer(&format!("/error/{k}"))
                 .cloned()
                 .unwrap_or(Value::Null)
         };
-        WorldError::Api(Box::new(ApiFailure {
+        SimClientError::Api(Box::new(ApiFailure {
             method: method.to_owned(),
             path: path.to_owned(),
             status: r.status,
@@ -79,7 +79,7 @@ impl WorldError {
     }
 }
 
-/// An action as `World` reads it.
+/// An action as `SimClient` reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ActionInfo {
     pub id: u64,
@@ -126,7 +126,7 @@ impl RawResponse {
 
 /// A client for one simulator (or any Hetzner-compatible endpoint).
 #[derive(Debug, Clone)]
-pub struct World {
+pub struct SimClient {
     http: reqwest::Client,
     base: String,
     token: String,
@@ -134,14 +134,14 @@ pub struct World {
     action_deadline: Duration,
 }
 
-type Result<T, E = WorldError> = std::result::Result<T, E>;
+type Result<T, E = SimClientError> = std::result::Result<T, E>;
 
-impl World {
+impl SimClient {
     /// `base` is the server root (`http://127.0.0.1:PORT`) or the API endpoint (`.../v1`).
-    pub fn new(base: &str, token: &str) -> World {
+    pub fn new(base: &str, token: &str) -> SimClient {
         let base = base.trim_end_matches('/');
         let base = base.strip_suffix("/v1").unwrap_or(base).to_owned();
-        World {
+        SimClient {
             // No proxy: the simulator is always on loopback, whatever HTTP_PROXY says.
             http: reqwest::Client::builder()
                 .no_proxy()
@@ -156,8 +156,8 @@ impl World {
     }
 
     /// A copy that sends a different token (for auth tests).
-    pub fn with_token(&self, token: &str) -> World {
-        World {
+    pub fn with_token(&self, token: &str) -> SimClient {
+        SimClient {
             token: token.to_owned(),
             ..self.clone()
         }
@@ -197,14 +197,14 @@ impl World {
         })
     }
 
-    /// An API call (`path` below `/v1`); non-2xx answers become [`WorldError::Api`].
+    /// An API call (`path` below `/v1`); non-2xx answers become [`SimClientError::Api`].
     pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Result<Value> {
         let m = method.to_string();
         let r = self.raw(method, &format!("/v1{path}"), body).await?;
         if (200..300).contains(&r.status) {
             return Ok(r.body);
         }
-        Err(WorldError::api(&m, path, &r))
+        Err(SimClientError::api(&m, path, &r))
     }
 
     pub async fn get(&self, path: &str) -> Result<Value> {
@@ -228,7 +228,7 @@ impl World {
             let batch = body
                 .get(key)
                 .and_then(Value::as_array)
-                .ok_or_else(|| WorldError::Unexpected(format!("no '{key}' in list")))?;
+                .ok_or_else(|| SimClientError::Unexpected(format!("no '{key}' in list")))?;
             items.extend(batch.iter().cloned());
             match body
                 .pointer("/meta/pagination/next_page")
@@ -247,13 +247,13 @@ impl World {
             let env: ActionEnvelope = decode(self.get(&format!("/actions/{id}")).await?)?;
             match env.action.status.as_str() {
                 "running" if Instant::now() < deadline => tokio::time::sleep(self.poll).await,
-                "running" => return Err(WorldError::ActionTimeout(id)),
+                "running" => return Err(SimClientError::ActionTimeout(id)),
                 "error" => {
                     let e = env.action.error.clone().unwrap_or(ActionErrorInfo {
                         code: "unknown".into(),
                         message: String::new(),
                     });
-                    return Err(WorldError::ActionFailed {
+                    return Err(SimClientError::ActionFailed {
                         id,
                         command: env.action.command,
                         code: e.code,
@@ -384,7 +384,7 @@ impl World {
         .await
     }
 
-    /// Like [`World::create_servers`] with a body template (`labels`, `networks`, `public_net`, ...).
+    /// Like [`SimClient::create_servers`] with a body template (`labels`, `networks`, `public_net`, ...).
     pub async fn create_servers_with(
         &self,
         n: usize,
@@ -398,7 +398,7 @@ impl World {
             .raw(Method::POST, "/_sim/batch/servers", Some(body))
             .await?;
         if r.status != 201 {
-            return Err(WorldError::api("POST", "/_sim/batch/servers", &r));
+            return Err(SimClientError::api("POST", "/_sim/batch/servers", &r));
         }
         Ok(r.body["servers"]
             .as_array()
@@ -500,7 +500,7 @@ impl World {
         Self::read(req).await
     }
 
-    /// A `/_sim` control call expecting `expect`; anything else is [`WorldError::Api`].
+    /// A `/_sim` control call expecting `expect`; anything else is [`SimClientError::Api`].
     async fn control(
         &self,
         method: Method,
@@ -513,7 +513,7 @@ impl World {
         if r.status == expect {
             Ok(r.body)
         } else {
-            Err(WorldError::api(&m, path, &r))
+            Err(SimClientError::api(&m, path, &r))
         }
     }
 
@@ -531,7 +531,7 @@ impl World {
             .await?;
         r.pointer("/server/server_number")
             .and_then(Value::as_u64)
-            .ok_or_else(|| WorldError::Unexpected(format!("no server_number in {r}")))
+            .ok_or_else(|| SimClientError::Unexpected(format!("no server_number in {r}")))
     }
 
     /// `PUT /_sim/robot/servers/{number}`: changes the given fields; returns the server as
@@ -677,13 +677,13 @@ impl World {
 }
 
 fn decode<T: serde::de::DeserializeOwned>(v: Value) -> Result<T> {
-    serde_json::from_value(v).map_err(|e| WorldError::Unexpected(e.to_string()))
+    serde_json::from_value(v).map_err(|e| SimClientError::Unexpected(e.to_string()))
 }
 
 fn field(mut v: Value, key: &str) -> Result<Value> {
     v.get_mut(key)
         .map(Value::take)
-        .ok_or_else(|| WorldError::Unexpected(format!("no '{key}' in response")))
+        .ok_or_else(|| SimClientError::Unexpected(format!("no '{key}' in response")))
 }
 
 fn id_at(v: &Value, key: &str) -> Result<u64> {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use cloud_sim::{Sim, SimConfig, World};
+use cloud_sim::{Sim, SimClient, SimConfig};
 use proptest::prelude::*;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -465,7 +465,7 @@ fn body() -> impl Strategy<Value = BodyKind> {
     ]
 }
 
-async fn populate(w: &World) {
+async fn populate(w: &SimClient) {
     let net = w
         .create_network("net", "10.0.0.0/16", "10.0.1.0/24")
         .await

@@ -7,13 +7,13 @@ use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use cloud_sim::world::{RawResponse, World};
+use cloud_sim::world::{RawResponse, SimClient};
 use cloud_sim::{Sim, SimConfig};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 /// `GET /robot{path}` with the simulator's own credentials.
-async fn robot_get(sim: &Sim, w: &World, path: &str) -> RawResponse {
+async fn robot_get(sim: &Sim, w: &SimClient, path: &str) -> RawResponse {
     w.robot_raw(
         Method::GET,
         path,

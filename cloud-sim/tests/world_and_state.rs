@@ -1,4 +1,4 @@
-//! World building at scale, private addresses, the metadata service and persistence.
+//! SimClient building at scale, private addresses, the metadata service and persistence.
 
 mod common;
 
@@ -89,7 +89,7 @@ async fn private_ips_come_from_the_subnet() {
     assert_eq!(w.get_network(net).await.unwrap()["servers"], json!(ids));
 }
 
-async fn futures_ips(w: &cloud_sim::World, ids: &[u64]) -> Vec<String> {
+async fn futures_ips(w: &cloud_sim::SimClient, ids: &[u64]) -> Vec<String> {
     let mut out = Vec::new();
     for id in ids {
         out.push(

@@ -29,6 +29,20 @@ pub use leader::{LeaderGate, Leadership};
 pub use metrics::KitMetrics;
 pub use runtime::{Context, RunError, Runtime};
 
+/// Where a controller's reconciler reports: its Event publisher and the kit's metrics (a
+/// [`Context`]'s, or a test's own).
+#[derive(Clone)]
+pub struct Reporters {
+    pub events: Events,
+    pub kit: KitMetrics,
+}
+
+impl std::fmt::Debug for Reporters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reporters").finish_non_exhaustive()
+    }
+}
+
 /// Static identity of one controller binary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControllerInfo {

@@ -42,6 +42,16 @@ pub struct Context {
     pub shutdown: CancellationToken,
 }
 
+impl Context {
+    /// The Event publisher and kit metrics, for a reconciler.
+    pub fn reporters(&self) -> crate::Reporters {
+        crate::Reporters {
+            events: self.events.clone(),
+            kit: self.metrics.clone(),
+        }
+    }
+}
+
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")

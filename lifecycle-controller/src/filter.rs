@@ -77,15 +77,18 @@ mod tests {
     fn prefixes() {
         let f = NodeFilter {
             exclude: Some(selector("hybrid.example/on-prem=true")),
-            provider_id_prefixes: vec!["hcloud://".into()],
+            provider_id_prefixes: vec!["memory://".into()],
         };
-        assert!(f.excluded(&labels(&[]), Some("hcloud://1")).is_none());
-        assert!(f.excluded(&labels(&[]), Some("hrobot://1")).is_some());
+        assert!(f.excluded(&labels(&[]), Some("memory://1")).is_none());
+        assert!(
+            f.excluded(&labels(&[]), Some("memory-dedicated://1"))
+                .is_some()
+        );
         assert!(f.excluded(&labels(&[]), None).is_some());
         assert!(
             f.excluded(
                 &labels(&[("hybrid.example/on-prem", "true")]),
-                Some("hcloud://1")
+                Some("memory://1")
             )
             .is_some()
         );

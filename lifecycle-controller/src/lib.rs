@@ -208,7 +208,7 @@ mod slim_tests {
         for ready in [true, false] {
             let mut full = testenv::KubeletNode {
                 node_ip: Some("10.0.0.7".into()),
-                provider_id: Some("hcloud://7".into()),
+                provider_id: Some("memory://7".into()),
                 ..testenv::KubeletNode::new("worker-7")
             }
             .registration();

@@ -11,11 +11,11 @@ use kube::runtime::reflector::Store;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span};
 
-use crate::controller::{Ctx, is_uninitialized, node_ref, write_addresses};
+use crate::controller::{NodeReconciler, is_uninitialized, node_ref, write_addresses};
 
 /// Runs until `shutdown`. The store must be driven by someone else (the controller's watch).
 pub async fn run(
-    ctx: Arc<Ctx>,
+    ctx: Arc<NodeReconciler>,
     store: Store<Node>,
     mut synced: tokio::sync::watch::Receiver<bool>,
     period: std::time::Duration,
@@ -37,7 +37,7 @@ pub async fn run(
 }
 
 /// One pass over all initialized nodes.
-pub async fn pass(ctx: &Arc<Ctx>, store: &Store<Node>, concurrency: u16) {
+pub async fn pass(ctx: &Arc<NodeReconciler>, store: &Store<Node>, concurrency: u16) {
     let nodes: Vec<Arc<Node>> = store
         .state()
         .into_iter()

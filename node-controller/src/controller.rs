@@ -24,7 +24,7 @@ use crate::nodeip;
 use crate::reasons;
 
 /// Shared state of the reconciler.
-pub struct Ctx {
+pub struct NodeReconciler {
     /// Node API (cluster scoped).
     pub nodes: Api<Node>,
     /// Cloud instances.
@@ -39,13 +39,13 @@ pub struct Ctx {
     failures: PerObject<String>,
 }
 
-impl std::fmt::Debug for Ctx {
+impl std::fmt::Debug for NodeReconciler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx").finish_non_exhaustive()
+        f.debug_struct("NodeReconciler").finish_non_exhaustive()
     }
 }
 
-impl Ctx {
+impl NodeReconciler {
     /// A reconciler context.
     pub fn new(
         client: kube::Client,
@@ -118,7 +118,7 @@ pub fn relevant_hash(node: &Node) -> Option<u64> {
 }
 
 /// Reconciles one node.
-pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<NodeReconciler>) -> Result<Action, Error> {
     let name = node.name_any();
     let span = info_span!("reconcile", node = %name, initialized = !is_uninitialized(&node));
     async move {
@@ -144,7 +144,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
 
 /// Requeue policy: conflicts retry quickly (the cache catches up); other errors back off per node,
 /// 1 s doubling to 5 min (kube has no per-object backoff of its own).
-pub fn error_policy(node: Arc<Node>, err: &Error, ctx: Arc<Ctx>) -> Action {
+pub fn error_policy(node: Arc<Node>, err: &Error, ctx: Arc<NodeReconciler>) -> Action {
     if err.is_conflict() {
         debug!(node = %node.name_any(), "conflict; retrying");
         return Action::requeue(Duration::from_millis(200));
@@ -154,7 +154,7 @@ pub fn error_policy(node: Arc<Node>, err: &Error, ctx: Arc<Ctx>) -> Action {
     Action::requeue(delay)
 }
 
-async fn initialize(node: &Node, ctx: &Ctx) -> Result<Action, Error> {
+async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> {
     let name = node.name_any();
     info!("initializing node with cloud provider");
     let meta = match ctx.instances.instance_metadata(&node_ref(node)).await {
@@ -236,7 +236,7 @@ fn seconds_since(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> f6
     d.as_secs_f64().max(0.0)
 }
 
-async fn warn_lookup_failed(node: &Node, ctx: &Ctx, e: &CloudError) {
+async fn warn_lookup_failed(node: &Node, ctx: &NodeReconciler, e: &CloudError) {
     let (reason, note) = match (e, e.class()) {
         (CloudError::InvalidInput { .. }, _) => (
             reasons::UNKNOWN_PROVIDER_ID,
@@ -270,7 +270,7 @@ async fn warn_lookup_failed(node: &Node, ctx: &Ctx, e: &CloudError) {
 /// uninitialized one. Returns the patched node.
 async fn remove_taint_and_label(
     node: &Node,
-    ctx: &Ctx,
+    ctx: &NodeReconciler,
     meta: &InstanceMetadata,
 ) -> Result<Node, Error> {
     let name = node.name_any();
@@ -324,7 +324,11 @@ async fn remove_taint_and_label(
 
 /// Writes the node's addresses from `cloud` when they changed (rules in `addresses.rs`). Errors
 /// are logged only.
-pub async fn write_addresses(node: &Node, ctx: &Ctx, cloud: &[cloud_client::NodeAddress]) {
+pub async fn write_addresses(
+    node: &Node,
+    ctx: &NodeReconciler,
+    cloud: &[cloud_client::NodeAddress],
+) {
     if is_uninitialized(node) {
         return;
     }
@@ -356,7 +360,7 @@ pub async fn write_addresses(node: &Node, ctx: &Ctx, cloud: &[cloud_client::Node
 
 /// The beta topology/instance-type labels are the source of truth for the stable ones (upstream's
 /// rule, so a user editing only a stable label gets it reverted).
-async fn reconcile_labels(node: &Node, ctx: &Ctx) -> Result<Action, Error> {
+async fn reconcile_labels(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> {
     let want = labels::stable_from_beta(node.labels());
     if want.is_empty() {
         return Ok(Action::await_change());

@@ -101,7 +101,7 @@ mod tests {
     #[test]
     fn init_labels_both_keys_and_additional_rules() {
         let meta = InstanceMetadata {
-            provider_id: "hcloud://1".into(),
+            provider_id: "memory://1".into(),
             instance_type: "cx22".into(),
             zone: Some("fsn1-dc14".into()),
             region: Some("fsn1".into()),

@@ -28,7 +28,7 @@ use kube::Api;
 use kube::runtime::controller as kctrl;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 
-use crate::controller::{Ctx, error_policy, reconcile, relevant_hash};
+use crate::controller::{NodeReconciler, error_policy, reconcile, relevant_hash};
 use crate::metrics::NodeMetrics;
 
 /// Identity of this controller.
@@ -135,7 +135,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let client = ctx.client.clone();
     let cfg = ctx.config.clone();
-    let rctx = Arc::new(Ctx::new(
+    let rctx = Arc::new(NodeReconciler::new(
         client.clone(),
         instances,
         ctx.events.clone(),
@@ -224,7 +224,7 @@ mod slim_tests {
         testenv::KubeletNode {
             node_ip: Some("10.0.0.7".into()),
             labels: vec![("pool".into(), "a".into())],
-            provider_id: Some("hcloud://7".into()),
+            provider_id: Some("memory://7".into()),
             ..testenv::KubeletNode::new("worker-7")
         }
         .registration()

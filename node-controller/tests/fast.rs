@@ -10,7 +10,7 @@ use controller_kit::{Events, KitMetrics};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
 use kube::runtime::{reflector, watcher};
 use node_controller::address_sync;
-use node_controller::controller::{Ctx, reconcile};
+use node_controller::controller::{NodeReconciler, reconcile};
 use node_controller::metrics::NodeMetrics;
 use serde_json::json;
 use test_support::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
@@ -20,13 +20,13 @@ const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
 
 /// The reconciler's context, with the memory cloud's `Instances` from its `Cloud` bundle.
-fn ctx(client: kube::Client, cloud: &Arc<MemoryCloud>) -> Arc<Ctx> {
+fn ctx(client: kube::Client, cloud: &Arc<MemoryCloud>) -> Arc<NodeReconciler> {
     let mut r = Registries::default();
     let instances = cloud
         .cloud()
         .instances
         .expect("the memory cloud has instances");
-    Arc::new(Ctx::new(
+    Arc::new(NodeReconciler::new(
         client.clone(),
         instances,
         Events::new(client, "cloud-node-controller", None),

@@ -30,7 +30,7 @@ use kube::{Api, ResourceExt};
 
 use crate::cidr::ClusterCidrs;
 use crate::metrics::RouteMetrics;
-use crate::sync::Ctx;
+use crate::sync::RoutePass;
 
 /// Identity of this controller.
 pub const INFO: ControllerInfo = ControllerInfo {
@@ -219,13 +219,12 @@ pub async fn run(
             }
         })
     };
-    let pass_ctx = Arc::new(Ctx::new(
+    let pass_ctx = Arc::new(RoutePass::new(
         client,
         store,
         routes,
         cluster,
-        ctx.events.clone(),
-        ctx.metrics.clone(),
+        ctx.reporters(),
         metrics,
     ));
     sync::run(

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use cloud_client::{CloudError, Route, Routes};
 use controller_kit::backoff::{Backoff, PerObject};
-use controller_kit::{Events, KitMetrics};
+use controller_kit::{Events, KitMetrics, Reporters};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -26,7 +26,7 @@ use crate::plan::{self, Create, Plan, Problem};
 use crate::reasons;
 
 /// Shared state of the pass.
-pub struct Ctx {
+pub struct RoutePass {
     /// Node API (status patches for the condition).
     pub nodes: Api<Node>,
     /// Node cache.
@@ -47,9 +47,9 @@ pub struct Ctx {
     reported: Mutex<HashSet<(String, &'static str)>>,
 }
 
-impl std::fmt::Debug for Ctx {
+impl std::fmt::Debug for RoutePass {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx")
+        f.debug_struct("RoutePass")
             .field("cluster", &self.cluster)
             .finish_non_exhaustive()
     }
@@ -61,16 +61,14 @@ const CONDITION_WRITES_IN_FLIGHT: usize = 16;
 /// Backoff after a failed create (per node), delete or route list: 5 s doubling to 5 min.
 const RETRY: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
 
-impl Ctx {
+impl RoutePass {
     /// A pass context.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: kube::Client,
         store: Store<Node>,
         routes: Arc<dyn Routes>,
         cluster: ClusterCidrs,
-        events: Events,
-        kit: KitMetrics,
+        Reporters { events, kit }: Reporters,
         metrics: RouteMetrics,
     ) -> Self {
         Self {
@@ -172,7 +170,7 @@ fn create_failure_reason(e: &CloudError) -> (&'static str, bool) {
 
 /// One pass: list the routes once, delete ours that nobody wants, create the missing ones one by
 /// one, and keep each node's condition in step. Returns when a failed node should be retried.
-pub async fn pass(ctx: &Ctx) -> Result<Option<Instant>, CloudError> {
+pub async fn pass(ctx: &RoutePass) -> Result<Option<Instant>, CloudError> {
     ctx.metrics.route_sync.inc();
     let mut timer = ctx.kit.reconcile_timer();
     let mut routes = match ctx.routes.list_routes_unresolved().await {
@@ -215,7 +213,7 @@ pub async fn pass(ctx: &Ctx) -> Result<Option<Instant>, CloudError> {
     })
 }
 
-async fn network_not_found(ctx: &Ctx, e: &CloudError) {
+async fn network_not_found(ctx: &RoutePass, e: &CloudError) {
     let problems: Vec<Problem> = {
         let state = ctx.store.state();
         state
@@ -235,7 +233,7 @@ async fn network_not_found(ctx: &Ctx, e: &CloudError) {
 
 /// Deletes stale routes first: it frees room under the network's route limit. Returns whether a
 /// delete failed (the pass is then retried soon).
-async fn delete_stale(ctx: &Ctx, plan: &Plan, routes: &mut Vec<Route>) -> bool {
+async fn delete_stale(ctx: &RoutePass, plan: &Plan, routes: &mut Vec<Route>) -> bool {
     let mut failed = false;
     for r in &plan.deletes {
         let reason = format!(
@@ -263,7 +261,7 @@ async fn delete_stale(ctx: &Ctx, plan: &Plan, routes: &mut Vec<Route>) -> bool {
 /// Creates the missing routes node by node, writing each node's condition as soon as its routes
 /// exist. Returns how many nodes are still without their routes.
 async fn create_missing(
-    ctx: &Ctx,
+    ctx: &RoutePass,
     plan: &Plan,
     routes: &[Route],
     written: &mut HashMap<String, Routed>,
@@ -354,7 +352,7 @@ async fn create_missing(
 /// Runs passes until shutdown: after node changes (coalesced over `window`), when a failed node's
 /// backoff ends, and at least every `resync`.
 pub async fn run(
-    ctx: Arc<Ctx>,
+    ctx: Arc<RoutePass>,
     changed: Arc<Notify>,
     window: Duration,
     resync: Duration,

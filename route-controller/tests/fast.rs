@@ -11,20 +11,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use controller_kit::metrics::Registries;
-use controller_kit::{Events, KitMetrics};
+use controller_kit::{Events, KitMetrics, Reporters};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{reflector, watcher};
 use route_controller::cidr::ClusterCidrs;
 use route_controller::metrics::RouteMetrics;
-use route_controller::sync::{Ctx, pass};
+use route_controller::sync::{RoutePass, pass};
 use serde_json::{Value, json};
 use test_support::memory_cloud::{Fault, MemoryCloud, Op, Server};
 use test_support::mock_kube::{RequestLog, Sent, mock_client};
 
 struct Setup {
     memory: Arc<MemoryCloud>,
-    ctx: Ctx,
+    ctx: RoutePass,
     log: RequestLog,
     nodes: Writer<Node>,
 }
@@ -48,13 +48,15 @@ fn setup() -> Setup {
     });
     let mut r = Registries::default();
     let routes = memory.cloud().routes.expect("the memory cloud has routes");
-    let ctx = Ctx::new(
+    let ctx = RoutePass::new(
         client.clone(),
         store,
         routes,
         ClusterCidrs::parse("10.244.0.0/16").unwrap(),
-        Events::new(client, "route_controller", None),
-        KitMetrics::register("route-controller", &mut r.ours),
+        Reporters {
+            events: Events::new(client, "route_controller", None),
+            kit: KitMetrics::register("route-controller", &mut r.ours),
+        },
         RouteMetrics::register(&mut r.ours, &mut r.upstream),
     );
     Setup {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cloud_client::{LbNode, LoadBalancers, Warning};
 use controller_kit::backoff::{Backoff, PerObject};
-use controller_kit::{Events, KitMetrics};
+use controller_kit::{Events, KitMetrics, Reporters};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -22,7 +22,7 @@ use crate::service::{self, ClassFilter};
 use crate::{nodes, patches, reasons};
 
 /// Shared state of the reconciler.
-pub struct Ctx {
+pub struct ServiceReconciler {
     /// Kubernetes client (Service patches go through `services/status`).
     pub client: kube::Client,
     /// The cloud's load balancers.
@@ -47,25 +47,23 @@ pub struct Ctx {
     pub dry_run: bool,
 }
 
-impl std::fmt::Debug for Ctx {
+impl std::fmt::Debug for ServiceReconciler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx")
+        f.debug_struct("ServiceReconciler")
             .field("classes", &self.classes)
             .finish_non_exhaustive()
     }
 }
 
-impl Ctx {
+impl ServiceReconciler {
     /// A reconciler context.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: kube::Client,
         lbs: Arc<dyn LoadBalancers>,
         nodes: Store<Node>,
         classes: ClassFilter,
         drift_period: Duration,
-        events: Events,
-        kit: KitMetrics,
+        Reporters { events, kit }: Reporters,
         metrics: ServiceMetrics,
     ) -> Self {
         Self {
@@ -102,7 +100,7 @@ impl Ctx {
 }
 
 /// Reconciles one Service.
-pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(svc: Arc<Service>, ctx: Arc<ServiceReconciler>) -> Result<Action, Error> {
     let span = info_span!("reconcile", service = %service::key(&svc));
     async move {
         let mut timer = ctx.kit.reconcile_timer();
@@ -129,7 +127,7 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error
 /// Keeps the Service's [`condition`] true to what this reconcile found: one status patch when it
 /// changed, none otherwise; removed once the Service is no longer ours to serve. A failed write
 /// is logged and left to the next reconcile (the load balancer work itself is done).
-async fn report_condition(svc: &Service, ctx: &Ctx, result: &Result<Action, Error>) {
+async fn report_condition(svc: &Service, ctx: &ServiceReconciler, result: &Result<Action, Error>) {
     // A shadow reports through /plan; the condition belongs to the acting controller.
     if ctx.dry_run {
         return;
@@ -160,7 +158,7 @@ async fn report_condition(svc: &Service, ctx: &Ctx, result: &Result<Action, Erro
 /// Requeue policy: invalid input waits for the Service to change (its Warning says what to fix);
 /// everything else backs off per Service, 5 s doubling to 5 min (upstream), or longer when the
 /// cloud's rate limit asks for it.
-pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<Ctx>) -> Action {
+pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<ServiceReconciler>) -> Action {
     if err.is_dry_run() {
         // Planned, not made: look again later (the plan keeps one entry per write).
         return Action::requeue(DRY_RUN_RECHECK);
@@ -178,7 +176,7 @@ pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<Ctx>) -> Action {
 /// Shadow mode: how soon a Service whose write was planned is looked at again.
 const DRY_RUN_RECHECK: Duration = Duration::from_secs(60);
 
-async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, Error> {
+async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
     let key = service::key(svc);
     if service::needs_cleanup(svc, &ctx.classes) {
         let reason = format!("Service {key}: deleted or no longer a load balancer of ours");
@@ -218,7 +216,12 @@ async fn sync(svc: &Service, ctx: &Ctx) -> Result<Action, Error> {
 
 /// Full ensure. `announce` is false for drift checks, which stay silent unless they repaired
 /// something.
-async fn ensure(svc: &Service, ctx: &Ctx, nodes: &[LbNode], announce: bool) -> Result<(), Error> {
+async fn ensure(
+    svc: &Service,
+    ctx: &ServiceReconciler,
+    nodes: &[LbNode],
+    announce: bool,
+) -> Result<(), Error> {
     let key = service::key(svc);
     if announce {
         ctx.events
@@ -294,7 +297,11 @@ async fn ensure(svc: &Service, ctx: &Ctx, nodes: &[LbNode], announce: bool) -> R
 
 /// Only the node set changed: update the targets from the remembered load balancer (no read when
 /// it is fresh). A load balancer that vanished is re-created by a full ensure.
-async fn update_targets(svc: &Service, ctx: &Ctx, nodes: &[LbNode]) -> Result<(), Error> {
+async fn update_targets(
+    svc: &Service,
+    ctx: &ServiceReconciler,
+    nodes: &[LbNode],
+) -> Result<(), Error> {
     let key = service::key(svc);
     let sref = service::service_ref(svc);
     ctx.metrics.loadbalancer_sync.inc();
@@ -365,7 +372,7 @@ async fn update_targets(svc: &Service, ctx: &Ctx, nodes: &[LbNode]) -> Result<()
 }
 
 /// Deletes the load balancer, then lets the Service go: finalizer off, status cleared.
-async fn cleanup(svc: &Service, ctx: &Ctx) -> Result<(), Error> {
+async fn cleanup(svc: &Service, ctx: &ServiceReconciler) -> Result<(), Error> {
     let key = service::key(svc);
     ctx.events
         .normal(
@@ -417,7 +424,7 @@ fn kube_error(service: &str, what: &'static str, source: kube::Error) -> Error {
 }
 
 /// Upstream's Warning for any failed sync (invalid input reads as what to fix); returns `e`.
-async fn sync_failed(svc: &Service, ctx: &Ctx, e: Error) -> Error {
+async fn sync_failed(svc: &Service, ctx: &ServiceReconciler, e: Error) -> Error {
     ctx.events
         .warning(
             svc,
@@ -430,7 +437,7 @@ async fn sync_failed(svc: &Service, ctx: &Ctx, e: Error) -> Error {
 }
 
 /// The provider's warnings as events: on the Node they name, else on the Service.
-async fn publish_warnings(svc: &Service, ctx: &Ctx, warnings: &[Warning]) {
+async fn publish_warnings(svc: &Service, ctx: &ServiceReconciler, warnings: &[Warning]) {
     for w in warnings {
         warn!(reason = %w.reason, node = w.node.as_deref().unwrap_or(""), "{}", w.message);
         let node = w

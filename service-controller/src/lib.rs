@@ -31,7 +31,7 @@ use kube::Api;
 use kube::runtime::controller as kctrl;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 
-use crate::controller::{Ctx, error_policy, reconcile};
+use crate::controller::{ServiceReconciler, error_policy, reconcile};
 use crate::metrics::ServiceMetrics;
 use crate::service::ClassFilter;
 
@@ -256,14 +256,13 @@ pub async fn run(
     ));
 
     let rctx = Arc::new(
-        Ctx::new(
+        ServiceReconciler::new(
             client,
             lbs,
             node_store,
             settings.classes,
             settings.drift_period,
-            ctx.events.clone(),
-            ctx.metrics.clone(),
+            ctx.reporters(),
             metrics,
         )
         .in_dry_run(cfg.plan.is_some()),

@@ -239,7 +239,7 @@ mod tests {
                 testenv::KubeletNode {
                     node_ip: Some(format!("10.0.0.{}", name.len())),
                     labels: vec![("pool".into(), (*name).into())],
-                    provider_id: (*name != "d").then(|| format!("hcloud://{name}")),
+                    provider_id: (*name != "d").then(|| format!("memory://{name}")),
                     ..testenv::KubeletNode::new(*name)
                 }
                 .registration()
@@ -262,7 +262,7 @@ mod tests {
     fn a_status_report_is_no_target_change_but_a_label_is() {
         let mut node = testenv::KubeletNode {
             node_ip: Some("10.0.0.7".into()),
-            provider_id: Some("hcloud://7".into()),
+            provider_id: Some("memory://7".into()),
             ..testenv::KubeletNode::new("worker-7")
         }
         .registration();
@@ -282,7 +282,7 @@ mod tests {
         let full = testenv::KubeletNode {
             node_ip: Some("10.0.0.7".into()),
             labels: vec![("pool".into(), "a".into())],
-            provider_id: Some("hcloud://7".into()),
+            provider_id: Some("memory://7".into()),
             ..testenv::KubeletNode::new("worker-7")
         }
         .registration();
@@ -307,7 +307,7 @@ mod tests {
                 .collect(),
         );
         n.spec = Some(NodeSpec {
-            provider_id: Some(format!("hcloud://{}", name.len())),
+            provider_id: Some(format!("memory://{}", name.len())),
             ..Default::default()
         });
         n

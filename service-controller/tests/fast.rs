@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cloud_client::LoadBalancers;
 use controller_kit::metrics::Registries;
-use controller_kit::{Events, KitMetrics};
+use controller_kit::{Events, KitMetrics, Reporters};
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, Node, NodeSpec, Service, ServicePort, ServiceSpec,
     ServiceStatus, Taint,
@@ -19,7 +19,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::{reflector, watcher};
 use serde_json::{Value, json};
 use service_controller::condition::TYPE as CONDITION;
-use service_controller::controller::{Ctx, error_policy, reconcile};
+use service_controller::controller::{ServiceReconciler, error_policy, reconcile};
 use service_controller::metrics::ServiceMetrics;
 use service_controller::patches::FINALIZER;
 use service_controller::service::{ClassFilter, service_ref};
@@ -32,7 +32,7 @@ const MERGE: &str = "application/merge-patch+json";
 
 struct Setup {
     memory: Arc<MemoryCloud>,
-    ctx: Arc<Ctx>,
+    ctx: Arc<ServiceReconciler>,
     api: ApiServerVerifier,
     nodes: Writer<Node>,
 }
@@ -53,14 +53,16 @@ fn setup(servers: &[&str], drift: Duration) -> Setup {
         .cloud()
         .load_balancers
         .expect("the memory cloud has load balancers");
-    let ctx = Ctx::new(
+    let ctx = ServiceReconciler::new(
         client.clone(),
         lbs,
         store,
         ClassFilter::default(),
         drift,
-        Events::new(client, "service-controller", None),
-        KitMetrics::register("service-controller", &mut r.ours),
+        Reporters {
+            events: Events::new(client, "service-controller", None),
+            kit: KitMetrics::register("service-controller", &mut r.ours),
+        },
         ServiceMetrics::register(&mut r.ours, &mut r.upstream),
     );
     Setup {

@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::process::{Binary, sigterm};
 use crate::run::http_status;
-use crate::world::World;
+use crate::world::TestRun;
 use crate::{NodeSpecT, T, create_node, eventually};
 
 /// Which binaries serve a family.
@@ -321,7 +321,7 @@ pub struct Case {
 
 /// Runs the whole check for `case` (see the module docs); prints the family table.
 pub async fn assert_switch_from_hccm(case: Case) {
-    let world = World::start(case.controller, "hccm", None).await;
+    let world = TestRun::start(case.controller, "hccm", None).await;
     let node = format!("{}-node", world.run);
     let server = crate::sim::create_server(&world.sim, &node).await;
     if case.network {
@@ -489,7 +489,7 @@ pub async fn assert_switch_from_hccm(case: Case) {
 /// Two LoadBalancer Services in `ns`: `web` opts out of the private-IP default by annotation and
 /// gets its load balancer; `private` follows `HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP=true`, which
 /// without a network is its own Warning, not a stopped process.
-async fn services(world: &World) {
+async fn services(world: &TestRun) {
     use k8s_openapi::api::core::v1::Service;
     use kube::api::{Api, PostParams};
     let api: Api<Service> = Api::namespaced(world.admin.clone(), &world.ns);

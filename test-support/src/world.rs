@@ -17,7 +17,7 @@ use crate::run::{Running, cloud_with, spawn, test_config};
 use crate::sim::TestServer;
 use crate::{T, apply_chart_rbac, eventually, rbac_file, unique};
 
-pub struct World {
+pub struct TestRun {
     /// Admin client (the test's own reads and writes).
     pub admin: Client,
     pub sim: Sim,
@@ -28,9 +28,9 @@ pub struct World {
     controller: &'static str,
 }
 
-impl std::fmt::Debug for World {
+impl std::fmt::Debug for TestRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("World")
+        f.debug_struct("TestRun")
             .field("sim", &self.sim)
             .field("run", &self.run)
             .field("controller", &self.controller)
@@ -38,11 +38,11 @@ impl std::fmt::Debug for World {
     }
 }
 
-impl World {
+impl TestRun {
     /// A cloud-sim configured as `sim` (default: actions take 50 ms, so tests see them pending
     /// without waiting long), a run and namespace `prefix-…`, and `controller`'s chart RBAC bound
     /// to its ServiceAccount there.
-    pub async fn start(controller: &'static str, prefix: &str, sim: Option<SimConfig>) -> World {
+    pub async fn start(controller: &'static str, prefix: &str, sim: Option<SimConfig>) -> TestRun {
         let k = testenv::kube().await;
         let admin = k.client().await;
         let sim = Sim::start_with(sim.unwrap_or(SimConfig {
@@ -53,7 +53,7 @@ impl World {
         let run = unique(prefix);
         let ns = run.clone();
         apply_chart_rbac(&admin, &rbac_file(controller), &ns, controller).await;
-        World {
+        TestRun {
             admin,
             sim,
             run,
@@ -87,7 +87,7 @@ impl World {
             .await
     }
 
-    /// [`World::spawn`] with the controller's configuration given (e.g. [`crate::run::shadow`]).
+    /// [`TestRun::spawn`] with the controller's configuration given (e.g. [`crate::run::shadow`]).
     pub async fn spawn_with<F, Fut>(
         &self,
         info: &'static ControllerInfo,

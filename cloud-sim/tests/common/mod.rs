@@ -3,12 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use cloud_sim::world::{RawResponse, World};
+use cloud_sim::world::{RawResponse, SimClient};
 use reqwest::Method;
 use serde_json::Value;
 
 /// Sends a request below `/v1` and returns whatever came back.
-pub async fn send(w: &World, method: Method, path: &str, body: Option<Value>) -> RawResponse {
+pub async fn send(w: &SimClient, method: Method, path: &str, body: Option<Value>) -> RawResponse {
     w.raw(method, &format!("/v1{path}"), body)
         .await
         .expect("transport")

@@ -17,7 +17,7 @@ use route_controller::Settings;
 use route_controller::cidr::ClusterCidrs;
 use serde_json::json;
 use test_support::run::{Running, sim_config};
-use test_support::world::World;
+use test_support::world::TestRun;
 use test_support::{TEST_LABEL, eventually, unique};
 
 pub use test_support::T;
@@ -32,7 +32,7 @@ pub struct TestNode {
 }
 
 pub struct Fixture {
-    pub world: World,
+    pub world: TestRun,
     pub network: u64,
     pub ctl: Option<Running>,
     pub stats: Option<Arc<ClientStats>>,
@@ -42,8 +42,8 @@ pub struct Fixture {
 
 /// The tests read the world's parts (`fx.admin`, `fx.sim`, `fx.run`) as the fixture's own.
 impl Deref for Fixture {
-    type Target = World;
-    fn deref(&self) -> &World {
+    type Target = TestRun;
+    fn deref(&self) -> &TestRun {
         &self.world
     }
 }
@@ -52,7 +52,7 @@ impl Fixture {
     /// The world without a controller: sim, network (10.0.0.0/8, subnet 10.0.0.0/16), namespace
     /// with the chart RBAC bound to ServiceAccount `route-controller`.
     pub async fn world(sim: Option<SimConfig>) -> Fixture {
-        let world = World::start("route-controller", "rt", sim).await;
+        let world = TestRun::start("route-controller", "rt", sim).await;
         let network = world
             .sim
             .world()

@@ -17,7 +17,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use service_controller::Settings;
 use test_support::run::{Running, sim_config};
-use test_support::world::{World, calls_since, writes};
+use test_support::world::{TestRun, calls_since, writes};
 use test_support::{NodeSpecT, create_node, eventually, unique};
 
 /// Poll deadline of every wait.
@@ -41,7 +41,7 @@ pub struct TestNode {
 }
 
 pub struct Fixture {
-    pub world: World,
+    pub world: TestRun,
     pub ctl: Option<Running>,
     /// The running controller's cloud-client counters.
     pub stats: Option<Arc<ClientStats>>,
@@ -51,8 +51,8 @@ pub struct Fixture {
 
 /// The tests read the world's parts (`fx.admin`, `fx.sim`, `fx.ns`) as the fixture's own.
 impl Deref for Fixture {
-    type Target = World;
-    fn deref(&self) -> &World {
+    type Target = TestRun;
+    fn deref(&self) -> &TestRun {
         &self.world
     }
 }
@@ -83,7 +83,7 @@ impl Fixture {
     /// The world (namespace, chart RBAC, cloud-sim) without a controller, e.g. to run the binary.
     pub async fn without_controller(sim: Option<SimConfig>) -> Fixture {
         Fixture {
-            world: World::start("service-controller", "svc", sim).await,
+            world: TestRun::start("service-controller", "svc", sim).await,
             ctl: None,
             stats: None,
             plan: None,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::secrets::Scanner;
-use super::world::World;
+use super::world::ChaosCluster;
 use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, start_fleet, tear_down};
 
 /// How long the apiserver stays down.
@@ -20,7 +20,7 @@ pub async fn run(
     scan: &mut Scanner,
 ) -> anyhow::Result<Row> {
     let size = args.size();
-    let mut world = World::build(size, cloud::sim_config()).await?;
+    let mut world = ChaosCluster::build(size, cloud::sim_config()).await?;
     let fleet = start_fleet(&world, binaries, 1, "debug", &log_dir(logs, "apiserver")).await?;
     let started = Instant::now();
     // Mid-reconciliation: the first route or load balancer is done, the rest still to do.

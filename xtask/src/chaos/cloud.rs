@@ -7,7 +7,7 @@ use std::time::Duration;
 use cloud_sim::{FaultKind, FaultRule};
 
 use super::secrets::Scanner;
-use super::world::World;
+use super::world::ChaosCluster;
 use super::{ChaosArgs, Row, await_convergence, log_dir, start_fleet, tear_down};
 
 /// One fault scenario.
@@ -144,7 +144,7 @@ pub async fn run(
     scan: &mut Scanner,
 ) -> anyhow::Result<Row> {
     let size = args.size();
-    let world = World::build(size, sim_config()).await?;
+    let world = ChaosCluster::build(size, sim_config()).await?;
     let names: Vec<String> = world.servers.keys().cloned().collect();
     let stopped = (names.len() as f64 * fault.not_ready).round() as usize;
     world.set_ready(&names[..stopped], false).await?;

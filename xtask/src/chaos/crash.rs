@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::secrets::Scanner;
-use super::world::World;
+use super::world::ChaosCluster;
 use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, start_fleet, tear_down};
 
 const KILLS_CONVERGING: usize = 15;
@@ -19,7 +19,7 @@ pub async fn run(
     scan: &mut Scanner,
 ) -> anyhow::Result<Row> {
     let size = args.size();
-    let world = World::build(size, cloud::sim_config()).await?;
+    let world = ChaosCluster::build(size, cloud::sim_config()).await?;
     let mut fleet = start_fleet(&world, binaries, 1, "debug", &log_dir(logs, "crash")).await?;
     // Seeded, so a failing run can be repeated; printed so it can be.
     let seed = std::process::id() as u64;

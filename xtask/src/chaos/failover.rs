@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::secrets::Scanner;
-use super::world::{Size, World};
+use super::world::{ChaosCluster, Size};
 use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, start_fleet, tear_down};
 use crate::fleet::{self, Fleet};
 
@@ -38,7 +38,7 @@ pub async fn run(
         nodes: 10,
         services: 5,
     };
-    let mut world = World::build(size, cloud::sim_config()).await?;
+    let mut world = ChaosCluster::build(size, cloud::sim_config()).await?;
     let mut fleet = start_fleet(&world, binaries, 2, "trace", &log_dir(logs, "failover")).await?;
     let first = await_convergence(&world, &fleet, args, "failover").await?;
     anyhow::ensure!(first.is_some(), "the failover world never converged");

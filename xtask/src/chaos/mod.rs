@@ -1,6 +1,6 @@
 //! `cargo xtask chaos [cloud|crash|apiserver|failover|soak|all] [--quick]`: the reliability suite.
 //!
-//! Every scenario builds a [`world::World`] (a real kube-apiserver + etcd, cloud-sim, servers in a
+//! Every scenario builds a [`world::ChaosCluster`] (a real kube-apiserver + etcd, cloud-sim, servers in a
 //! private network with their Nodes, LoadBalancer Services), runs the four controllers as
 //! processes under their chart RBAC ([`Fleet`]), does something bad to them, and audits the
 //! end state: converged, no duplicate load balancer or route, nothing leaked, no Node deleted
@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::build::build_controllers;
 use crate::fleet::{self, Fleet};
-use world::{Size, World};
+use world::{ChaosCluster, Size};
 
 /// Which part of the suite to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -226,7 +226,7 @@ impl Ending {
 /// What every scenario does at its end: count the calls, collect the exits nobody caused, scan
 /// what the world and the fleet produced for the token, stop the processes and the control plane.
 async fn tear_down(
-    world: World,
+    world: ChaosCluster,
     mut fleet: Fleet,
     scan: &mut secrets::Scanner,
 ) -> anyhow::Result<Ending> {
@@ -259,7 +259,7 @@ async fn tear_down(
 /// Waits until the world converged: how long it took, or `None` after printing what is still
 /// off and the controllers' last log lines.
 async fn await_convergence(
-    world: &World,
+    world: &ChaosCluster,
     fleet: &Fleet,
     args: &ChaosArgs,
     scenario: &str,
@@ -283,7 +283,7 @@ async fn await_convergence(
 /// Starts `replicas` of each controller against `world`, each replica with a stable identity (its
 /// pod name in a cluster) so a restarted process is the same "pod"; logs go to `dir`.
 async fn start_fleet(
-    world: &World,
+    world: &ChaosCluster,
     binaries: &[PathBuf],
     replicas: usize,
     rust_log: &str,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::secrets::Scanner;
-use super::world::{Size, World};
+use super::world::{ChaosCluster, Size};
 use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, start_fleet, tear_down};
 use crate::fleet::{Fleet, cloud_calls, metric};
 
@@ -76,7 +76,7 @@ pub async fn run(
         nodes: 6,
         services: 2,
     };
-    let mut world = World::build(size, cloud::sim_config()).await?;
+    let mut world = ChaosCluster::build(size, cloud::sim_config()).await?;
     let mut fleet = start_fleet(&world, binaries, 1, "info", &log_dir(logs, "soak")).await?;
     let first = await_convergence(&world, &fleet, args, "soak").await?;
     anyhow::ensure!(first.is_some(), "the soak world never converged");
@@ -94,7 +94,7 @@ pub async fn run(
     // Request-log positions: when the token was rotated, and a period later (the controllers read
     // their token file every 2 s; a period is at least 10 s).
     let (mut rotated_at, mut settled_at) = (None, None);
-    let last_seq = |world: &World| world.sim.request_log().last().map_or(0, |e| e.seq);
+    let last_seq = |world: &ChaosCluster| world.sim.request_log().last().map_or(0, |e| e.seq);
     while started.elapsed() < soak {
         tick.tick().await;
         if rotated_at.is_some() && settled_at.is_none() {

@@ -41,23 +41,23 @@ impl std::fmt::Display for Size {
 }
 
 /// A control plane, a cloud-sim and what the scenario created in them.
-pub struct World {
+pub struct ChaosCluster {
     pub plane: testenv::ControlPlane,
     pub admin: Client,
     pub sim: cloud_sim::Sim,
     pub network: u64,
-    /// Every server ever created, by Node name; [`World::remove_server`] forgets one.
+    /// Every server ever created, by Node name; [`ChaosCluster::remove_server`] forgets one.
     pub servers: BTreeMap<String, Server>,
     /// Index of the next server (`demo-<i>`, pod CIDR `10.244.<i>.0/24`).
     next: usize,
     pools: usize,
 }
 
-impl World {
+impl ChaosCluster {
     /// Starts the control plane and cloud-sim, then creates the network, `size.nodes` servers
     /// with their Nodes (Ready, uninitialized) and `size.services` Services. The sim's counters
     /// are reset afterwards, so they count what the controllers do.
-    pub async fn build(size: Size, sim: cloud_sim::SimConfig) -> anyhow::Result<World> {
+    pub async fn build(size: Size, sim: cloud_sim::SimConfig) -> anyhow::Result<ChaosCluster> {
         anyhow::ensure!(
             size.nodes < 250,
             "at most 249 nodes: pod CIDRs are 10.244.<i>.0/24"
@@ -68,7 +68,7 @@ impl World {
         let admin = plane.client().await?;
         let sim = cloud_sim::Sim::start_with(sim).await;
         let network = demo_world::network(&sim).await?;
-        let mut world = World {
+        let mut world = ChaosCluster {
             plane,
             admin,
             sim,
@@ -190,7 +190,7 @@ impl World {
         Ok(Audit::of(&nodes, &services, &inventory, &self.servers))
     }
 
-    /// Polls [`World::audit`] until `done` says yes; the time it took, or the last audit.
+    /// Polls [`ChaosCluster::audit`] until `done` says yes; the time it took, or the last audit.
     pub async fn wait_for(
         &self,
         timeout: Duration,

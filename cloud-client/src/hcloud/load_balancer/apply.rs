@@ -69,7 +69,7 @@ impl Applier {
         for op in ops {
             let req = op.to_req(lb);
             writes += 1;
-            if op.request().0.is_none() {
+            if op.action().is_none() {
                 let _: LoadBalancerResponse = self.transport.call(&req).await?;
                 continue;
             }

@@ -62,9 +62,45 @@ pub enum Op {
     AddIpTarget(String),
 }
 
+/// A load balancer action: its name, and its path template (what metrics and logs name the
+/// request by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Action {
+    pub name: &'static str,
+    pub template: &'static str,
+}
+
+macro_rules! action {
+    ($name:literal) => {
+        Some(Action {
+            name: $name,
+            template: concat!("/load_balancers/{id}/actions/", $name),
+        })
+    };
+}
+
 impl Op {
-    /// The action's name (`None`: a `PUT` of the load balancer itself) and the body.
-    pub fn request(&self) -> (Option<&'static str>, Value) {
+    /// The action this op posts; `None`: a `PUT` of the load balancer itself.
+    pub fn action(&self) -> Option<Action> {
+        match self {
+            Op::Update { .. } => None,
+            Op::ChangeDnsPtr { .. } => action!("change_dns_ptr"),
+            Op::ChangeAlgorithm(_) => action!("change_algorithm"),
+            Op::ChangeType(_) => action!("change_type"),
+            Op::DetachNetwork(_) => action!("detach_from_network"),
+            Op::AttachNetwork { .. } => action!("attach_to_network"),
+            Op::EnablePublicInterface => action!("enable_public_interface"),
+            Op::DisablePublicInterface => action!("disable_public_interface"),
+            Op::DeleteService(_) => action!("delete_service"),
+            Op::UpdateService(_) => action!("update_service"),
+            Op::AddService(_) => action!("add_service"),
+            Op::RemoveTarget(_) | Op::RemoveIpTarget(_) => action!("remove_target"),
+            Op::AddTarget { .. } | Op::AddIpTarget(_) => action!("add_target"),
+        }
+    }
+
+    /// The request's body.
+    pub fn body(&self) -> Value {
         match self {
             Op::Update { name, labels } => {
                 let mut b = json!({});
@@ -74,15 +110,12 @@ impl Op {
                 if let Some(l) = labels {
                     b["labels"] = json!(l);
                 }
-                (None, b)
+                b
             }
-            Op::ChangeDnsPtr { ip, dns_ptr } => (
-                Some("change_dns_ptr"),
-                json!({"ip": ip, "dns_ptr": dns_ptr}),
-            ),
-            Op::ChangeAlgorithm(t) => (Some("change_algorithm"), json!({"type": t.as_str()})),
-            Op::ChangeType(t) => (Some("change_type"), json!({"load_balancer_type": t})),
-            Op::DetachNetwork(n) => (Some("detach_from_network"), json!({"network": n})),
+            Op::ChangeDnsPtr { ip, dns_ptr } => json!({"ip": ip, "dns_ptr": dns_ptr}),
+            Op::ChangeAlgorithm(t) => json!({"type": t.as_str()}),
+            Op::ChangeType(t) => json!({"load_balancer_type": t}),
+            Op::DetachNetwork(n) => json!({"network": n}),
             Op::AttachNetwork {
                 network,
                 ip,
@@ -95,72 +128,36 @@ impl Op {
                 if let Some(r) = ip_range {
                     b["ip_range"] = json!(r);
                 }
-                (Some("attach_to_network"), b)
+                b
             }
-            Op::EnablePublicInterface => (Some("enable_public_interface"), json!({})),
-            Op::DisablePublicInterface => (Some("disable_public_interface"), json!({})),
-            Op::DeleteService(p) => (Some("delete_service"), json!({"listen_port": p})),
-            Op::UpdateService(s) => (
-                Some("update_service"),
-                serde_json::to_value(s).unwrap_or_default(),
-            ),
-            Op::AddService(s) => (
-                Some("add_service"),
-                serde_json::to_value(s).unwrap_or_default(),
-            ),
-            Op::RemoveTarget(id) => (
-                Some("remove_target"),
-                json!({"type": "server", "server": {"id": id}}),
-            ),
+            Op::EnablePublicInterface | Op::DisablePublicInterface => json!({}),
+            Op::DeleteService(p) => json!({"listen_port": p}),
+            Op::UpdateService(s) | Op::AddService(s) => serde_json::to_value(s).unwrap_or_default(),
+            Op::RemoveTarget(id) => json!({"type": "server", "server": {"id": id}}),
             Op::AddTarget {
                 server,
                 use_private_ip,
-            } => (
-                Some("add_target"),
-                json!({"type": "server", "server": {"id": server}, "use_private_ip": use_private_ip}),
-            ),
-            Op::RemoveIpTarget(ip) => (
-                Some("remove_target"),
-                json!({"type": "ip", "ip": {"ip": ip}}),
-            ),
-            Op::AddIpTarget(ip) => (Some("add_target"), json!({"type": "ip", "ip": {"ip": ip}})),
+            } => {
+                json!({"type": "server", "server": {"id": server}, "use_private_ip": use_private_ip})
+            }
+            Op::RemoveIpTarget(ip) | Op::AddIpTarget(ip) => json!({"type": "ip", "ip": {"ip": ip}}),
         }
     }
 
     /// The HTTP request for this op against load balancer `lb`.
     pub(crate) fn to_req(&self, lb: i64) -> Req {
-        let (action, body) = self.request();
-        match action {
+        match self.action() {
             None => Req::put(
                 "/load_balancers/{id}",
                 format!("/load_balancers/{lb}"),
-                body,
+                self.body(),
             ),
-            Some(name) => Req::post(
-                action_template(name),
-                format!("/load_balancers/{lb}/actions/{name}"),
-                body,
+            Some(action) => Req::post(
+                action.template,
+                format!("/load_balancers/{lb}/actions/{}", action.name),
+                self.body(),
             ),
         }
-    }
-}
-
-/// Metrics and logs name requests by path template, which must be `'static`.
-fn action_template(name: &str) -> &'static str {
-    match name {
-        "add_target" => "/load_balancers/{id}/actions/add_target",
-        "remove_target" => "/load_balancers/{id}/actions/remove_target",
-        "add_service" => "/load_balancers/{id}/actions/add_service",
-        "update_service" => "/load_balancers/{id}/actions/update_service",
-        "delete_service" => "/load_balancers/{id}/actions/delete_service",
-        "attach_to_network" => "/load_balancers/{id}/actions/attach_to_network",
-        "detach_from_network" => "/load_balancers/{id}/actions/detach_from_network",
-        "change_type" => "/load_balancers/{id}/actions/change_type",
-        "change_algorithm" => "/load_balancers/{id}/actions/change_algorithm",
-        "enable_public_interface" => "/load_balancers/{id}/actions/enable_public_interface",
-        "disable_public_interface" => "/load_balancers/{id}/actions/disable_public_interface",
-        "change_dns_ptr" => "/load_balancers/{id}/actions/change_dns_ptr",
-        _ => "/load_balancers/{id}/actions/{action}",
     }
 }
 

@@ -806,7 +806,9 @@ mod tests {
     }
 
     fn names(ops: &[Op]) -> Vec<&'static str> {
-        ops.iter().map(|o| o.request().0.unwrap_or("PUT")).collect()
+        ops.iter()
+            .map(|o| o.action().map_or("PUT", |a| a.name))
+            .collect()
     }
 
     #[test]
@@ -914,13 +916,10 @@ mod tests {
                 )]))
             }]
         );
-        assert_eq!(
-            ops[0].request().1,
-            json!({"labels": {SERVICE_UID_LABEL: "u-1"}})
-        );
+        assert_eq!(ops[0].body(), json!({"labels": {SERVICE_UID_LABEL: "u-1"}}));
         let named = spec_of(&svc(&[(a::NAME, "new-name")]));
         let (ops, _) = plan(&lb, &named, &input(&d, &t));
-        assert_eq!(ops[0].request().1, json!({"name": "new-name"}));
+        assert_eq!(ops[0].body(), json!({"name": "new-name"}));
     }
 
     #[test]
