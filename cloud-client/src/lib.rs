@@ -10,7 +10,7 @@
 //! - [`credentials`]: an API token, rotated from its file while running.
 //! - [`shadow`]: shadow mode's planned writes (`--dry-run`).
 //! - [`registry`]: providers by name (`--cloud-provider`), each declaring and checking its own
-//!   settings.
+//!   settings; [`providers`] lists the built-in ones.
 //! - [`values`], [`label_selector`]: the value parsers and the label-selector grammar settings and
 //!   annotations share.
 //! - `http`: the HTTP client builder every API client uses.
@@ -42,6 +42,7 @@ pub mod hcloud;
 pub(crate) mod http;
 pub mod label_selector;
 pub mod provider;
+pub mod providers;
 pub mod registry;
 pub mod robot;
 pub mod secret;

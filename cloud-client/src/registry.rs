@@ -4,8 +4,8 @@
 //! parses and checks them ([`Provider::configure`]), and builds the [`Cloud`] the controllers use.
 //! The controllers and their kit never name a provider's variables.
 //!
-//! A [`Registry`] is a plain value: the binaries use [`Registry::builtin`], tests register
-//! providers of their own next to it.
+//! A [`Registry`] is a plain value: the binaries use [`crate::providers::builtin`], tests
+//! register providers of their own next to it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -166,11 +166,11 @@ impl fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// The providers this crate ships; the first is the default `--cloud-provider`.
-    pub fn builtin() -> Self {
-        Self {
-            providers: vec![Arc::new(crate::hcloud::HcloudFactory)],
-        }
+    /// A registry of `providers`; the first is the default `--cloud-provider`. The binaries use
+    /// [`crate::providers::builtin`].
+    pub fn new(providers: Vec<Arc<dyn Provider>>) -> Self {
+        assert!(!providers.is_empty(), "a registry needs a provider");
+        Self { providers }
     }
 
     /// Adds (or replaces) a provider under its name.
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn the_selection_names_what_is_known() {
-        let r = Registry::builtin();
+        let r = crate::providers::builtin();
         assert_eq!(r.select(None).unwrap().name(), "hcloud");
         assert_eq!(r.select(Some("hcloud")).unwrap().name(), "hcloud");
         assert_eq!(

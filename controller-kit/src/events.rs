@@ -6,6 +6,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
+use crate::metrics::KitMetrics;
+
 /// Publishes Events as one component (e.g. `cloud-node-controller`).
 ///
 /// Warnings go through kube's [`Recorder`], whose per-process cache turns repeats into an event
@@ -153,5 +155,19 @@ impl Events {
         if let Err(e) = self.recorder.publish(&ev, reference).await {
             tracing::warn!(error = %e, reason, object = ?reference.name, "failed to publish event");
         }
+    }
+}
+
+/// Where a controller's reconciler reports: its Event publisher and the kit's metrics (a
+/// [`crate::Context`]'s, or a test's own).
+#[derive(Clone)]
+pub struct Reporters {
+    pub events: Events,
+    pub kit: KitMetrics,
+}
+
+impl std::fmt::Debug for Reporters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reporters").finish_non_exhaustive()
     }
 }

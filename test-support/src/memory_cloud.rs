@@ -779,7 +779,7 @@ mod tests {
         };
         let memory = MemoryCloud::new();
         memory.add_server(Server::new("node-a"));
-        let mut registry = cloud_client::registry::Registry::builtin();
+        let mut registry = cloud_client::providers::builtin();
         registry.register(Arc::new(MemoryProvider(memory.clone())));
         assert_eq!(registry.names(), ["hcloud", "memory"]);
 

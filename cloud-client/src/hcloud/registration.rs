@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{HcloudConfig, HcloudProvider, PROVIDER_NAME};
+use super::cloud::{HcloudProvider, PROVIDER_NAME};
+use super::config::HcloudConfig;
 use crate::error::CloudError;
 use crate::provider::{Capability, Cloud};
 use crate::registry::{KitSetting, Provider, ProviderConfig, Setting, SettingValues, Uses};

@@ -34,7 +34,7 @@ impl CloudArgs {
     /// What keeps the selected built-in provider from offering `capability` with these settings
     /// (e.g. routes without a network), for a controller to add to its problems.
     pub fn requirements(&self, capability: Capability) -> Vec<String> {
-        match self.provider(&Registry::builtin()) {
+        match self.provider(&cloud_client::providers::builtin()) {
             Ok(provider) => provider.requirements(capability, &self.settings.values),
             // The selection's own problem is reported once, by the common validation.
             Err(_) => Vec::new(),
@@ -67,7 +67,7 @@ pub struct ProviderSettings {
 
 impl Args for ProviderSettings {
     fn augment_args(mut cmd: Command) -> Command {
-        for setting in Registry::builtin().settings() {
+        for setting in cloud_client::providers::builtin().settings() {
             let arg = Arg::new(setting.env)
                 .long(setting.flag())
                 .env(setting.env)
@@ -91,7 +91,7 @@ impl Args for ProviderSettings {
 impl FromArgMatches for ProviderSettings {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
         let mut values = SettingValues::from_env();
-        for setting in Registry::builtin().settings() {
+        for setting in cloud_client::providers::builtin().settings() {
             if setting.secret {
                 values.give_secret(setting.env, matches.get_one::<Secret>(setting.env).cloned());
             } else {

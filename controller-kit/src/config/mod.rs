@@ -127,7 +127,7 @@ impl CommonArgs {
         need_cloud: bool,
         p: &mut Problems,
     ) -> Result<Config, ConfigError> {
-        self.validate_with(&Registry::builtin(), info, need_cloud, p)
+        self.validate_with(&cloud_client::providers::builtin(), info, need_cloud, p)
     }
 
     /// [`CommonArgs::validate_into`] with the providers of `registry` (tests register their own).
