@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-use crate::Secret;
+use crate::secret::Secret;
 
 /// The current token, the cloud's verdict on it, and every token seen (for redaction).
 pub struct Credentials {

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::Secret;
 use crate::error::CloudError;
 use crate::provider::{Capability, Cloud};
+use crate::secret::Secret;
 use crate::shadow::PlannedWrites;
 
 /// One setting of a provider: an environment variable (the name users know, e.g. HCCM's

@@ -17,13 +17,14 @@ use tokio_util::sync::CancellationToken;
 use crate::admin::{self, Readiness};
 use crate::config::{CommonArgs, Config, ConfigError, MetricsServing, Problems};
 use crate::events::Events;
+use crate::info::ControllerInfo;
 use crate::leader::LeaderGate;
 use crate::metrics::{
     CloudStatsCollector, CredentialsCollector, KitMetrics, KubeApiMetrics, PlanCollector,
     Registries,
 };
+use crate::telemetry;
 use crate::upstream_metrics::{HcloudApiCollector, ProcessCollector};
-use crate::{ControllerInfo, telemetry};
 
 /// What a controller gets when it starts (after winning the Lease).
 #[derive(Clone)]
@@ -44,8 +45,8 @@ pub struct Context {
 
 impl Context {
     /// The Event publisher and kit metrics, for a reconciler.
-    pub fn reporters(&self) -> crate::Reporters {
-        crate::Reporters {
+    pub fn reporters(&self) -> crate::events::Reporters {
+        crate::events::Reporters {
             events: self.events.clone(),
             kit: self.metrics.clone(),
         }
@@ -412,7 +413,7 @@ where
     Fut: Future<Output = Result<(), RunError>>,
 {
     crate::allocator::tune();
-    crate::install_crypto_provider();
+    crate::crypto::install_crypto_provider();
     let mut problems = Problems::default();
     let config = common.validate_into(info, true, &mut problems);
     let extra = extra(&mut problems);

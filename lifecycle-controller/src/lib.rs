@@ -17,7 +17,7 @@ use clap::Args;
 use cloud_client::label_selector::LabelSelector;
 use cloud_client::{Cloud, Instances};
 use controller_kit::watch::slimmed;
-use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
+use controller_kit::{CommonArgs, Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
 use kube::Api;
@@ -43,7 +43,7 @@ pub struct LifecycleArgs {
     /// Nodes matching this label selector are never tainted or deleted (hybrid clusters).
     #[arg(long, env = "LIFECYCLE_EXCLUDE_NODES_SELECTOR", default_value = "")]
     pub exclude_nodes_selector: String,
-    /// Comma-separated providerID prefixes (e.g. HCCM's for Cloud servers); when set, only nodes whose providerID
+    /// Comma-separated providerID prefixes (e.g. the provider's for its servers); when set, only nodes whose providerID
     /// starts with one of them are managed (nodes without providerID are left alone).
     #[arg(long, env = "LIFECYCLE_PROVIDER_ID_PREFIXES", default_value = "")]
     pub provider_id_prefixes: String,
@@ -73,7 +73,7 @@ impl Default for Settings {
 
 impl LifecycleArgs {
     /// Validates into the shared problem list.
-    pub fn validate(&self, p: &mut Problems) -> Settings {
+    pub fn validate(&self, common: &CommonArgs, p: &mut Problems) -> Settings {
         let monitor_period = p.positive_duration(
             "--node-monitor-period",
             &self.node_monitor_period,
@@ -96,7 +96,8 @@ impl LifecycleArgs {
         for pre in &provider_id_prefixes {
             if !pre.contains("://") {
                 p.push(format!(
-                    "--provider-id-prefixes: {pre:?} is not a providerID prefix (a scheme and ://, as the Nodes' spec.providerID starts)"
+                    "--provider-id-prefixes: {pre:?} is not a providerID prefix (e.g. {})",
+                    common.cloud.provider_id_example()
                 ));
             }
         }

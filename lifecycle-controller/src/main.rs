@@ -18,10 +18,11 @@ struct Args {
 fn main() -> ExitCode {
     let args: Args = controller_kit::cli::parse();
     let lifecycle = args.lifecycle;
+    let common = args.common.clone();
     controller_kit::runtime::main(
         &lifecycle_controller::INFO,
         args.common,
-        |p| lifecycle.validate(p),
+        |p| lifecycle.validate(&common, p),
         |rt, settings| async move {
             let cloud = controller_kit::cloud::build(rt.config()).await?;
             lifecycle_controller::start(rt, cloud, settings).await

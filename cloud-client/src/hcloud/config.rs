@@ -14,7 +14,7 @@ pub const DEFAULT_ENDPOINT: &str = "https://api.hetzner.cloud/v1";
 pub const DEFAULT_TOKEN_FILE_POLL: Duration = Duration::from_secs(2);
 
 /// The API token (`HCLOUD_TOKEN`).
-pub type Token = crate::Secret;
+pub type Token = crate::secret::Secret;
 
 /// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::Secret;
+use crate::secret::Secret;
 use crate::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
 
 /// The Robot webservice's address (ours: HCCM's client has it built in).

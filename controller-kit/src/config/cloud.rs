@@ -10,7 +10,7 @@ use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 use cloud_client::registry::{Provider, ProviderConfig, Registry, SettingValues, Uses};
 use cloud_client::{Capability, Secret};
 
-use super::Problems;
+use super::problems::Problems;
 
 /// `--cloud-provider` and the providers' settings.
 #[derive(Args, Debug, Clone, Default)]
@@ -39,6 +39,13 @@ impl CloudArgs {
             // The selection's own problem is reported once, by the common validation.
             Err(_) => Vec::new(),
         }
+    }
+
+    /// A providerID prefix of the selected built-in provider, for messages (e.g. `hcloud://`).
+    pub fn provider_id_example(&self) -> &'static str {
+        self.provider(&cloud_client::providers::builtin())
+            .map(|provider| provider.provider_id_example())
+            .unwrap_or("<provider>://")
     }
 
     /// The selected provider's checked settings; their problems go to `p`.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::Problems;
+use super::problems::Problems;
 
 /// The Kubernetes API flags.
 #[derive(Args, Debug, Clone, Default)]

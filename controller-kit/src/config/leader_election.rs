@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args};
 
-use super::Problems;
-use crate::ControllerInfo;
+use super::problems::Problems;
+use crate::info::ControllerInfo;
 
 /// Upstream's leader-election flags.
 #[derive(Args, Debug, Clone)]

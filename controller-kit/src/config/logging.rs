@@ -3,7 +3,7 @@
 
 use clap::{Args, ValueEnum};
 
-use super::Problems;
+use super::problems::Problems;
 
 /// Log output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Default)]

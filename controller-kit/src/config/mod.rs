@@ -35,8 +35,8 @@ pub use problems::{ConfigError, Problems};
 pub use serving::{MetricsServing, ServingArgs};
 pub use upstream::{UpstreamArgs, controller_enabled};
 
-use crate::ControllerInfo;
 use crate::cli::Why;
+use crate::info::ControllerInfo;
 
 /// Flags and environment variables every controller binary accepts.
 ///

@@ -8,9 +8,9 @@ use std::net::SocketAddr;
 use clap::Args;
 use cloud_client::registry::{KitSetting, Provider, SettingValues};
 
-use super::Problems;
+use super::problems::Problems;
 use super::problems::parse_listen_address;
-use crate::ControllerInfo;
+use crate::info::ControllerInfo;
 
 /// The admin server's flag.
 #[derive(Args, Debug, Clone, Default)]

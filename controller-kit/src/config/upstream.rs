@@ -5,9 +5,9 @@
 
 use clap::Args;
 
-use super::Problems;
-use crate::ControllerInfo;
+use super::problems::Problems;
 use crate::cli::Why;
+use crate::info::ControllerInfo;
 
 /// The upstream flags every binary reads.
 #[derive(Args, Debug, Clone)]
