@@ -14,6 +14,7 @@
 //! ```
 
 mod binaries;
+pub mod cluster;
 mod control_plane;
 mod error;
 pub mod kubelet;
