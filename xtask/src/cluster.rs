@@ -1,0 +1,85 @@
+//! `cargo xtask cluster up|down|env`: a real one-node Kubernetes cluster on this machine (see
+//! `testenv::cluster` and docs/real-cluster.md).
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use testenv::cluster::{self, Layout};
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build what is missing, start the cluster (cleaning up an earlier one's leftovers first),
+    /// and print the `export` lines. Needs root.
+    Up,
+    /// Stop every process of the cluster and undo its changes to the host.
+    Down,
+    /// Print the `export KUBECONFIG=…` (and PATH, for kubectl) lines of the running cluster.
+    Env,
+}
+
+fn export_lines(layout: &Layout) -> String {
+    format!(
+        "export KUBECONFIG={}\nexport PATH={}:$PATH",
+        layout.kubeconfig().display(),
+        layout.bin().display()
+    )
+}
+
+pub fn run(cmd: Command) -> anyhow::Result<ExitCode> {
+    let layout = Layout::default();
+    match cmd {
+        Command::Up => {
+            let started = Instant::now();
+            let runtime = tokio::runtime::Runtime::new()?;
+            let cluster = runtime
+                .block_on(cluster::up())
+                .context("starting the cluster")?;
+            eprintln!(
+                "\ncluster: node {} ({}) Ready, podCIDR {}, apiserver {}, in {:.1?}:",
+                cluster.node,
+                cluster.node_ip,
+                cluster.pod_cidr,
+                cluster.apiserver_url(),
+                started.elapsed()
+            );
+            for step in &cluster.steps {
+                eprintln!("  {:>7.1?}  {}", step.took, step.name);
+            }
+            eprintln!(
+                "files and logs in {}; images: {} and {} (registry {})\n\
+                 stop it with: cargo xtask cluster down",
+                layout.root().display(),
+                cluster::PAUSE_IMAGE,
+                cluster::HELLO_IMAGE,
+                cluster::REGISTRY,
+            );
+            println!("{}", export_lines(&layout));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Down => {
+            let started = Instant::now();
+            let log = cluster::down().context("stopping the cluster")?;
+            if log.is_empty() {
+                eprintln!("no cluster was running and nothing was left behind");
+            } else {
+                for line in &log {
+                    eprintln!("  {line}");
+                }
+                eprintln!("cluster down in {:.1?}", started.elapsed());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Env => match cluster::status() {
+            Some(state) if state.running() => {
+                println!("{}", export_lines(&layout));
+                Ok(ExitCode::SUCCESS)
+            }
+            _ => {
+                eprintln!("no cluster is running; start one with: cargo xtask cluster up");
+                Ok(ExitCode::FAILURE)
+            }
+        },
+    }
+}
