@@ -296,6 +296,48 @@ pub async fn up_in(l: &Layout, quiet: bool) -> Result<Cluster> {
     let (cp, nb) = t.time("found or built the binaries", || {
         Ok((binaries::ensure()?, binaries::ensure_cluster()?))
     })?;
+    check_ports()?;
+    match start(l, t, nb, cp).await {
+        Ok(cluster) => Ok(cluster),
+        Err(e) => {
+            // Leave the host clean; the logs stay in the state directory.
+            let _ = down_in(l);
+            Err(e)
+        }
+    }
+}
+
+/// The fixed ports the cluster listens on, by what listens there.
+const PORTS: [(u16, &str); 10] = [
+    (APISERVER_PORT, "kube-apiserver"),
+    (ETCD_PORT, "etcd"),
+    (ETCD_PEER_PORT, "etcd (peers)"),
+    (REGISTRY_PORT, "the registry"),
+    (10248, "kubelet (healthz)"),
+    (10249, "kube-proxy (metrics)"),
+    (10250, "kubelet"),
+    (10256, "kube-proxy (healthz)"),
+    (10257, "kube-controller-manager"),
+    (10259, "kube-scheduler"),
+];
+
+/// Fails early, naming the port, when something else listens on one of [`PORTS`].
+fn check_ports() -> Result<()> {
+    for (port, what) in PORTS {
+        if std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).is_err() {
+            return Err(cluster_error(
+                "checking ports",
+                format!(
+                    "port {port} (for {what}) is in use; is another cluster running? \
+                     (`cargo xtask cluster down`, or `ss -ltnp 'sport = :{port}'`)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn start(l: &Layout, mut t: Timer, nb: ClusterBinaries, cp: Binaries) -> Result<Cluster> {
     t.time("prepared the state directory", || prepare_dir(l))?;
 
     let node = node_name();
