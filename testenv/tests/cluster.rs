@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
-use testenv::cluster::{self, Cluster, Layout, host};
+use testenv::cluster::{self, Cluster, Layout, UpOptions, host};
 
 fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt as _;
@@ -72,6 +72,19 @@ fn http_get(ip: &str, port: u16) -> Option<String> {
 }
 
 /// Creates pod `default/hello` and returns its IP once it runs.
+fn http_get_with(addr: &str, path: &str, token: &str) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
 async fn start_hello(c: &Cluster) -> String {
     let admin = c.client().await.unwrap();
     // The scheduler places it: it tolerates the taint the cloud controller would remove.
@@ -181,8 +194,26 @@ fn up_down_leaves_the_host_as_it_was_and_up_works_again() {
     let before = host::snapshot();
     let runtime = tokio::runtime::Runtime::new().unwrap();
 
-    let c = runtime.block_on(cluster::up_in(&l, false)).unwrap();
+    // TESTENV_CLOUD_SIM: a cloud-sim binary (target/debug/cloud-sim) to start with the cluster.
+    let options = UpOptions {
+        quiet: false,
+        cloud_sim: std::env::var_os("TESTENV_CLOUD_SIM").map(Into::into),
+    };
+    let c = runtime.block_on(cluster::up_in(&l, &options)).unwrap();
     runtime.block_on(node_and_pod_checks(&c));
+    if let Some(sim) = &c.cloud_sim {
+        let server = http_get_with(
+            &format!("127.0.0.1:{}", cluster::CLOUD_SIM_PORT),
+            &format!("/v1/servers/{}", sim.server_id),
+            &sim.token,
+        )
+        .expect("cloud-sim answers");
+        let expected = format!("\"ip\":\"{}\"", c.node_ip);
+        assert!(
+            server.contains(&format!("\"name\":\"{}\"", c.node)) && server.contains(&expected),
+            "the node's server in cloud-sim: {server}"
+        );
+    }
     eprintln!("{}", cluster::down_in(&l).unwrap().join("\n"));
     let after = host::snapshot();
     assert!(
@@ -192,10 +223,10 @@ fn up_down_leaves_the_host_as_it_was_and_up_works_again() {
     );
 
     // Up again after down, a pod, then a kill -9 of every process (the pod's go on), then up again.
-    let c = runtime.block_on(cluster::up_in(&l, false)).unwrap();
+    let c = runtime.block_on(cluster::up_in(&l, &options)).unwrap();
     runtime.block_on(start_hello(&c));
     kill_everything(&l);
-    let c = runtime.block_on(cluster::up_in(&l, false)).unwrap();
+    let c = runtime.block_on(cluster::up_in(&l, &options)).unwrap();
     assert!(
         c.steps.iter().any(|s| s.name.contains("leftovers")),
         "up did not clean up after the kill: {:?}",

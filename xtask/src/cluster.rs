@@ -10,31 +10,55 @@ use testenv::cluster::{self, Layout};
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Build what is missing, start the cluster (cleaning up an earlier one's leftovers first),
-    /// and print the `export` lines. Needs root.
-    Up,
+    /// Build what is missing, start the cluster (cleaning up an earlier one's leftovers first)
+    /// and cloud-sim with a server for the node, and print the `export` lines. Needs root.
+    Up {
+        /// Without cloud-sim.
+        #[arg(long)]
+        no_cloud_sim: bool,
+    },
     /// Stop every process of the cluster and undo its changes to the host.
     Down,
-    /// Print the `export KUBECONFIG=…` (and PATH, for kubectl) lines of the running cluster.
+    /// Print the `export KUBECONFIG=…` (PATH, for kubectl; HCLOUD_ENDPOINT and HCLOUD_TOKEN of
+    /// cloud-sim) lines of the running cluster.
     Env,
 }
 
-fn export_lines(layout: &Layout) -> String {
-    format!(
+fn export_lines(layout: &Layout, sim: Option<&cluster::CloudSim>) -> String {
+    let mut lines = format!(
         "export KUBECONFIG={}\nexport PATH={}:$PATH",
         layout.kubeconfig().display(),
         layout.bin().display()
-    )
+    );
+    if let Some(sim) = sim {
+        lines.push_str(&format!(
+            "\nexport HCLOUD_ENDPOINT={}\nexport HCLOUD_TOKEN={}",
+            sim.endpoint, sim.token
+        ));
+    }
+    lines
 }
 
 pub fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     let layout = Layout::default();
     match cmd {
-        Command::Up => {
+        Command::Up { no_cloud_sim } => {
             let started = Instant::now();
+            let cloud_sim = if no_cloud_sim {
+                None
+            } else {
+                let built = Instant::now();
+                let path = crate::build::build_controllers(&["cloud-sim"], "dev", true)?.remove(0);
+                eprintln!("cluster: built cloud-sim (cargo) ({:.1?})", built.elapsed());
+                Some(path)
+            };
             let runtime = tokio::runtime::Runtime::new()?;
+            let options = cluster::UpOptions {
+                quiet: false,
+                cloud_sim,
+            };
             let cluster = runtime
-                .block_on(cluster::up())
+                .block_on(cluster::up(&options))
                 .context("starting the cluster")?;
             eprintln!(
                 "\ncluster: node {} ({}) Ready, podCIDR {}, apiserver {}, in {:.1?}:",
@@ -55,7 +79,13 @@ pub fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 cluster::HELLO_IMAGE,
                 cluster::REGISTRY,
             );
-            println!("{}", export_lines(&layout));
+            if let Some(sim) = &cluster.cloud_sim {
+                eprintln!(
+                    "cloud-sim at {} holds server {} (id {}) with public IPv4 {}",
+                    sim.endpoint, cluster.node, sim.server_id, cluster.node_ip
+                );
+            }
+            println!("{}", export_lines(&layout, cluster.cloud_sim.as_ref()));
             Ok(ExitCode::SUCCESS)
         }
         Command::Down => {
@@ -73,7 +103,7 @@ pub fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Env => match cluster::status() {
             Some(state) if state.running() => {
-                println!("{}", export_lines(&layout));
+                println!("{}", export_lines(&layout, state.cloud_sim.as_ref()));
                 Ok(ExitCode::SUCCESS)
             }
             _ => {

@@ -43,6 +43,8 @@ pub const CLUSTER_DNS: &str = "10.96.0.10";
 pub const REGISTRY: &str = "localhost:5001";
 const REGISTRY_PORT: u16 = 5001;
 pub const APISERVER_PORT: u16 = 6443;
+/// cloud-sim, when `up` starts it: `http://127.0.0.1:8780/v1`.
+pub const CLOUD_SIM_PORT: u16 = 8780;
 const ETCD_PORT: u16 = 12379;
 const ETCD_PEER_PORT: u16 = 12380;
 /// The pod network's bridge and CNI network name.
@@ -141,6 +143,8 @@ pub struct State {
     pub tables_before: Vec<String>,
     /// In start order.
     pub processes: Vec<RecordedProcess>,
+    #[serde(default)]
+    pub cloud_sim: Option<CloudSim>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -193,6 +197,7 @@ pub struct Cluster {
     pub pod_cidr: String,
     pub steps: Vec<Step>,
     pub binaries: ClusterBinaries,
+    pub cloud_sim: Option<CloudSim>,
 }
 
 impl Cluster {
@@ -251,11 +256,32 @@ fn cluster_error(step: &str, message: impl Into<String>) -> Error {
 
 /// Starts the cluster in the default state directory (see the module docs). Needs root. Cleans up
 /// the leftovers of an earlier cluster first; fails when one is running (`down` it first).
-pub async fn up() -> Result<Cluster> {
-    up_in(&Layout::default(), false).await
+pub async fn up(options: &UpOptions) -> Result<Cluster> {
+    up_in(&Layout::default(), options).await
 }
 
-pub async fn up_in(l: &Layout, quiet: bool) -> Result<Cluster> {
+/// What `up` starts besides the cluster itself.
+#[derive(Debug, Clone, Default)]
+pub struct UpOptions {
+    /// No progress lines on stderr.
+    pub quiet: bool,
+    /// A cloud-sim binary: started next to the cluster, holding a server named like the node
+    /// whose public IPv4 is the node's address (see [`CloudSim`]).
+    pub cloud_sim: Option<PathBuf>,
+}
+
+/// The cloud-sim `up` started: where it answers, its token, and the node's server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CloudSim {
+    /// `HCLOUD_ENDPOINT`.
+    pub endpoint: String,
+    /// `HCLOUD_TOKEN`.
+    pub token: String,
+    pub server_id: u64,
+}
+
+pub async fn up_in(l: &Layout, options: &UpOptions) -> Result<Cluster> {
+    let quiet = options.quiet;
     let mut t = Timer {
         steps: Vec::new(),
         quiet,
@@ -297,7 +323,7 @@ pub async fn up_in(l: &Layout, quiet: bool) -> Result<Cluster> {
         Ok((binaries::ensure()?, binaries::ensure_cluster()?))
     })?;
     check_ports()?;
-    match start(l, t, nb, cp).await {
+    match start(l, t, nb, cp, options).await {
         Ok(cluster) => Ok(cluster),
         Err(e) => {
             // Leave the host clean; the logs stay in the state directory.
@@ -308,7 +334,8 @@ pub async fn up_in(l: &Layout, quiet: bool) -> Result<Cluster> {
 }
 
 /// The fixed ports the cluster listens on, by what listens there.
-const PORTS: [(u16, &str); 10] = [
+const PORTS: [(u16, &str); 11] = [
+    (CLOUD_SIM_PORT, "cloud-sim"),
     (APISERVER_PORT, "kube-apiserver"),
     (ETCD_PORT, "etcd"),
     (ETCD_PEER_PORT, "etcd (peers)"),
@@ -337,7 +364,13 @@ fn check_ports() -> Result<()> {
     Ok(())
 }
 
-async fn start(l: &Layout, mut t: Timer, nb: ClusterBinaries, cp: Binaries) -> Result<Cluster> {
+async fn start(
+    l: &Layout,
+    mut t: Timer,
+    nb: ClusterBinaries,
+    cp: Binaries,
+    options: &UpOptions,
+) -> Result<Cluster> {
     t.time("prepared the state directory", || prepare_dir(l))?;
 
     let node = node_name();
@@ -350,6 +383,7 @@ async fn start(l: &Layout, mut t: Timer, nb: ClusterBinaries, cp: Binaries) -> R
         absent_paths: host::absent_host_paths(),
         tables_before: host::iptables_tables(),
         processes: Vec::new(),
+        cloud_sim: None,
     };
     state.write(l)?;
     let mut procs = Procs {
@@ -402,6 +436,24 @@ async fn start(l: &Layout, mut t: Timer, nb: ClusterBinaries, cp: Binaries) -> R
         started,
     );
 
+    let cloud_sim = match &options.cloud_sim {
+        Some(binary) => {
+            let started = Instant::now();
+            let sim = start_cloud_sim(&mut procs, binary, &node, &node_ip).await?;
+            procs.state.cloud_sim = Some(sim.clone());
+            procs.state.write(l)?;
+            t.done(
+                &format!(
+                    "started cloud-sim with server {node} ({node_ip}, id {})",
+                    sim.server_id
+                ),
+                started,
+            );
+            Some(sim)
+        }
+        None => None,
+    };
+
     Ok(Cluster {
         layout: l.clone(),
         node,
@@ -409,7 +461,99 @@ async fn start(l: &Layout, mut t: Timer, nb: ClusterBinaries, cp: Binaries) -> R
         pod_cidr,
         steps: t.steps,
         binaries: nb,
+        cloud_sim,
     })
+}
+
+/// cloud-sim on [`CLOUD_SIM_PORT`] with a fresh token, its world kept in the state directory, and
+/// the node's server: named like the node, its public IPv4 the node's address (what kubelet
+/// serves on), so node-controller writes addresses that work.
+async fn start_cloud_sim(
+    procs: &mut Procs,
+    binary: &Path,
+    node: &str,
+    node_ip: &str,
+) -> Result<CloudSim> {
+    let dir = procs.layout.root().join("cloud-sim");
+    std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+    // A copy: a rebuild of the original must not change what runs, and `down` finds it by path.
+    let copy = procs.layout.bin().join("cloud-sim");
+    std::fs::copy(binary, &copy).map_err(Error::io(format!("copying {}", binary.display())))?;
+    let token = random_token()?;
+    procs.spawn(
+        "cloud-sim",
+        &copy,
+        &[
+            format!("--listen=127.0.0.1:{CLOUD_SIM_PORT}"),
+            format!("--state={}", dir.join("world.json").display()),
+            format!("--token={token}"),
+        ],
+        &[],
+    )?;
+    procs
+        .wait("cloud-sim to answer", || async {
+            http_request("GET", CLOUD_SIM_PORT, "/_sim/health", None)
+                .filter(|(status, _)| *status == 200)
+                .map(|_| ())
+        })
+        .await?;
+    let body = serde_json::json!({
+        "count": 1, "prefix": node, "name": node, "public_ipv4": node_ip,
+        "server_type": "cx22", "location": "fsn1", "image": "debian-12",
+    });
+    let (status, answer) = http_request("POST", CLOUD_SIM_PORT, "/_sim/batch/servers", Some(&body))
+        .ok_or_else(|| cluster_error("creating the node's server", "no answer"))?;
+    let server_id = serde_json::from_str::<serde_json::Value>(&answer)
+        .ok()
+        .and_then(|v| v["servers"][0].as_u64())
+        .filter(|_| status == 201)
+        .ok_or_else(|| {
+            cluster_error(
+                "creating the node's server in cloud-sim",
+                format!("{status}: {answer}"),
+            )
+        })?;
+    Ok(CloudSim {
+        endpoint: format!("http://127.0.0.1:{CLOUD_SIM_PORT}/v1"),
+        token,
+        server_id,
+    })
+}
+
+/// 64 hex characters from the kernel's random source (cloud-sim wants 64 characters).
+fn random_token() -> Result<String> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(Error::io("reading /dev/urandom"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A plain HTTP/1.0 request to 127.0.0.1:`port`; (status, body).
+fn http_request(
+    method: &str,
+    port: u16,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> Option<(u16, String)> {
+    use std::io::{Read as _, Write as _};
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).ok()?;
+    let status = answer.split_whitespace().nth(1)?.parse().ok()?;
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((status, body))
 }
 
 /// The processes `up` started, recorded in the state file as they start.
@@ -1084,11 +1228,22 @@ pub fn down_in(l: &Layout) -> Result<Vec<String>> {
     );
     host::remove_kubepods_cgroups(&mut log);
     stop(
-        &["containerd", "registry", "kube-apiserver", "etcd"],
+        &[
+            "cloud-sim",
+            "containerd",
+            "registry",
+            "kube-apiserver",
+            "etcd",
+        ],
         &mut log,
     );
-    // containerd's shims outlive it; after a crash, anything `up` started without recording it.
-    for (pid, cmdline) in host::stray_processes(&binaries::cache_dir(), l.root()) {
+    // containerd's shims outlive it; after a crash, anything `up` started without recording it
+    // (cloud-sim runs from a copy in bin/).
+    let strays: Vec<(u32, String)> = [binaries::cache_dir(), l.bin()]
+        .iter()
+        .flat_map(|root| host::stray_processes(root, l.root()))
+        .collect();
+    for (pid, cmdline) in strays {
         host::stop_pid(pid, Duration::from_secs(2));
         log.push(format!(
             "stopped stray process {pid}: {}",
