@@ -203,7 +203,7 @@ fn up_down_leaves_the_host_as_it_was_and_up_works_again() {
     runtime.block_on(node_and_pod_checks(&c));
     if let Some(sim) = &c.cloud_sim {
         let server = http_get_with(
-            &format!("127.0.0.1:{}", cluster::CLOUD_SIM_PORT),
+            &format!("{}:{}", c.node_ip, cluster::CLOUD_SIM_PORT),
             &format!("/v1/servers/{}", sim.server_id),
             &sim.token,
         )

@@ -43,7 +43,8 @@ pub const CLUSTER_DNS: &str = "10.96.0.10";
 pub const REGISTRY: &str = "localhost:5001";
 const REGISTRY_PORT: u16 = 5001;
 pub const APISERVER_PORT: u16 = 6443;
-/// cloud-sim, when `up` starts it: `http://127.0.0.1:8780/v1`.
+/// cloud-sim, when `up` starts it: `http://<node IP>:8780/v1`, so pods reach it (see
+/// [`start_cloud_sim`]).
 pub const CLOUD_SIM_PORT: u16 = 8780;
 const ETCD_PORT: u16 = 12379;
 const ETCD_PEER_PORT: u16 = 12380;
@@ -468,6 +469,12 @@ async fn start(
 /// cloud-sim on [`CLOUD_SIM_PORT`] with a fresh token, its world kept in the state directory, and
 /// the node's server: named like the node, its public IPv4 the node's address (what kubelet
 /// serves on), so node-controller writes addresses that work.
+///
+/// It listens on the node's IP, not on 127.0.0.1: pods on the pod network reach that address
+/// through the bridge (their gateway is the host), hostNetwork pods and the host itself reach it
+/// directly, so the chart's controllers run in pods against this cloud-sim outside the cluster.
+/// The price: whoever reaches the node's IP reaches cloud-sim (its API wants the token, its
+/// `/_sim` control endpoints do not).
 async fn start_cloud_sim(
     procs: &mut Procs,
     binary: &Path,
@@ -484,7 +491,7 @@ async fn start_cloud_sim(
         "cloud-sim",
         &copy,
         &[
-            format!("--listen=127.0.0.1:{CLOUD_SIM_PORT}"),
+            format!("--listen={node_ip}:{CLOUD_SIM_PORT}"),
             format!("--state={}", dir.join("world.json").display()),
             format!("--token={token}"),
         ],
@@ -492,7 +499,7 @@ async fn start_cloud_sim(
     )?;
     procs
         .wait("cloud-sim to answer", || async {
-            http_request("GET", CLOUD_SIM_PORT, "/_sim/health", None)
+            http_request("GET", node_ip, CLOUD_SIM_PORT, "/_sim/health", None)
                 .filter(|(status, _)| *status == 200)
                 .map(|_| ())
         })
@@ -501,8 +508,14 @@ async fn start_cloud_sim(
         "count": 1, "prefix": node, "name": node, "public_ipv4": node_ip,
         "server_type": "cx22", "location": "fsn1", "image": "debian-12",
     });
-    let (status, answer) = http_request("POST", CLOUD_SIM_PORT, "/_sim/batch/servers", Some(&body))
-        .ok_or_else(|| cluster_error("creating the node's server", "no answer"))?;
+    let (status, answer) = http_request(
+        "POST",
+        node_ip,
+        CLOUD_SIM_PORT,
+        "/_sim/batch/servers",
+        Some(&body),
+    )
+    .ok_or_else(|| cluster_error("creating the node's server", "no answer"))?;
     let server_id = serde_json::from_str::<serde_json::Value>(&answer)
         .ok()
         .and_then(|v| v["servers"][0].as_u64())
@@ -514,7 +527,7 @@ async fn start_cloud_sim(
             )
         })?;
     Ok(CloudSim {
-        endpoint: format!("http://127.0.0.1:{CLOUD_SIM_PORT}/v1"),
+        endpoint: format!("http://{node_ip}:{CLOUD_SIM_PORT}/v1"),
         token,
         server_id,
     })
@@ -530,21 +543,22 @@ fn random_token() -> Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// A plain HTTP/1.0 request to 127.0.0.1:`port`; (status, body).
+/// A plain HTTP/1.0 request to `ip`:`port`; (status, body).
 fn http_request(
     method: &str,
+    ip: &str,
     port: u16,
     path: &str,
     body: Option<&serde_json::Value>,
 ) -> Option<(u16, String)> {
     use std::io::{Read as _, Write as _};
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let addr = SocketAddr::from((ip.parse::<Ipv4Addr>().ok()?, port));
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     let body = body.map(|b| b.to_string()).unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+        "{method} {path} HTTP/1.0\r\nHost: {ip}\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
