@@ -199,6 +199,7 @@ fn images_run_as_the_chart_says(args: &[String]) -> anyhow::Result<bool> {
         profile: "dev-image".into(),
         tag: images::TEST_TAG.into(),
         rebuild_check: true,
+        push: None,
     })?;
     eprintln!("\n=== the rendered chart run from the images");
     let status = cargo()
