@@ -13,7 +13,7 @@
 //! | `GET /_sim/rate_limit` / `PUT /_sim/rate_limit` | `{"limit"?, "remaining"?}` | bucket state / change it |
 //! | `GET /_sim/config` / `PUT /_sim/config` | `{"action_duration_ms"?}` | live settings |
 //! | `PUT /_sim/metadata` | `{"server": id}` | default server of the metadata service |
-//! | `POST /_sim/batch/servers` | `{"count", "prefix", "server_type", "image"?, "location"?, "labels"?, "networks"?, "public_net"?}` | `{"servers": [ids]}` |
+//! | `POST /_sim/batch/servers` | `{"count", "prefix", "server_type", "image"?, "location"?, "labels"?, "networks"?, "public_net"?, "name"?, "public_ipv4"?}` | `{"servers": [ids]}` |
 //! | `POST /_sim/state/save` | | writes the `--state` file now |
 //! | `GET /_sim/robot/servers` | | `{"servers": [{"server": {...}}]}`: the dedicated servers |
 //! | `POST /_sim/robot/servers` | a `RobotServerReq`, all optional | 201 `{"server": {...}}` (`GET /server/{n}` shape) |
@@ -191,6 +191,14 @@ async fn set_metadata(AppState(app): AppState<App>, Body(req): Body<MetadataReq>
 struct BatchReq {
     count: usize,
     prefix: String,
+    /// With `count: 1`: the server's exact name instead of `{prefix}-1`.
+    #[serde(default)]
+    name: Option<String>,
+    /// With `count: 1`: the server's public IPv4 instead of one from 100.64.0.0/10, for a server
+    /// that stands for a real machine (`cargo xtask cluster`'s node), so the addresses a
+    /// controller writes are ones the machine really has.
+    #[serde(default)]
+    public_ipv4: Option<std::net::Ipv4Addr>,
     #[serde(flatten)]
     template: serde_json::Map<String, Value>,
 }
@@ -209,8 +217,39 @@ async fn batch_servers(
     if template.get("image").is_none() {
         template["image"] = json!("ubuntu-24.04");
     }
+    if (req.name.is_some() || req.public_ipv4.is_some()) && req.count != 1 {
+        return Err(ApiError::invalid_input(
+            "count",
+            "name and public_ipv4 need count 1",
+        ));
+    }
+    if req.public_ipv4.is_some()
+        && template.pointer("/public_net/enable_ipv4") == Some(&json!(false))
+    {
+        return Err(ApiError::invalid_input(
+            "public_ipv4",
+            "a server without a public IPv4 (public_net.enable_ipv4: false) cannot have one",
+        ));
+    }
     let mut st = app.write();
-    let ids = servers::create_batch(&mut st, &template, req.count, &req.prefix)?;
+    let ids = match &req.name {
+        Some(name) => {
+            template["name"] = json!(name);
+            let one = serde_json::from_value(template)
+                .map_err(|e| ApiError::invalid_input("body", e.to_string()))?;
+            vec![servers::create_server(&mut st, &one, false)?.server]
+        }
+        None => servers::create_batch(&mut st, &template, req.count, &req.prefix)?,
+    };
+    if let Some(ip) = req.public_ipv4
+        && let Some(v4) = ids
+            .first()
+            .and_then(|id| st.servers.get_mut(id))
+            .and_then(|s| s.ipv4.as_mut())
+    {
+        v4.ip = ip;
+        v4.dns_ptr = format!("static.{ip}.clients.your-server.de");
+    }
     Ok((StatusCode::CREATED, Json(json!({"servers": ids}))).into_response())
 }
 

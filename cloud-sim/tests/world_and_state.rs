@@ -43,6 +43,38 @@ async fn ten_thousand_servers_get_unique_addresses() {
 }
 
 #[tokio::test]
+async fn a_server_for_a_real_machine_gets_its_name_and_address() {
+    let sim = Sim::start().await;
+    let w = sim.world();
+    let body = json!({"count": 1, "prefix": "x", "name": "vm", "public_ipv4": "192.0.2.2",
+                      "server_type": "cx22", "location": "fsn1"});
+    let r = w
+        .raw(Method::POST, "/_sim/batch/servers", Some(body.clone()))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let id = r.body["servers"][0].as_u64().unwrap();
+    let server = w.get_server(id).await.unwrap();
+    assert_eq!(server["name"], "vm");
+    assert_eq!(server["public_net"]["ipv4"]["ip"], "192.0.2.2");
+    assert_eq!(
+        server["public_net"]["ipv4"]["dns_ptr"],
+        "static.192.0.2.2.clients.your-server.de"
+    );
+    // Names stay unique; both fields need count 1; no address without a public IPv4.
+    let again = w.raw(Method::POST, "/_sim/batch/servers", Some(body)).await;
+    assert_error(&again.unwrap(), 409, "uniqueness_error");
+    for body in [
+        json!({"count": 2, "prefix": "y", "public_ipv4": "192.0.2.3", "server_type": "cx22"}),
+        json!({"count": 1, "prefix": "y", "public_ipv4": "192.0.2.3", "server_type": "cx22",
+               "public_net": {"enable_ipv4": false, "enable_ipv6": true}}),
+    ] {
+        let r = w.raw(Method::POST, "/_sim/batch/servers", Some(body)).await;
+        assert_error(&r.unwrap(), 400, "invalid_input");
+    }
+}
+
+#[tokio::test]
 async fn private_ips_come_from_the_subnet() {
     let sim = Sim::start().await;
     sim.set_action_duration(Duration::ZERO);

@@ -616,13 +616,30 @@ async fn wait_for_port(process: &mut Process, port: u16) -> Result<()> {
 }
 
 fn write_kubeconfig(path: &Path, port: u16, pki: &Pki) -> Result<()> {
+    write_kubeconfig_with(
+        path,
+        &format!("https://127.0.0.1:{port}"),
+        &pki.ca_cert,
+        &pki.admin_cert,
+        &pki.admin_key,
+    )
+}
+
+/// A kubeconfig for `server` with a client certificate.
+pub(crate) fn write_kubeconfig_with(
+    path: &Path,
+    server: &str,
+    ca: &Path,
+    cert: &Path,
+    key: &Path,
+) -> Result<()> {
     let name = "testenv".to_owned();
     let kubeconfig = Kubeconfig {
         clusters: vec![NamedCluster {
             name: name.clone(),
             cluster: Some(Cluster {
-                server: Some(format!("https://127.0.0.1:{port}")),
-                certificate_authority: Some(pki.ca_cert.display().to_string()),
+                server: Some(server.to_owned()),
+                certificate_authority: Some(ca.display().to_string()),
                 ..Cluster::default()
             }),
             other: Default::default(),
@@ -630,8 +647,8 @@ fn write_kubeconfig(path: &Path, port: u16, pki: &Pki) -> Result<()> {
         auth_infos: vec![NamedAuthInfo {
             name: name.clone(),
             auth_info: Some(AuthInfo {
-                client_certificate: Some(pki.admin_cert.display().to_string()),
-                client_key: Some(pki.admin_key.display().to_string()),
+                client_certificate: Some(cert.display().to_string()),
+                client_key: Some(key.display().to_string()),
                 ..AuthInfo::default()
             }),
             other: Default::default(),

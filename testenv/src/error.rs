@@ -74,6 +74,9 @@ pub enum Error {
     #[error("installing {requirement} from PyPI failed; is PyPI reachable? Output tail:\n{output}")]
     Pip { requirement: String, output: String },
 
+    #[error("cluster: {step}: {message}")]
+    Cluster { step: String, message: String },
+
     #[error("{path}: {message}")]
     Manifest { path: PathBuf, message: String },
 }

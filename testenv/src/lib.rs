@@ -14,6 +14,7 @@
 //! ```
 
 mod binaries;
+pub mod cluster;
 mod control_plane;
 mod error;
 pub mod kubelet;
@@ -25,9 +26,10 @@ mod rbac;
 mod shared;
 
 pub use binaries::{
-    Binaries, ETCD_VERSION, HELM_VERSION, KUBE_APISERVER_VERSION, SKAFFOLD_VERSION, Tools,
-    cache_dir, ensure as ensure_binaries, ensure_helm, ensure_hrobot_check, ensure_skaffold,
-    ensure_tools,
+    Binaries, CNI_PLUGINS_VERSION, CONTAINERD_VERSION, CRANE_VERSION, ClusterBinaries,
+    ETCD_VERSION, HELM_VERSION, KUBE_APISERVER_VERSION, SKAFFOLD_VERSION, Tools, cache_dir,
+    ensure as ensure_binaries, ensure_cluster as ensure_cluster_binaries, ensure_helm,
+    ensure_hrobot_check, ensure_skaffold, ensure_tools,
 };
 pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};
 pub use error::{Error, Result};

@@ -59,6 +59,39 @@ impl Podman {
             .env("TMPDIR", &self.tmp);
     }
 
+    /// The pids of `podman build` processes on this store (`--root`) other than this process's
+    /// children: another `cargo xtask images` (a CI run, another worktree) building in the same
+    /// store, whose working containers [`Podman::remove_build_leftovers`] must not remove.
+    pub fn builds_running(&self) -> Vec<u32> {
+        let root = self.root.display().to_string();
+        let me = std::process::id();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                    return false;
+                };
+                let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+                let is_build = args.first().is_some_and(|a| a.ends_with(b"podman"))
+                    && args.contains(&&b"build"[..])
+                    && args
+                        .windows(2)
+                        .any(|w| w[0] == b"--root" && w[1] == root.as_bytes());
+                let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|s| {
+                        let rest = s.rsplit_once(')')?.1.to_owned();
+                        rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                    });
+                is_build && parent != Some(me)
+            })
+            .collect()
+    }
+
     /// Removes the working containers builds left behind; returns how many. Buildah keeps one for
     /// each stage it only reads from (`COPY --from` a cached stage, a base no step writes to), and
     /// builds through podman's Docker API keep one per step. Each holds its stage's image, a

@@ -38,12 +38,25 @@ impl Process {
         log: PathBuf,
         lifetime: Lifetime,
     ) -> Result<Process> {
+        Self::spawn_with_env(name, program, args, &[], log, lifetime)
+    }
+
+    /// [`Process::spawn`] with these environment variables set (on top of ours).
+    pub fn spawn_with_env(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+        log: PathBuf,
+        lifetime: Lifetime,
+    ) -> Result<Process> {
         let out = File::create(&log).map_err(Error::io(format!("creating {}", log.display())))?;
         let err = out
             .try_clone()
             .map_err(Error::io("duplicating a log file handle"))?;
         let mut cmd = Command::new(program);
         cmd.args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err));

@@ -37,6 +37,11 @@ pub struct ImagesArgs {
     /// again, to show that dependencies come from the build cache.
     #[arg(long)]
     pub rebuild_check: bool,
+    /// Then push each image to this registry as `<registry>/cloud-controllers/<image>:<tag>`
+    /// (plain HTTP allowed, e.g. the cluster's `localhost:5001`), and print the pushed references
+    /// with their digests.
+    #[arg(long, value_name = "REGISTRY")]
+    pub push: Option<String>,
 }
 
 /// What was built and measured.
@@ -47,6 +52,16 @@ pub struct Built {
     pub binary_size: u64,
     pub build: Duration,
     pub start: Duration,
+    /// With `--push`: where it went.
+    pub pushed: Option<Pushed>,
+}
+
+/// An image in a registry: `repository:tag@digest`.
+#[derive(Debug, Clone)]
+pub struct Pushed {
+    pub repository: String,
+    pub tag: String,
+    pub digest: String,
 }
 
 pub fn run(args: &ImagesArgs) -> anyhow::Result<Vec<Built>> {
@@ -61,31 +76,55 @@ pub fn run(args: &ImagesArgs) -> anyhow::Result<Vec<Built>> {
         let binary_size = binary_size(&podman, &name, image)?;
         let start = start_time(&podman, &name)?;
         eprintln!("built {name} in {:.1} s", build.as_secs_f64());
+        let pushed = match &args.push {
+            Some(registry) => Some(push(&podman, &name, registry, image, &args.tag)?),
+            None => None,
+        };
         built.push(Built {
             image: name,
             size,
             binary_size,
             build,
             start,
+            pushed,
         });
     }
     print_table(&built, &args.profile);
+    if args.push.is_some() {
+        println!("\npushed:");
+        for p in built.iter().filter_map(|b| b.pushed.as_ref()) {
+            println!("  {}:{}@{}", p.repository, p.tag, p.digest);
+        }
+    }
     if args.rebuild_check {
         rebuild_check(&podman, &repo, &args.profile, built[0].build)?;
     }
-    // Each build leaves its build stage behind, untagged (a gigabyte with the toolchain, most of it
-    // shared), and working containers holding such images; compiled dependencies live on in the
-    // build cache, not in those layers.
-    if let Err(e) = podman.remove_build_leftovers() {
-        eprintln!("build containers kept: {e}");
-    }
-    if let Err(e) = podman_output(&podman, &["image", "prune", "--force"]) {
-        eprintln!("untagged images kept: {e}");
-    }
+    remove_leftovers(&podman);
     Ok(built)
 }
 
-fn repo() -> PathBuf {
+/// Each build leaves its build stage behind, untagged (a gigabyte with the toolchain, most of it
+/// shared), and working containers holding such images; compiled dependencies live on in the
+/// build cache, not in those layers. Kept while another build runs in the same store (a CI run,
+/// another worktree): its working containers and stages are not leftovers yet.
+pub(crate) fn remove_leftovers(podman: &testenv::Podman) {
+    let others = podman.builds_running();
+    if !others.is_empty() {
+        eprintln!(
+            "build leftovers kept: another podman build runs in this store (pids {others:?}); \
+             `cargo xtask images` after it removes them"
+        );
+        return;
+    }
+    if let Err(e) = podman.remove_build_leftovers() {
+        eprintln!("build containers kept: {e}");
+    }
+    if let Err(e) = podman_output(podman, &["image", "prune", "--force"]) {
+        eprintln!("untagged images kept: {e}");
+    }
+}
+
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives in the workspace")
@@ -152,6 +191,48 @@ fn build(
         );
     }
     Ok(took)
+}
+
+/// `podman push` to `<registry>/cloud-controllers/<image>:<tag>`; TLS is not required (a local
+/// registry speaks plain HTTP).
+fn push(
+    podman: &testenv::Podman,
+    name: &str,
+    registry: &str,
+    image: &str,
+    tag: &str,
+) -> anyhow::Result<Pushed> {
+    let repository = format!("{registry}/cloud-controllers/{image}");
+    let digest_file = tempfile::NamedTempFile::new()?;
+    let started = Instant::now();
+    podman_output(
+        podman,
+        &[
+            "push",
+            "--quiet",
+            "--tls-verify=false",
+            "--digestfile",
+            &digest_file.path().display().to_string(),
+            name,
+            &format!("{repository}:{tag}"),
+        ],
+    )?;
+    let digest = std::fs::read_to_string(digest_file.path())?
+        .trim()
+        .to_owned();
+    ensure!(
+        digest.starts_with("sha256:"),
+        "podman push of {name} wrote no digest ({digest:?})"
+    );
+    eprintln!(
+        "pushed {repository}:{tag}@{digest} in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(Pushed {
+        repository,
+        tag: tag.to_owned(),
+        digest,
+    })
 }
 
 fn podman_output(podman: &testenv::Podman, args: &[&str]) -> anyhow::Result<String> {

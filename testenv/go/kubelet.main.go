@@ -1,0 +1,19 @@
+// kubelet, built from k8s.io/kubernetes with the same go.mod as kube-apiserver (see binaries.rs), for
+// `cargo xtask cluster`. As upstream's cmd/kubelet/kubelet.go.
+package main
+
+import (
+	"context"
+	"os"
+	_ "time/tzdata"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kubelet/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewKubeletCommand(context.Background())))
+}

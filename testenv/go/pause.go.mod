@@ -1,0 +1,3 @@
+module testenv.local/pause
+
+go 1.26.0
