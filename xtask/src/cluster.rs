@@ -194,7 +194,7 @@ async fn install_chart(cluster: &cluster::Cluster, chart: &ChartOptions) -> anyh
     );
 
     if chart.networking {
-        let world = cloud_sim::world::World::new(&sim.endpoint, &sim.token);
+        let world = cloud_sim::SimClient::new(&sim.endpoint, &sim.token);
         let network = world
             .create_network_in_zone(NETWORK, NETWORK_IP_RANGE, NETWORK_SUBNET, "eu-central")
             .await
