@@ -1,9 +1,9 @@
 //! Node initialization and label reconciliation of initialized nodes, as upstream's
 //! cloud-node-controller does them (docs/upstream-behavior.md).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use cloud_client::{CloudError, ErrorClass, InstanceMetadata, Instances, NodeRef};
@@ -12,6 +12,7 @@ use controller_kit::{Events, KitMetrics};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -37,6 +38,9 @@ pub struct NodeReconciler {
     pub metrics: NodeMetrics,
     /// Failures in a row per node: 1 s doubling to 5 min.
     failures: PerObject<String>,
+    /// Nodes (by UID) already warned about as never initialized: one Warning per node and process,
+    /// however often the node is reconciled (label edits, watch relists).
+    never_initialized: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for NodeReconciler {
@@ -64,8 +68,49 @@ impl NodeReconciler {
                 Duration::from_secs(1),
                 Duration::from_secs(300),
             )),
+            never_initialized: Mutex::default(),
         }
     }
+
+    /// Forgets the nodes warned about as never initialized that are no longer in `store`
+    /// (deleted), so the set only holds nodes that exist.
+    pub fn forget_deleted(&self, store: &Store<Node>) {
+        let mut warned = self.warned();
+        if warned.is_empty() {
+            return;
+        }
+        // Read under the lock: a node warned about is in the store before its reconcile starts.
+        let live: HashSet<String> = store.state().iter().map(|n| warn_key(n)).collect();
+        warned.retain(|k| live.contains(k));
+    }
+
+    fn warned(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.never_initialized
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What the Warning on a node with neither the uninitialized taint nor a providerID says.
+pub const NEVER_INITIALIZED_NOTE: &str = "Node has no providerID and no \
+    node.cloudprovider.kubernetes.io/uninitialized taint, so no cloud controller will initialize \
+    it: its kubelet does not run with --cloud-provider=external (or the taint was removed by \
+    hand). It gets no providerID and no cloud labels (instance type, zone, region), load \
+    balancers and routes leave it out, and it is not deleted when its server is. To fix: drain \
+    it, delete the Node object and restart its kubelet with --cloud-provider=external; kubelet \
+    registers it again with the taint, and it is initialized. A node that is not a cloud server \
+    can ignore this.";
+
+/// A node is remembered by its UID (a re-registered node is a new one), by name without one.
+fn warn_key(node: &Node) -> String {
+    node.uid().unwrap_or_else(|| node.name_any())
+}
+
+/// True when the node was never initialized and never will be: no uninitialized taint, so this
+/// controller leaves it alone (as upstream), and no providerID, so no cloud controller set one.
+/// A node with a providerID and no taint was initialized (or kubelet set `--provider-id`): fine.
+pub fn is_never_initialized(node: &Node) -> bool {
+    !is_uninitialized(node) && provider_id(node).is_none()
 }
 
 /// True when the node carries the uninitialized taint (value/effect ignored).
@@ -123,6 +168,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<NodeReconciler>) -> Result<Acti
     let span = info_span!("reconcile", node = %name, initialized = !is_uninitialized(&node));
     async move {
         let mut timer = ctx.kit.reconcile_timer();
+        warn_once_if_never_initialized(&node, &ctx).await;
         let result = if is_uninitialized(&node) {
             let why = format!("Node {name}: uninitialized (the cloud-provider taint is set)");
             cloud_client::shadow::with_reason(why, initialize(&node, &ctx)).await
@@ -152,6 +198,38 @@ pub fn error_policy(node: Arc<Node>, err: &Error, ctx: Arc<NodeReconciler>) -> A
     let (n, delay) = ctx.failures.failed(node.name_any());
     warn!(node = %node.name_any(), error = %err, attempt = n, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
+}
+
+/// Upstream leaves a node without the taint uninitialized, silently. It stays uninitialized (the
+/// taint is kubelet's request to be initialized, and a node without it may deliberately be no cloud
+/// node, as in hybrid clusters), but the operator is told once per node and process: a Warning, a
+/// log line and the bad-input counter. Nodes outside the Node watch's label selector are never
+/// seen, so never warned about.
+async fn warn_once_if_never_initialized(node: &Node, ctx: &NodeReconciler) {
+    let key = warn_key(node);
+    let first = {
+        let mut warned = ctx.warned();
+        if is_never_initialized(node) {
+            warned.insert(key)
+        } else {
+            warned.remove(&key);
+            false
+        }
+    };
+    if !first {
+        return;
+    }
+    let reason = reasons::NOT_INITIALIZED_BY_CLOUD_PROVIDER;
+    warn!(reason, "{NEVER_INITIALIZED_NOTE}");
+    ctx.kit.count_warning(reason);
+    ctx.events
+        .warning(
+            node,
+            reason,
+            "InitializeNode",
+            NEVER_INITIALIZED_NOTE.into(),
+        )
+        .await;
 }
 
 async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> {

@@ -176,10 +176,12 @@ pub async fn run(
             },
         }
     });
-    // Initialization backlog, refreshed every second from the cache.
+    // Initialization backlog, refreshed every second from the cache; deleted nodes are forgotten
+    // by the never-initialized warning too.
     let backlog = {
         let store = store.clone();
         let gauge = rctx.metrics.uninitialized_nodes.clone();
+        let rctx = rctx.clone();
         let shutdown = ctx.shutdown.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
@@ -189,6 +191,7 @@ pub async fn run(
                     _ = tick.tick() => {
                         let n = store.state().iter().filter(|n| controller::is_uninitialized(n)).count();
                         gauge.set(n as i64);
+                        rctx.forget_deleted(&store);
                     }
                 }
             }

@@ -14,3 +14,7 @@ pub const INVALID_NODE_IP: &str = "InvalidNodeIP";
 pub const UNKNOWN_PROVIDER_ID: &str = "UnknownProviderIDPrefix";
 /// A cloud lookup failed (Warning; HCCM's reason).
 pub const INSTANCE_LOOKUP_FAILED: &str = "InstanceLookupFailed";
+/// A node with neither the uninitialized taint nor a providerID: its kubelet does not run with
+/// `--cloud-provider=external` (or the taint was removed by hand), so it is never initialized
+/// (Warning, once per node and process; ours, upstream is silent).
+pub const NOT_INITIALIZED_BY_CLOUD_PROVIDER: &str = "NotInitializedByCloudProvider";

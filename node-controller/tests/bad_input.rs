@@ -2,8 +2,16 @@
 //! `alpha.kubernetes.io/provided-node-ip` cannot be used. Each must get a Warning naming the field,
 //! the offending value and what is accepted; the node keeps its uninitialized taint and its
 //! providerID, the controller makes no cloud write and keeps running, and a good node next to the
-//! bad ones initializes. The table in docs/bad-input.md lists the same.
+//! bad ones initializes. A Node registered without the taint and without a providerID (kubelet
+//! without `--cloud-provider=external`) is left alone with one Warning saying so. The table in
+//! docs/bad-input.md lists the same.
 
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use node_controller::controller::NEVER_INITIALIZED_NOTE;
 use test_support::run::{cloud_for, spawn, test_config};
 use test_support::{
     NodeSpecT, T, create_node, eventually, get_node, has_taint, node_events, unique,
@@ -204,5 +212,129 @@ async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
         CASES.len(),
         started.elapsed()
     );
+    ctl.stop().await.unwrap();
+}
+
+/// The value of the series `name{labels}` in a /metrics text, 0 when absent.
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+/// A Node as kubelet registers it without `--cloud-provider=external`: no uninitialized taint,
+/// no providerID, though a server of its name exists. It is left uninitialized, as upstream, with
+/// exactly one `NotInitializedByCloudProvider` Warning saying why and what to do, counted once,
+/// however often it is reconciled again (a label edit) or the address sync passes over it. A
+/// node with a providerID and no taint (initialized earlier) gets no such Warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_registered_without_external_cloud_provider_warns_once_and_is_left_alone() {
+    const REASON: &str = "NotInitializedByCloudProvider";
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("notaint");
+    let cloud = cloud_for(&sim).await;
+    let settings = node_controller::Settings {
+        address_sync_period: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let ctl = spawn(
+        &node_controller::INFO,
+        test_config(&node_controller::INFO, &run),
+        client.clone(),
+        move |rt| node_controller::start(rt, cloud, settings),
+    )
+    .await;
+
+    let done = unique("done");
+    let server = test_support::sim::create_server(&sim, &done).await;
+    let spec = NodeSpecT {
+        provider_id: Some(format!("hcloud://{}", server.id)),
+        ..Default::default()
+    };
+    create_node(&client, &run, &done, spec).await;
+    let bare = unique("bare");
+    let bare_server = test_support::sim::create_server(&sim, &bare).await;
+    let created = create_node(&client, &run, &bare, NodeSpecT::default()).await;
+    assert!(!has_taint(&created, test_support::UNINITIALIZED));
+
+    let ev = eventually(&format!("{REASON} on {bare}"), T, || async {
+        node_events(&client, &bare)
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(REASON))
+    })
+    .await;
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert_eq!(ev.note.as_deref(), Some(NEVER_INITIALIZED_NOTE));
+    assert_eq!(
+        ev.reporting_controller.as_deref(),
+        Some("cloud-node-controller")
+    );
+
+    // Reconciled again: a label edit is a change the controller acts on.
+    let touched = serde_json::json!({"metadata": {"labels": {"example.com/touched": "yes"}}});
+    Api::<Node>::all(client.clone())
+        .patch(&bare, &PatchParams::default(), &Patch::Merge(&touched))
+        .await
+        .expect("label the node");
+    let ok = r#"cloud_controllers_reconciles_total{controller="node-controller",result="ok"}"#;
+    eventually(
+        "three reconciles: done, bare, bare after the label",
+        T,
+        || async { (metric(&ctl.metrics().await, ok) >= 3.0).then_some(()) },
+    )
+    .await;
+    // The address sync looks the node up by name and refreshes its addresses, as upstream's does
+    // for every node without the taint: passes over the node after the warning.
+    eventually("the address sync passed over the bare node", T, || async {
+        let n = get_node(&client, &bare).await?;
+        let addrs = n.status?.addresses?;
+        addrs
+            .iter()
+            .any(|a| a.address == bare_server.ipv4)
+            .then_some(())
+    })
+    .await;
+
+    let warnings: Vec<_> = node_events(&client, &bare)
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(REASON))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].series.is_none(),
+        "published once, not repeated into a series: {:?}",
+        warnings[0].series
+    );
+    let series = format!(
+        r#"cloud_controllers_bad_input_warnings_total{{controller="node-controller",reason="{REASON}"}}"#
+    );
+    let metrics = ctl.metrics().await;
+    assert_eq!(metric(&metrics, &series), 1.0, "{metrics}");
+
+    // Left alone: no providerID, its taints as kubelet registered them, no cloud label.
+    let node = get_node(&client, &bare).await.expect("the node exists");
+    assert_eq!(
+        node.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+        None
+    );
+    assert_eq!(
+        node.spec.as_ref().and_then(|s| s.taints.clone()),
+        created.spec.as_ref().and_then(|s| s.taints.clone())
+    );
+    let mut expected = created.metadata.labels.clone().unwrap_or_default();
+    expected.insert("example.com/touched".into(), "yes".into());
+    assert_eq!(node.metadata.labels.unwrap_or_default(), expected);
+
+    let done_warnings: Vec<_> = node_events(&client, &done)
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(REASON))
+        .collect();
+    assert!(done_warnings.is_empty(), "{done_warnings:?}");
+    assert!(!ctl.task.is_finished(), "the controller is still running");
     ctl.stop().await.unwrap();
 }

@@ -324,7 +324,7 @@ async fn reserved_domain_labels_are_dropped_and_the_users_values_kept() {
 async fn stable_labels_follow_the_beta_ones_without_asking_the_cloud() {
     let memory = MemoryCloud::new();
     let (client, mut api) = mock_client();
-    let mut node = initialized("node-a", &[]);
+    let mut node = with_provider_id(initialized("node-a", &[]), "memory://1");
     node.metadata.labels = Some(
         [
             ("failure-domain.beta.kubernetes.io/zone", "zone-b"),
@@ -354,6 +354,55 @@ async fn stable_labels_follow_the_beta_ones_without_asking_the_cloud() {
         .await;
     assert!(result.is_ok(), "{result:?}");
     assert!(memory.calls().is_empty());
+}
+
+/// Mirrors `a_node_registered_without_external_cloud_provider_warns_once_and_is_left_alone`
+/// (bad_input.rs): a node kubelet registered without `--cloud-provider=external` (no taint, no
+/// providerID) gets one Warning and no write, however often it is reconciled; a node with a
+/// providerID and no taint gets nothing. Forgotten once deleted from the cache.
+#[tokio::test]
+async fn a_node_without_taint_or_provider_id_is_warned_about_once_and_left_alone() {
+    let memory = MemoryCloud::new();
+    memory.add_server(Server::new("bare"));
+    let (client, mut api) = mock_client();
+    let ctx = ctx(client, &memory);
+    let bare = Arc::new(initialized("bare", &[("InternalIP", "10.0.0.10")]));
+    let result = api
+        .run(reconcile(bare.clone(), ctx.clone()), async |api| {
+            let warning = api
+                .expect_event("Warning", "NotInitializedByCloudProvider")
+                .await;
+            assert_eq!(warning["regarding"]["name"], "bare");
+            assert_eq!(
+                warning["note"],
+                node_controller::controller::NEVER_INITIALIZED_NOTE
+            );
+        })
+        .await;
+    assert!(result.is_ok(), "{result:?}");
+    // Reconciled again (a label edit, a relist): no request at all.
+    let again = api
+        .run(reconcile(bare.clone(), ctx.clone()), async |_| {})
+        .await;
+    assert!(again.is_ok(), "{again:?}");
+    // Initialized earlier (providerID, no taint): nothing either.
+    let done = with_provider_id(initialized("done", &[]), "memory://1");
+    let done = api
+        .run(reconcile(Arc::new(done), ctx.clone()), async |_| {})
+        .await;
+    assert!(done.is_ok(), "{done:?}");
+    assert!(memory.calls().is_empty(), "no cloud lookup for either");
+
+    // Deleted from the cache: forgotten, so the set does not grow with deleted nodes (the same
+    // node seen again would be a new warning).
+    let (store, _writer) = reflector::store::<Node>();
+    ctx.forget_deleted(&store);
+    api.run(reconcile(bare, ctx), async |api| {
+        api.expect_event("Warning", "NotInitializedByCloudProvider")
+            .await;
+    })
+    .await
+    .expect("reconciled");
 }
 
 /// Mirrors `periodic_address_sync_repairs_changed_addresses`: one pass over the cache replaces
