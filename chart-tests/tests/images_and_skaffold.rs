@@ -204,10 +204,13 @@ fn skaffold_accepts_the_config_and_every_profile_builds_and_enables_what_it_says
             .map(|a| a["image"].as_str().unwrap().to_owned())
             .collect();
         for a in artifacts {
-            let target = a["docker"]["target"].as_str().unwrap();
-            assert_eq!(target, a["image"], "artifact = Dockerfile target");
+            let target = a["image"].as_str().unwrap();
             assert!(stage_names.iter().any(|s| s == target), "no stage {target}");
-            assert_eq!(a["docker"]["dockerfile"], "Dockerfile");
+            let command = a["custom"]["buildCommand"].as_str().unwrap();
+            assert!(
+                command.ends_with(&format!(" skaffold-build {target}")),
+                "{target}: built by `{command}`"
+            );
         }
         let release = &cfg["manifests"]["helm"]["releases"][0];
         let templates = release["setValueTemplates"].as_object().unwrap();
@@ -253,37 +256,87 @@ fn skaffold_accepts_the_config_and_every_profile_builds_and_enables_what_it_says
     }
 }
 
-/// podman's Docker API has no BuildKit: the `podman` profile turns it off, by name or by itself when
-/// DOCKER_HOST names a podman socket, and nothing else changes.
+/// The workspace crates `package` is compiled from (itself and its normal dependencies, not its
+/// dev-dependencies), from `cargo metadata`.
+fn crates_built_into(package: &str) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = run({
+        let mut cmd = Command::new(cargo);
+        cmd.args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(repo());
+        cmd
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let members: BTreeMap<String, Value> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_owned(), p.clone()))
+        .collect();
+    let mut closure = BTreeSet::new();
+    let mut todo = vec![package.to_owned()];
+    while let Some(name) = todo.pop() {
+        if !closure.insert(name.clone()) {
+            continue;
+        }
+        for dep in members[&name]["dependencies"].as_array().unwrap() {
+            let dep_name = dep["name"].as_str().unwrap();
+            if dep["kind"].is_null() && members.contains_key(dep_name) {
+                todo.push(dep_name.to_owned());
+            }
+        }
+    }
+    closure
+}
+
+/// `skaffold dev` rebuilds an image when one of its artifact's dependencies changes, and only
+/// then: each artifact must list every crate its binary is compiled from (or an edit would not
+/// reach the cluster) and no other (or an edit would roll controllers it cannot change).
 #[test]
-fn the_podman_profile_builds_without_buildkit_and_comes_on_with_a_podman_docker_host() {
-    let local = |profile: &str, docker_host: Option<&str>| {
-        let mut cmd = skaffold_cmd(&["diagnose", "--yaml-only", "--profile", profile]);
-        match docker_host {
-            Some(host) => cmd.env("DOCKER_HOST", host),
-            None => cmd.env_remove("DOCKER_HOST"),
-        };
-        let out = run(cmd);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+fn each_artifact_depends_on_exactly_the_crates_its_binary_is_built_from() {
+    let cfg = effective_config(None);
+    let root: BTreeSet<String> = ["Cargo.toml", "Cargo.lock", ".cargo/**", "Dockerfile"]
+        .map(String::from)
+        .into();
+    for a in cfg["build"]["artifacts"].as_array().unwrap() {
+        let image = a["image"].as_str().unwrap();
+        let paths: BTreeSet<String> = a["custom"]["dependencies"]["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_owned())
+            .collect();
+        let mut expected = root.clone();
+        expected.extend(
+            crates_built_into(image)
+                .into_iter()
+                .map(|c| format!("{c}/**")),
         );
-        let cfg = parse_yaml_stream(&String::from_utf8_lossy(&out.stdout)).remove(0);
-        (
-            cfg["build"]["local"].clone(),
-            cfg["build"]["artifacts"].clone(),
-        )
-    };
-    let (docker, artifacts) = local("node-controller", None);
-    assert_eq!(docker["useBuildkit"], true);
-    let (by_name, same) = local("podman,node-controller", None);
-    assert_eq!(by_name["useBuildkit"], false);
-    assert_eq!(same, artifacts, "only the builder changes");
-    let (by_socket, _) = local("node-controller", Some("unix:///run/podman/podman.sock"));
-    assert_eq!(by_socket["useBuildkit"], false);
-    let (other_socket, _) = local("node-controller", Some("unix:///var/run/docker.sock"));
-    assert_eq!(other_socket["useBuildkit"], true);
+        assert_eq!(paths, expected, "{image}");
+        let ignored: BTreeSet<&str> = a["custom"]["dependencies"]["ignore"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ignored,
+            ["**/tests/**", "**/benches/**", "**/*.md"].into(),
+            "{image}: what .dockerignore keeps out of the build"
+        );
+        eprintln!("{image}: {paths:?}");
+    }
 }
 
 #[test]

@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use cloud_sim::{Sim, SimConfig};
+use cloud_sim::{Sim, SimClientError, SimConfig};
 
 /// Serve a simulated Hetzner Cloud API (endpoint: http://<listen>/v1) and Robot webservice
 /// (http://<listen>/robot).
@@ -52,6 +52,11 @@ struct Args {
     /// Robot requests to the `reset` resource (GET /reset/NUMBER) per sliding hour.
     #[arg(long, default_value_t = 500)]
     robot_reset_limit: u32,
+    /// Create a network with this name (10.0.0.0/8, one cloud subnet 10.0.0.0/16 in eu-central)
+    /// unless the world already holds one: the network a route-controller is started with, so an
+    /// in-cluster simulator needs no set-up by hand.
+    #[arg(long, env = "CLOUD_SIM_NETWORK")]
+    network: Option<String>,
 }
 
 #[tokio::main]
@@ -80,6 +85,9 @@ async fn main() -> anyhow::Result<()> {
     })
     .await
     .context("starting cloud-sim")?;
+    if let Some(name) = &args.network {
+        ensure_network(&sim, name).await?;
+    }
     println!(
         "cloud-sim: HCLOUD_ENDPOINT={} HCLOUD_TOKEN=<any 64 characters>",
         sim.endpoint()
@@ -91,6 +99,22 @@ async fn main() -> anyhow::Result<()> {
     );
     shutdown_signal().await;
     sim.shutdown().await;
+    Ok(())
+}
+
+async fn ensure_network(sim: &Sim, name: &str) -> anyhow::Result<()> {
+    match sim
+        .world()
+        .create_network(name, "10.0.0.0/8", "10.0.0.0/16")
+        .await
+    {
+        Ok(id) => println!("cloud-sim: created network {name} (id {id})"),
+        // Kept in the state file from an earlier run.
+        Err(SimClientError::Api(f)) if f.code == "uniqueness_error" => {
+            println!("cloud-sim: network {name} exists")
+        }
+        Err(e) => return Err(e).with_context(|| format!("creating the network {name}")),
+    }
     Ok(())
 }
 

@@ -55,6 +55,20 @@ fn export_lines(layout: &Layout, sim: Option<&cluster::CloudSim>) -> String {
     lines
 }
 
+/// helm and skaffold (testenv's builds) next to kubectl in `bin/`, for `helm install` and
+/// `skaffold dev` by hand after `eval "$(cargo xtask cluster env)"`.
+fn link_tools(layout: &Layout) -> anyhow::Result<()> {
+    let tools = testenv::ensure_tools()?;
+    for tool in [&tools.helm, &tools.skaffold] {
+        let link = layout
+            .bin()
+            .join(tool.file_name().context("a tool path names a file")?);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(tool, &link)?;
+    }
+    Ok(())
+}
+
 pub fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     let layout = Layout::default();
     match cmd {
@@ -107,6 +121,7 @@ pub fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                     sim.endpoint, cluster.node, sim.server_id, cluster.node_ip
                 );
             }
+            link_tools(&layout)?;
             if with_chart {
                 let chart = ChartOptions {
                     networking,
@@ -232,10 +247,6 @@ async fn install_chart(cluster: &cluster::Cluster, chart: &ChartOptions) -> anyh
     );
 
     let helm = testenv::ensure_tools()?.helm;
-    // For `helm` by hand after `eval "$(cargo xtask cluster env)"`.
-    let link = cluster.layout.bin().join("helm");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(&helm, &link)?;
 
     let mut values = Vec::new();
     for (image, prefix) in CHART_IMAGES {

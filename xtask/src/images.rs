@@ -132,7 +132,7 @@ pub(crate) fn repo() -> PathBuf {
 }
 
 /// The local stand-ins for the Dockerfile's base images, built once and kept in the image store.
-fn stand_ins(podman: &testenv::Podman, repo: &Path) -> anyhow::Result<()> {
+pub(crate) fn stand_ins(podman: &testenv::Podman, repo: &Path) -> anyhow::Result<()> {
     let rust_version = dockerfile_arg(repo, "RUST_VERSION")?;
     let started = Instant::now();
     let mut cmd = Command::new("bash");
@@ -160,7 +160,7 @@ fn dockerfile_arg(repo: &Path, name: &str) -> anyhow::Result<String> {
 }
 
 /// `podman build --target image` of `context`, its output in a log file shown on failure.
-fn build(
+pub(crate) fn build(
     podman: &testenv::Podman,
     context: &Path,
     target: &str,

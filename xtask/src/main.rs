@@ -8,6 +8,7 @@ mod control_plane;
 mod demo;
 mod fleet;
 mod images;
+mod skaffold_build;
 
 use std::process::ExitCode;
 
@@ -39,6 +40,9 @@ enum Command {
     /// Build the five images (four controllers, cloud-sim) from the Dockerfile with podman and print
     /// their sizes, their binaries' sizes and how long each took to build and to start.
     Images(images::ImagesArgs),
+    /// skaffold's custom builder (skaffold.yaml): builds one image as `$IMAGE` with podman (or
+    /// `CLOUD_CONTROLLERS_BUILDER=docker`) and pushes it when `$PUSH_IMAGE` is true.
+    SkaffoldBuild(skaffold_build::SkaffoldBuildArgs),
     /// Run the whole test suite: prepares the tools, builds the controller and cloud-sim binaries
     /// (the chart tests run them), then `cargo test --workspace --all-targets`, the images and the
     /// chart run from them, the demo, `bench --quick all` and `chaos --quick all`.
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Command::Cluster(cmd) => cluster::run(cmd),
         Command::Prepare => prepare().map(|_| ExitCode::SUCCESS),
         Command::Images(args) => images::run(&args).map(|_| ExitCode::SUCCESS),
+        Command::SkaffoldBuild(args) => skaffold_build::run(&args).map(|_| ExitCode::SUCCESS),
         Command::Test { args } => test(&args),
         Command::Chart { args } => chart(&args),
         Command::Bench(args) => bench::run(args).map(|_| ExitCode::SUCCESS),

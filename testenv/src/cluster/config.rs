@@ -135,7 +135,9 @@ pub fn cni_conflist(l: &Layout, pod_cidr: &str) -> String {
 }
 
 /// KubeletConfiguration. `failCgroupV1: false`: kubelet >= 1.35 refuses to start on cgroup v1
-/// (this machine is hybrid) without it.
+/// (this machine is hybrid) without it. No disk-pressure eviction (as kind does): the node shares
+/// its disk with builds and caches, and kubelet's default thresholds (imagefs under 15 % free)
+/// would taint it `disk-pressure` on a full developer disk and leave every pod Pending.
 pub fn kubelet(l: &Layout, ca: &Path) -> String {
     let k = l.kubelet();
     format!(
@@ -158,6 +160,7 @@ clusterDNS: [{CLUSTER_DNS}]
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 serializeImagePulls: false
+evictionHard: {{memory.available: 100Mi, nodefs.available: "0%", nodefs.inodesFree: "0%", imagefs.available: "0%"}}
 "#,
         sock = p(&l.containerd_socket()),
         manifests = p(&k.join("manifests")),
