@@ -241,3 +241,60 @@ fn up_down_leaves_the_host_as_it_was_and_up_works_again() {
     );
     assert!(!Path::new(&l.root().join("state.json")).exists());
 }
+
+/// The failure a user with a KubeletConfiguration of their own meets on these cgroup v1 hosts:
+/// kubelet without `failCgroupV1: false` refuses to start, and `cluster up` names the cause and
+/// the fix instead of only a log tail. Runs the real kubelet, which stops at its configuration
+/// check, before it touches the host.
+#[test]
+#[ignore = "builds kubelet: cargo test -p testenv --test cluster -- --ignored --nocapture"]
+fn kubelet_refusing_cgroup_v1_is_explained() {
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        eprintln!("cgroup v2 host: kubelet does not refuse it, nothing to show");
+        return;
+    }
+    let kubelet = testenv::ensure_cluster_binaries()
+        .expect("kubelet builds")
+        .kubelet;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = dir.path().join("kubelet.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         cgroupDriver: cgroupfs\n",
+    )
+    .expect("write");
+    let mut child = std::process::Command::new(&kubelet)
+        .arg("--config")
+        .arg(&config)
+        .arg("--root-dir")
+        .arg(dir.path().join("root"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubelet runs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("kubelet did not stop at its configuration check within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().expect("output");
+    let printed = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{printed}");
+    assert!(
+        printed.contains(cluster::KUBELET_CGROUP_V1_REFUSAL),
+        "{printed}"
+    );
+    assert_eq!(
+        cluster::known_cause("kubelet", &printed),
+        Some(cluster::CGROUP_V1_CAUSE)
+    );
+    eprintln!(
+        "kubelet: {}\ncluster up: {}",
+        printed.trim(),
+        cluster::CGROUP_V1_CAUSE
+    );
+}

@@ -248,6 +248,25 @@ impl Timer {
     }
 }
 
+/// kubelet's refusal of a cgroup v1 host (kubelet >= 1.35 with `failCgroupV1` unset or true).
+pub const KUBELET_CGROUP_V1_REFUSAL: &str =
+    "kubelet is configured to not run on a host using cgroup v1";
+
+/// What `cluster up` says when kubelet refuses this host's cgroup v1.
+pub const CGROUP_V1_CAUSE: &str = "this host runs cgroup v1 (hybrid, /sys/fs/cgroup/unified), and \
+    kubelet 1.35 and later refuse cgroup v1 unless their KubeletConfiguration says \
+    `failCgroupV1: false`. The cluster's kubelet.yaml sets it; a KubeletConfiguration of your own \
+    needs the same line (kubelet and containerd then log deprecation warnings that change nothing), \
+    or boot the host with cgroup v2 (systemd.unified_cgroup_hierarchy=1).";
+
+/// The cause behind a component's exit, for exits this machine is known for.
+pub fn known_cause(component: &str, log: &str) -> Option<&'static str> {
+    match component {
+        "kubelet" if log.contains(KUBELET_CGROUP_V1_REFUSAL) => Some(CGROUP_V1_CAUSE),
+        _ => None,
+    }
+}
+
 fn cluster_error(step: &str, message: impl Into<String>) -> Error {
     Error::Cluster {
         step: step.to_owned(),
@@ -597,10 +616,21 @@ impl Procs {
         self.state.write(&self.layout)
     }
 
-    /// Fails with the log tail of the first process that exited.
+    /// Fails with the log tail of the first process that exited, and what it means when the log
+    /// says something this machine is known for.
     fn check(&mut self) -> Result<()> {
         for p in &mut self.running {
             if let Some(status) = p.exit_status() {
+                let tail = p.log_tail(40);
+                if let Some(cause) = known_cause(p.name, &tail) {
+                    return Err(cluster_error(
+                        p.name,
+                        format!(
+                            "exited ({status}): {cause}\nlog tail ({}):\n{tail}",
+                            p.log.display()
+                        ),
+                    ));
+                }
                 return Err(Error::ExitedEarly {
                     component: p.name,
                     status,

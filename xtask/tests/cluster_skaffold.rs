@@ -1,0 +1,351 @@
+//! skaffold.yaml used for real against `cargo xtask cluster up`, in a copy of this checkout (the
+//! test edits a source file there):
+//!
+//! 1. `skaffold run`: every image built with podman (`cargo xtask skaffold-build`), pushed to the
+//!    cluster's registry, the chart deployed with helm; each pod runs the image skaffold built.
+//! 2. `skaffold dev`: an edit of service-controller's source is rebuilt, pushed and rolled out
+//!    with no further input; the new pod shows the edit, only service-controller's image was
+//!    rebuilt and no other pod restarted. Prints the time from the write to the new pod Ready.
+//! 3. `skaffold dev -p service-controller`: only service-controller and cloud-sim are deployed.
+//!
+//! `cluster down` at the end, also when a check fails. Needs root and builds the images:
+//! `cargo test -p xtask --test cluster_skaffold -- --ignored --nocapture`; `cargo xtask test`
+//! runs it with the other real-cluster test.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Down, RELEASE, condition, kubectl, kubectl_json, layout, output, wait_for, xtask};
+use serde_json::Value;
+
+const REGISTRY: &str = "localhost:5001";
+
+/// The checkout's files (tracked and untracked, not ignored) copied into a temporary directory.
+fn copy_of_checkout() -> tempfile::TempDir {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut git = Command::new("git");
+    git.args([
+        "ls-files",
+        "-z",
+        "--cached",
+        "--others",
+        "--exclude-standard",
+    ])
+    .current_dir(repo);
+    let files = output(git);
+    let copy = tempfile::Builder::new()
+        .prefix("cloud-controllers-skaffold-")
+        .tempdir()
+        .expect("a temp dir");
+    for file in files.split('\0').filter(|f| !f.is_empty()) {
+        let (from, to) = (repo.join(file), copy.path().join(file));
+        if !from.is_file() {
+            continue; // deleted in the working tree
+        }
+        std::fs::create_dir_all(to.parent().unwrap()).expect("mkdir");
+        std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+    copy
+}
+
+/// skaffold in `dir`, against the cluster, pushing to its registry, building with the test's
+/// own xtask binary (no `cargo` run inside skaffold).
+fn skaffold(dir: &Path, args: &[&str]) -> Command {
+    let bin = layout().bin();
+    let mut cmd = Command::new(bin.join("skaffold"));
+    cmd.args(args)
+        .args(["--default-repo", &format!("{REGISTRY}/cloud-controllers")])
+        .args(["--insecure-registry", REGISTRY])
+        .current_dir(dir)
+        .env("KUBECONFIG", layout().kubeconfig())
+        .env("CLOUD_CONTROLLERS_XTASK", env!("CARGO_BIN_EXE_xtask"))
+        .env("SKAFFOLD_UPDATE_CHECK", "false")
+        .env("SKAFFOLD_INTERACTIVE", "false");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![bin];
+    dirs.extend(std::env::split_paths(&path));
+    cmd.env("PATH", std::env::join_paths(dirs).unwrap());
+    cmd
+}
+
+/// The release's pods by component (`node-controller`, …, `simulator`).
+fn pods_by_component() -> BTreeMap<String, Vec<Value>> {
+    let pods = kubectl_json(&[
+        "get",
+        "pods",
+        "-n",
+        "kube-system",
+        "-l",
+        &format!("app.kubernetes.io/instance={RELEASE}"),
+    ]);
+    let mut by = BTreeMap::<String, Vec<Value>>::new();
+    for pod in pods["items"].as_array().cloned().unwrap_or_default() {
+        let component = pod["metadata"]["labels"]["app.kubernetes.io/component"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        by.entry(component).or_default().push(pod);
+    }
+    by
+}
+
+fn is_ready(pod: &Value) -> bool {
+    pod["metadata"]["deletionTimestamp"].is_null()
+        && condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+}
+
+fn image_of(pod: &Value) -> String {
+    pod["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Waits until exactly `components` run, one Ready pod each, and returns them.
+fn wait_for_release(components: &BTreeSet<&str>, timeout: Duration) -> BTreeMap<String, Value> {
+    wait_for(&format!("{components:?} Ready"), timeout, || {
+        let by = pods_by_component();
+        let names: BTreeSet<&str> = by.keys().map(String::as_str).collect();
+        let ready = names == *components
+            && by
+                .values()
+                .all(|pods| pods.len() == 1 && pods.iter().all(is_ready));
+        ready.then(|| {
+            by.into_iter()
+                .map(|(c, mut pods)| (c, pods.remove(0)))
+                .collect()
+        })
+    })
+}
+
+/// A background `skaffold dev` whose output goes to a file; interrupted (as by Ctrl-C, so it
+/// cleans up) when dropped.
+struct Dev {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Dev {
+    fn start(dir: &Path, args: &[&str]) -> Dev {
+        let log = dir.join(format!("skaffold-dev-{}.log", args.join("-")));
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut all = vec!["dev", "--port-forward=off"];
+        all.extend(args);
+        let child = skaffold(dir, &all)
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("skaffold dev starts");
+        Dev { child, log }
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGINT, then waits (skaffold deletes what it deployed) up to two minutes.
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+/// The artifacts skaffold built, from the output's `Building [artifact]...` lines.
+fn built_in(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .filter_map(|l| l.strip_prefix("Building ["))
+        .filter_map(|l| l.split_once(']'))
+        .map(|(artifact, _)| artifact.to_owned())
+        .collect()
+}
+
+/// `artifact -> reference` from the `Tags used in deployment:` block skaffold prints.
+fn deployed_tags(output: &str) -> BTreeMap<String, String> {
+    output
+        .lines()
+        .skip_while(|l| !l.starts_with("Tags used in deployment:"))
+        .skip(1)
+        .map_while(|l| l.strip_prefix(" - "))
+        .filter_map(|l| l.split_once(" -> "))
+        .map(|(a, r)| (a.to_owned(), r.to_owned()))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root, builds the images, changes the host's network: \
+            cargo test -p xtask --test cluster_skaffold -- --ignored --nocapture"]
+fn skaffold_run_and_dev_against_a_real_cluster() {
+    let status = xtask()
+        .args(["cluster", "up"])
+        .status()
+        .expect("xtask runs");
+    let _down = Down;
+    assert!(status.success(), "cluster up failed");
+    let copy = copy_of_checkout();
+    let dir = copy.path();
+    let everything: BTreeSet<&str> = [
+        "node-controller",
+        "lifecycle-controller",
+        "service-controller",
+        "route-controller",
+        "simulator",
+    ]
+    .into();
+
+    // 1. skaffold run.
+    let started = Instant::now();
+    let out = skaffold(dir, &["run"]).output().expect("skaffold runs");
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "skaffold run:\n{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("skaffold run: {:.1?}", started.elapsed());
+    let tags: BTreeMap<String, String> = deployed_tags(&printed)
+        .into_iter()
+        .map(|(artifact, tag)| {
+            let component = if artifact == "cloud-sim" {
+                "simulator".to_owned()
+            } else {
+                artifact
+            };
+            (component, tag)
+        })
+        .collect();
+    assert_eq!(
+        tags.keys().map(String::as_str).collect::<BTreeSet<_>>(),
+        everything
+    );
+    let pods = wait_for_release(&everything, Duration::from_secs(180));
+    for (component, pod) in &pods {
+        let tag = &tags[component];
+        assert!(
+            tag.starts_with(&format!("{REGISTRY}/cloud-controllers/")),
+            "{component}: {tag}"
+        );
+        // The tag skaffold deployed, pinned to the digest it pushed.
+        assert_eq!(&image_of(pod), tag, "{component}");
+        eprintln!("skaffold run: {component} runs {tag}");
+    }
+    eprintln!(
+        "{}",
+        kubectl(&["get", "pods", "-n", "kube-system", "-o", "wide"])
+    );
+    let mut delete = skaffold(dir, &["delete"]);
+    output({
+        delete.stdout(Stdio::null());
+        delete
+    });
+    wait_for("the release gone", Duration::from_secs(120), || {
+        pods_by_component().is_empty().then_some(())
+    });
+
+    // 2. skaffold dev, then an edit.
+    let mut dev = Dev::start(dir, &[]);
+    let before = wait_for_release(&everything, Duration::from_secs(300));
+    let logged_before = dev.output().len();
+    let nonce = format!("edited-{}", std::process::id());
+    let main = dir.join("service-controller/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    let about = "/// The service controller of cloud-controllers";
+    assert!(
+        source.contains(about),
+        "service-controller's about line moved"
+    );
+    let edited = source.replace(about, &format!("{about} ({nonce})"));
+    let written = Instant::now();
+    std::fs::write(&main, edited).unwrap();
+    let new_pod = wait_for(
+        "the edited service-controller Ready",
+        Duration::from_secs(600),
+        || {
+            let by = pods_by_component();
+            let pod = by
+                .get("service-controller")?
+                .iter()
+                .find(|p| is_ready(p) && image_of(p) != image_of(&before["service-controller"]))?
+                .clone();
+            let name = pod["metadata"]["name"].as_str()?.to_owned();
+            let mut exec = common::tool("kubectl");
+            exec.args(["exec", "-n", "kube-system", &name, "--"])
+                .args(["service-controller", "--help"]);
+            let help = exec.output().ok()?;
+            String::from_utf8_lossy(&help.stdout)
+                .contains(&nonce)
+                .then_some(pod)
+        },
+    );
+    let took = written.elapsed();
+    let after_edit = dev.output()[logged_before..].to_owned();
+    let rebuilt = built_in(&after_edit);
+    eprintln!(
+        "skaffold dev: {:.1?} from the write to the new pod {} Ready; rebuilt {rebuilt:?}",
+        took,
+        new_pod["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    assert_eq!(rebuilt, ["service-controller"], "{after_edit}");
+    let now = pods_by_component();
+    for (component, pod) in &before {
+        if component == "service-controller" {
+            continue;
+        }
+        let still: Vec<&str> = now[component]
+            .iter()
+            .filter_map(|p| p["metadata"]["uid"].as_str())
+            .collect();
+        assert_eq!(
+            still,
+            [pod["metadata"]["uid"].as_str().unwrap()],
+            "{component} was not rolled"
+        );
+        assert_eq!(
+            now[component][0]["status"]["containerStatuses"][0]["restartCount"], 0,
+            "{component}"
+        );
+    }
+    dev.stop();
+    wait_for("skaffold dev's clean-up", Duration::from_secs(120), || {
+        pods_by_component().is_empty().then_some(())
+    });
+
+    // 3. skaffold dev -p service-controller.
+    let mut one = Dev::start(dir, &["-p", "service-controller"]);
+    let only: BTreeSet<&str> = ["service-controller", "simulator"].into();
+    wait_for_release(&only, Duration::from_secs(300));
+    let deployments = kubectl(&["get", "deployments", "-n", "kube-system", "-o", "name"]);
+    eprintln!("skaffold dev -p service-controller:\n{deployments}");
+    assert_eq!(
+        deployments.lines().collect::<BTreeSet<_>>(),
+        [
+            "deployment.apps/cloud-controllers-service-controller",
+            "deployment.apps/cloud-controllers-simulator"
+        ]
+        .into()
+    );
+    one.stop();
+}

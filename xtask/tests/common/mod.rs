@@ -1,0 +1,80 @@
+//! What the real-cluster tests share: `cargo xtask cluster` and the cluster's kubectl and helm,
+//! and polling with a deadline.
+
+#![allow(dead_code)] // each test binary uses its part
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The release `cargo xtask cluster up --with-chart` and skaffold.yaml install.
+pub const RELEASE: &str = "cloud-controllers";
+
+pub fn xtask() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+}
+
+/// `cluster down` when dropped.
+pub struct Down;
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let out = xtask().args(["cluster", "down"]).output();
+        if let Ok(out) = out {
+            eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
+pub fn layout() -> testenv::cluster::Layout {
+    testenv::cluster::Layout::default()
+}
+
+pub fn tool(name: &str) -> Command {
+    let mut cmd = Command::new(layout().bin().join(name));
+    cmd.env("KUBECONFIG", layout().kubeconfig());
+    cmd
+}
+
+pub fn output(mut cmd: Command) -> String {
+    let out = cmd.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn kubectl(args: &[&str]) -> String {
+    let mut cmd = tool("kubectl");
+    cmd.args(args);
+    output(cmd)
+}
+
+pub fn kubectl_json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&kubectl(&all)).expect("kubectl prints JSON")
+}
+
+/// Polls `probe` every second until it returns `Some`, or panics after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            eprintln!("{what}: after {:.1?}", started.elapsed());
+            return v;
+        }
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+pub fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
