@@ -126,8 +126,8 @@ pub fn binary_of_image(image: &str) -> String {
     last.split(':').next().unwrap_or(last).to_owned()
 }
 
-/// Applies what pods need before they run (ServiceAccounts, RBAC, Secrets) for real; everything
-/// else as a dry run (no kubelet would act on the Deployments here).
+/// Applies what pods need before they run (ServiceAccounts, RBAC, Secrets, the Leases they take) for
+/// real; everything else as a dry run (no kubelet would act on the Deployments here).
 pub async fn apply_rendered(client: &Client, objects: &[Value]) {
     let discovery = Discovery::new(client.clone())
         .run()
@@ -142,6 +142,7 @@ pub async fn apply_rendered(client: &Client, objects: &[Value]) {
                 | "Role"
                 | "RoleBinding"
                 | "Secret"
+                | "Lease"
         );
         apply(client, &discovery, obj, !real)
             .await

@@ -546,3 +546,13 @@ saying why and what to use instead. Included once, by deployment.yaml.
 {{- fail (printf "%s.%s: this flag is managed by the chart (admin-address: adminPort; leader-elect*: leaderElection, and the Lease name and namespace are fixed by the RBAC in files/rbac; cluster-cidr: routeController.clusterCIDR or networking.clusterCIDR; kubeconfig: the pod's ServiceAccount)" .where .flag) }}
 {{- end }}
 {{- end }}
+
+{{/*
+The name of a controller's Lease, as the controller derives it (controller-kit's
+config/leader_election.rs): cloud-controller-manager-<controller>, with -dry-run for a shadow. The
+chart refuses --leader-elect-resource-name in args, so nothing else can change it.
+dict "root" $ "component" name "values" block
+*/}}
+{{- define "cc.leaseName" -}}
+cloud-controller-manager-{{ .component }}{{ if .values.dryRun }}-dry-run{{ end }}
+{{- end }}
