@@ -174,8 +174,26 @@ cloudsim-robot
 {{- printf "cloud-sim-robot/%s/%s" .Release.Namespace .Release.Name | sha256sum }}
 {{- end }}
 
-{{/* The simulator's Service URL, without a path. */}}
+{{/*
+The simulator's Service URL, without a path, through the variables the kubelet gives every pod of
+the namespace for each of its Services (<SERVICE>_SERVICE_HOST/_PORT, the name upper-cased with - as
+_) and expands in $(NAME) references of the container's variables (its makeEnvironmentVariables).
+No cluster DNS is needed: on a new cluster CoreDNS only schedules once the node-controller has
+initialized a node, and the node-controller needs the simulator to do that.
+
+helm creates the Service before the Deployments. A pod whose container starts before its kubelet
+has seen the Service (or with enableServiceLinks: false, which the chart never sets and renders as
+true) gets the literal "$(NAME)" text: the controllers then exit with code 2 saying so, and the
+kubelet's restart of the container brings the variables (the message and the exit code show in
+`kubectl describe pod`, terminationMessagePolicy FallbackToLogsOnError).
+*/}}
 {{- define "cc.simulatorBase" -}}
+{{- $var := include "cc.componentName" (dict "root" . "component" "simulator") | upper | replace "-" "_" }}
+{{- printf "http://$(%s_SERVICE_HOST):$(%s_SERVICE_PORT)" $var $var }}
+{{- end }}
+
+{{/* The simulator's Service as cluster DNS names it (NOTES only: the controllers do not use it). */}}
+{{- define "cc.simulatorDNS" -}}
 {{- printf "http://%s.%s.svc:%d" (include "cc.componentName" (dict "root" . "component" "simulator")) .Release.Namespace (int .Values.simulator.port) }}
 {{- end }}
 
