@@ -33,6 +33,8 @@ pub struct PodTemplate {
     pub volumes: Vec<Value>,
     /// The pod's securityContext.
     pub pod_security: Value,
+    /// `enableServiceLinks` (default true): the namespace's Service variables for `$(NAME)`.
+    pub service_links: bool,
 }
 
 impl PodTemplate {
@@ -60,6 +62,7 @@ impl PodTemplate {
             container: containers[0].clone(),
             volumes: spec["volumes"].as_array().cloned().unwrap_or_default(),
             pod_security: spec["securityContext"].clone(),
+            service_links: spec["enableServiceLinks"].as_bool().unwrap_or(true),
         }
     }
 
@@ -113,9 +116,11 @@ impl PodTemplate {
         (path, port)
     }
 
-    /// The container environment as the kubelet would build it for pod `pod_name`: plain values,
-    /// `secretKeyRef` read from the apiserver (a missing optional key is left out, a missing required
-    /// one is an error, like CreateContainerConfigError), `fieldRef` metadata.name/namespace.
+    /// The container environment as the kubelet would build it for pod `pod_name`: plain values
+    /// with their `$(NAME)` references expanded (earlier variables, then the namespace's Service
+    /// variables: [`Self::service_env`]), `secretKeyRef` read from the apiserver (a missing optional
+    /// key is left out, a missing required one is an error, like CreateContainerConfigError),
+    /// `fieldRef` metadata.name/namespace.
     pub async fn resolve_env(
         &self,
         client: &kube::Client,
@@ -124,7 +129,8 @@ impl PodTemplate {
         if !self.container["envFrom"].is_null() {
             return Err("envFrom is not emulated".into());
         }
-        let mut out = Vec::new();
+        let mut out: Vec<(String, String)> = Vec::new();
+        let mut services: Option<Vec<(String, String)>> = None;
         for entry in self.container["env"]
             .as_array()
             .cloned()
@@ -135,7 +141,20 @@ impl PodTemplate {
                 .ok_or("env entry without name")?
                 .to_owned();
             if let Some(v) = entry.get("value") {
-                out.push((name, v.as_str().unwrap_or_default().to_owned()));
+                let value = v.as_str().unwrap_or_default();
+                if value.contains('$') && services.is_none() {
+                    services = Some(self.service_env(client).await?);
+                }
+                let known = services.as_deref().unwrap_or_default();
+                // The container's earlier variables first, then the Services' (the kubelet's order).
+                let expanded = expand(value, |n| {
+                    out.iter()
+                        .rev()
+                        .chain(known.iter())
+                        .find(|(k, _)| k == n)
+                        .map(|(_, v)| v.clone())
+                });
+                out.push((name, expanded));
                 continue;
             }
             let from = &entry["valueFrom"];
@@ -176,6 +195,97 @@ impl PodTemplate {
         }
         Ok(out)
     }
+
+    /// The Service variables the kubelet gives a pod of this namespace (with `enableServiceLinks`;
+    /// the `kubernetes` Service's from `default` always): `<NAME>_SERVICE_HOST` (the cluster IP),
+    /// `<NAME>_SERVICE_PORT` (the first port) and `<NAME>_SERVICE_PORT_<PORT NAME>`, NAME the
+    /// Service's name upper-cased with `-` as `_`. Services without a cluster IP give none.
+    pub async fn service_env(
+        &self,
+        client: &kube::Client,
+    ) -> Result<Vec<(String, String)>, String> {
+        use k8s_openapi::api::core::v1::Service;
+        let mut services = Vec::new();
+        if self.service_links {
+            services.extend(
+                Api::<Service>::namespaced(client.clone(), &self.namespace)
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| format!("listing the Services of {}: {e}", self.namespace))?
+                    .items,
+            );
+        }
+        if let Some(k) = Api::<Service>::namespaced(client.clone(), "default")
+            .get_opt("kubernetes")
+            .await
+            .map_err(|e| format!("reading Service default/kubernetes: {e}"))?
+        {
+            services.push(k);
+        }
+        let mut vars = Vec::new();
+        for s in services {
+            let name = s
+                .metadata
+                .name
+                .unwrap_or_default()
+                .to_uppercase()
+                .replace('-', "_");
+            let spec = s.spec.unwrap_or_default();
+            let Some(ip) = spec.cluster_ip.filter(|ip| !ip.is_empty() && ip != "None") else {
+                continue;
+            };
+            let ports = spec.ports.unwrap_or_default();
+            vars.push((format!("{name}_SERVICE_HOST"), ip));
+            if let Some(first) = ports.first() {
+                vars.push((format!("{name}_SERVICE_PORT"), first.port.to_string()));
+            }
+            for p in &ports {
+                if let Some(port_name) = &p.name {
+                    vars.push((
+                        format!(
+                            "{name}_SERVICE_PORT_{}",
+                            port_name.to_uppercase().replace('-', "_")
+                        ),
+                        p.port.to_string(),
+                    ));
+                }
+            }
+        }
+        Ok(vars)
+    }
+}
+
+/// `$(NAME)` references expanded as the kubelet expands a container's variables: `$$` is `$`, a
+/// known NAME its value, an unknown NAME (or an unclosed reference) stays as written.
+pub fn expand(input: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::new();
+    let mut rest = input;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(reference) = after.strip_prefix('(')
+            && let Some(end) = reference.find(')')
+        {
+            let name = &reference[..end];
+            match lookup(name) {
+                Some(value) => out.push_str(&value),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = &reference[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A pod template started as a local process.
@@ -603,4 +713,31 @@ pub async fn http_get(port: u16, path: &str, headers: &[(&str, &str)]) -> Option
         .ok()?
         .ok()?;
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expand;
+
+    #[test]
+    fn references_expand_as_the_kubelet_expands_them() {
+        let lookup = |n: &str| match n {
+            "A_SERVICE_HOST" => Some("10.0.0.7".to_owned()),
+            "A_SERVICE_PORT" => Some("8080".to_owned()),
+            _ => None,
+        };
+        assert_eq!(
+            expand("http://$(A_SERVICE_HOST):$(A_SERVICE_PORT)/v1", lookup),
+            "http://10.0.0.7:8080/v1"
+        );
+        assert_eq!(
+            expand("http://$(B_SERVICE_HOST):$(A_SERVICE_PORT)/v1", lookup),
+            "http://$(B_SERVICE_HOST):8080/v1",
+            "an unknown name stays as written"
+        );
+        assert_eq!(
+            expand("$$(A_SERVICE_HOST) $x $(open", lookup),
+            "$(A_SERVICE_HOST) $x $(open"
+        );
+    }
 }

@@ -126,8 +126,9 @@ pub fn binary_of_image(image: &str) -> String {
     last.split(':').next().unwrap_or(last).to_owned()
 }
 
-/// Applies what pods need before they run (ServiceAccounts, RBAC, Secrets) for real; everything
-/// else as a dry run (no kubelet would act on the Deployments here).
+/// Applies what pods need before they run (ServiceAccounts, RBAC, Secrets, the Leases they take, the
+/// Services whose variables they read) for real; everything else as a dry run (no kubelet would act
+/// on the Deployments here).
 pub async fn apply_rendered(client: &Client, objects: &[Value]) {
     let discovery = Discovery::new(client.clone())
         .run()
@@ -142,6 +143,8 @@ pub async fn apply_rendered(client: &Client, objects: &[Value]) {
                 | "Role"
                 | "RoleBinding"
                 | "Secret"
+                | "Lease"
+                | "Service"
         );
         apply(client, &discovery, obj, !real)
             .await

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use cloud_sim::{Sim, SimConfig};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::PostParams;
@@ -82,7 +83,8 @@ pub async fn rendered_controllers_do_their_jobs(mut fleet: Fleet) {
         ]
     );
 
-    // Each holds its own Lease, in the release namespace, as its pod.
+    // Each holds its own Lease, the one the chart rendered (its labels stay), in the release
+    // namespace, as its pod.
     for (c, (_, pod)) in &started {
         let lease = format!("cloud-controller-manager-{c}");
         let holder = eventually(&format!("{c} holds Lease {ns}/{lease}"), || async {
@@ -92,6 +94,20 @@ pub async fn rendered_controllers_do_their_jobs(mut fleet: Fleet) {
         assert!(
             holder.starts_with(pod.as_str()),
             "{c}: Lease held by {holder}, not {pod}"
+        );
+        let labels = Api::<Lease>::namespaced(admin.clone(), ns)
+            .get(&lease)
+            .await
+            .expect("the Lease")
+            .metadata
+            .labels
+            .unwrap_or_default();
+        assert_eq!(
+            labels
+                .get("app.kubernetes.io/component")
+                .map(String::as_str),
+            Some(c.as_str()),
+            "{c}: the Lease is the chart's: {labels:?}"
         );
         eprintln!("{c}: Lease {ns}/{lease} held by {holder}");
     }

@@ -1,4 +1,4 @@
-//! Every object the chart renders (defaults, every ci/*.yaml and the translated HCCM values file of
+//! Every object the chart renders (defaults, every ci/*.yaml and the HCCM values files of
 //! chart-tests/fixtures/) sent to a real kube-apiserver as a server-side apply with dryRun=All and
 //! strict field validation: schema, defaulting, admission and RBAC-escalation checks run, nothing
 //! is stored.
@@ -229,30 +229,49 @@ async fn helm_install_dry_run_renders_notes_that_name_what_was_enabled() {
     assert!(!notes.contains("/metrics | grep"), "{notes}");
 }
 
-/// The hand translation of an HCCM values file (chart-tests/fixtures/; render/hccm_values.rs
-/// checks what it renders against the HCCM file) sent to the apiserver like every ci/*.yaml.
+/// HCCM's values files as they are (its chart's own and a user's) and the hand translation of the
+/// user's (chart-tests/fixtures/; render/hccm_values.rs checks what they render) sent to the
+/// apiserver like every ci/*.yaml.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_translated_hccm_values_file_passes_a_server_side_dry_run() {
+async fn hccm_values_files_pass_a_server_side_dry_run() {
     let (client, discovery) = apiserver_with_pod_monitors().await;
-    let objects = Render::default()
-        .values("chart-tests/fixtures/hccm-values-translated.yaml")
-        .arg("--api-versions")
-        .arg("monitoring.coreos.com/v1/PodMonitor")
-        .objects();
-    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
-    let mut failures = Vec::new();
-    for obj in &objects {
-        match apply(&client, &discovery, obj, true).await {
-            Ok(()) => *kinds.entry(kind(obj).to_owned()).or_default() += 1,
-            Err(e) => failures.push(e),
+    for (file, deployments, monitors) in [
+        ("hccm-values.yaml", 4, 4),
+        ("hccm-values-translated.yaml", 4, 4),
+        ("hccm-chart-values.yaml", 3, 0),
+    ] {
+        let objects = Render::default()
+            .values(format!("chart-tests/fixtures/{file}"))
+            .arg("--api-versions")
+            .arg("monitoring.coreos.com/v1/PodMonitor")
+            .objects();
+        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        let mut failures = Vec::new();
+        for obj in &objects {
+            match apply(&client, &discovery, obj, true).await {
+                Ok(()) => *kinds.entry(kind(obj).to_owned()).or_default() += 1,
+                Err(e) => failures.push(e),
+            }
         }
+        eprintln!(
+            "dry-run {file}: {}/{} accepted {kinds:?}",
+            kinds.values().sum::<usize>(),
+            objects.len()
+        );
+        assert!(
+            failures.is_empty(),
+            "{file} rejected:\n{}",
+            failures.join("\n")
+        );
+        assert_eq!(
+            kinds.get("Deployment"),
+            Some(&deployments),
+            "{file}: {kinds:?}"
+        );
+        assert_eq!(
+            kinds.get("PodMonitor").copied().unwrap_or(0),
+            monitors,
+            "{file}: {kinds:?}"
+        );
     }
-    eprintln!(
-        "dry-run hccm-values-translated.yaml: {}/{} accepted {kinds:?}",
-        kinds.values().sum::<usize>(),
-        objects.len()
-    );
-    assert!(failures.is_empty(), "rejected:\n{}", failures.join("\n"));
-    assert_eq!(kinds.get("Deployment"), Some(&4), "{kinds:?}");
-    assert_eq!(kinds.get("PodMonitor"), Some(&4), "{kinds:?}");
 }

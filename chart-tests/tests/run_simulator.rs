@@ -1,16 +1,18 @@
 //! Run what the chart's simulator block renders (dev/values.yaml, as `skaffold dev` deploys it):
 //! cloud-sim from its rendered Deployment (emptyDir = a temp dir) accepts the token of the rendered
 //! Secret and refuses any other; the node-controller of the same render, whose HCLOUD_ENDPOINT names
-//! the rendered Service (resolved here as cluster DNS and the Service would: to the pod's target
-//! port), initializes a Node from a server in that simulator.
+//! the rendered Service through the variables the kubelet derives from it (expanded here as the
+//! kubelet would; the cluster IP then forwarded to the pod's target port as kube-proxy would),
+//! initializes a Node from a server in that simulator.
 
+use chart_tests::pod::PodTemplate;
 use chart_tests::pod::http_get;
 use chart_tests::run::{
     Fleet, T, apply_rendered, create_namespace, create_node, eventually, ready, start, tainted,
     uninitialized_taint,
 };
 use chart_tests::{Render, find, free_port, name};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use serde_json::json;
 
@@ -72,20 +74,37 @@ async fn the_rendered_simulator_serves_the_rendered_controllers() {
         "cloud-sim from its rendered Deployment: ready on :{port}; the Secret's token accepted, another refused"
     );
 
-    // The node-controller of the same render, pointed at the Service.
+    // The node-controller of the same render, pointed at the Service through the variables the
+    // kubelet derives from it (no cluster DNS): the applied Service's cluster IP and port, which
+    // kube-proxy would forward to the pod's target port.
     let service = find(&objects, "Service", "dev-cloud-controllers-simulator");
-    let svc_host = format!(
-        "{}.{ns}.svc:{}",
-        name(service),
-        service["spec"]["ports"][0]["port"]
-    );
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "http");
+    let live = Api::<Service>::namespaced(admin.clone(), ns)
+        .get(name(service))
+        .await
+        .expect("the applied Service");
+    let spec = live.spec.unwrap();
+    let cluster_ip = spec.cluster_ip.expect("a cluster IP");
+    let svc_host = format!("{cluster_ip}:{}", spec.ports.unwrap()[0].port);
     let node_deploy = find(
         &objects,
         "Deployment",
         "dev-cloud-controllers-node-controller",
     );
-    let node_t = start(
+    let template = PodTemplate::of(node_deploy);
+    assert_eq!(
+        template.env_entry("HCLOUD_ENDPOINT").unwrap()["value"],
+        "http://$(DEV_CLOUD_CONTROLLERS_SIMULATOR_SERVICE_HOST):$(DEV_CLOUD_CONTROLLERS_SIMULATOR_SERVICE_PORT)/v1"
+    );
+    let resolved = template.resolve_env(&admin, "p").await.unwrap();
+    assert!(
+        resolved.contains(&(
+            "HCLOUD_ENDPOINT".to_owned(),
+            format!("http://{svc_host}/v1")
+        )),
+        "{resolved:?}"
+    );
+    start(
         &k,
         &admin,
         node_deploy,
@@ -98,10 +117,6 @@ async fn the_rendered_simulator_serves_the_rendered_controllers() {
         &mut fleet,
     )
     .await;
-    assert_eq!(
-        node_t.env_entry("HCLOUD_ENDPOINT").unwrap()["value"],
-        format!("http://{svc_host}/v1")
-    );
     fleet.procs[1]
         .wait_ready(T)
         .await

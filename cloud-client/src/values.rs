@@ -10,6 +10,63 @@ pub const BOOL_EXPECTED: &str =
 pub const DURATION_EXPECTED: &str =
     "a duration: whole seconds (\"15\") or a Go duration (\"15s\", \"1m\", \"500ms\", \"1m30s\")";
 
+/// The `$(NAME)` references left in variable `var`'s `value`, as a problem to report, or `None`.
+///
+/// The kubelet replaces `$(NAME)` in a container's variable with a variable it knows when it starts
+/// the container: the container's own earlier ones and, with `enableServiceLinks` (the default),
+/// `<SERVICE>_SERVICE_HOST`/`_PORT` of each Service of the pod's namespace that exists by then
+/// (its makeEnvironmentVariables). A name it does not know stays as written. The chart points the
+/// controllers at its in-cluster simulator that way (no cluster DNS needed); a pod that started
+/// before the Service existed gets the literal text. Exiting on it lets the kubelet start the
+/// container again, then with the variable.
+pub fn unexpanded_reference(var: &str, value: &str) -> Option<String> {
+    let names: Vec<&str> = value
+        .split("$(")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')').map(|(name, _)| name))
+        .filter(|name| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+        })
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    let listed = names
+        .iter()
+        .map(|n| format!("$({n})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // <SERVICE>_SERVICE_HOST/_PORT name a Service: its name upper-cased, `-` as `_`.
+    let mut services: Vec<String> = names
+        .iter()
+        .filter_map(|n| {
+            n.strip_suffix("_SERVICE_HOST")
+                .or_else(|| n.strip_suffix("_SERVICE_PORT"))
+        })
+        .map(|s| s.to_ascii_lowercase().replace('_', "-"))
+        .collect();
+    services.dedup();
+    let check = if services.is_empty() {
+        "check where the variables should come from".to_owned()
+    } else {
+        format!(
+            "check that Service {} exists in the pod's namespace",
+            services.join(", ")
+        )
+    };
+    Some(format!(
+        "{var}={value:?} still holds {listed}: the kubelet replaces $(NAME) only with a variable it \
+         knows when it starts the container, and it knew none of that name. A Service's \
+         <NAME>_SERVICE_HOST and _SERVICE_PORT exist only for a Service in the pod's namespace that \
+         existed when the container started, and only when the pod's enableServiceLinks is not \
+         false. Exiting, so that the kubelet starts the container again with the variables; if this \
+         repeats, {check}"
+    ))
+}
+
 /// Go `strconv.ParseBool`.
 pub fn parse_bool(s: &str) -> Option<bool> {
     match s {
@@ -81,6 +138,36 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unexpanded_kubelet_references_are_named() {
+        let endpoint = "http://$(CC_SIMULATOR_SERVICE_HOST):$(CC_SIMULATOR_SERVICE_PORT)/v1";
+        let problem = unexpanded_reference("HCLOUD_ENDPOINT", endpoint).unwrap();
+        assert!(
+            problem.starts_with(&format!(
+                "HCLOUD_ENDPOINT={endpoint:?} still holds $(CC_SIMULATOR_SERVICE_HOST), \
+                 $(CC_SIMULATOR_SERVICE_PORT): the kubelet replaces $(NAME)"
+            )),
+            "{problem}"
+        );
+        assert!(problem.contains("enableServiceLinks"), "{problem}");
+        assert!(
+            problem.ends_with("check that Service cc-simulator exists in the pod's namespace"),
+            "{problem}"
+        );
+        for fine in [
+            "http://10.96.0.12:8080/v1",
+            "https://api.hetzner.cloud/v1",
+            "http://x/$(",
+            "http://x/$()",
+        ] {
+            assert_eq!(
+                unexpanded_reference("HCLOUD_ENDPOINT", fine),
+                None,
+                "{fine}"
+            );
+        }
+    }
 
     #[test]
     fn bools_like_go() {

@@ -157,8 +157,22 @@ impl Leadership {
 
     /// Releases the Lease so a standby takes over at once.
     pub async fn release(self) {
+        use kube_lease_manager::LeaseManagerError;
         match tokio::time::timeout(Duration::from_secs(5), self.manager.release()).await {
             Ok(Ok(())) => tracing::info!(lease = %self.cfg.lease_name, "released leadership"),
+            // `helm uninstall` deletes the chart's Lease (and its Role) while the pods stop.
+            Ok(Err(LeaseManagerError::NonexistentLease(_))) => {
+                tracing::info!(lease = %self.cfg.lease_name, "the Lease is gone (deleted, e.g. by helm uninstall): nothing to release")
+            }
+            Ok(Err(LeaseManagerError::KubeError(kube::Error::Api(e)))) if e.code == 404 => {
+                tracing::info!(lease = %self.cfg.lease_name, "the Lease is gone (deleted, e.g. by helm uninstall): nothing to release")
+            }
+            // RBAC allowed the renewals until now: its Role went first (helm uninstall deletes the
+            // Role and then the Lease itself).
+            Ok(Err(LeaseManagerError::KubeError(kube::Error::Api(e)))) if e.code == 403 => {
+                tracing::info!(lease = %self.cfg.lease_name, error = %e,
+                    "the Lease was not released: its Role no longer allows it (deleted, e.g. by helm uninstall, which deletes the Lease too)")
+            }
             Ok(Err(e)) => tracing::warn!(error = %e, "releasing the Lease failed"),
             Err(_) => tracing::warn!("releasing the Lease timed out"),
         }

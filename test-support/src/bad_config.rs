@@ -70,6 +70,21 @@ pub const COMMON: &[ConfigCase] = &[
         ],
     },
     ConfigCase {
+        // The chart's simulator endpoint in a pod that started before the simulator's Service:
+        // the kubelet leaves $(NAME) as written.
+        name: "endpoint the kubelet could not expand",
+        args: &[],
+        env: &[(
+            "HCLOUD_ENDPOINT",
+            "http://$(CC_SIMULATOR_SERVICE_HOST):$(CC_SIMULATOR_SERVICE_PORT)/v1",
+        )],
+        expect: &[
+            "still holds $(CC_SIMULATOR_SERVICE_HOST), $(CC_SIMULATOR_SERVICE_PORT)",
+            "the kubelet replaces $(NAME) only with a variable it knows when it starts the container",
+            "check that Service cc-simulator exists in the pod's namespace",
+        ],
+    },
+    ConfigCase {
         name: "address family",
         args: &[],
         env: &[("HCLOUD_INSTANCES_ADDRESS_FAMILY", "ipv5")],

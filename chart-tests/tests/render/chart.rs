@@ -97,6 +97,7 @@ fn the_default_install_has_three_controllers_each_with_its_own_objects() {
             format!("ClusterRole cloud-controllers:{c}"),
             format!("ClusterRoleBinding cloud-controllers:{c}"),
             format!("Deployment cloud-controllers-{c}"),
+            format!("Lease cloud-controller-manager-{c}"),
             format!("PodDisruptionBudget cloud-controllers-{c}"),
             format!("Role cloud-controllers:{c}:leader-election"),
             format!("RoleBinding cloud-controllers:{c}:leader-election"),

@@ -32,6 +32,11 @@ fn controllers_are_secure_schedulable_and_probed_on_their_admin_port() {
             pod["hostNetwork"], false,
             "{c}: hostNetwork is off by default"
         );
+        // A controller stopped by a configuration problem (exit 2) shows why in `kubectl describe`.
+        assert_eq!(
+            ctr["terminationMessagePolicy"], "FallbackToLogsOnError",
+            "{c}"
+        );
         assert_eq!(pod["priorityClassName"], "system-cluster-critical");
         let tolerations = pod["tolerations"].to_string();
         for key in [

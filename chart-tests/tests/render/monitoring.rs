@@ -110,3 +110,26 @@ fn hccms_pod_monitor_keys_shape_the_pod_monitors() {
     );
     assert!(m["metadata"]["annotations"].is_null());
 }
+
+#[test]
+fn hccms_metrics_port_is_the_admin_port() {
+    // HCCM's default spec scrapes its port `metrics` (8233); ours serve /metrics on `admin`.
+    let objects = Render::default()
+        .set("monitoring.podMonitor.enabled", true)
+        .set_json(
+            "monitoring.podMonitor.spec",
+            &json!({"podMetricsEndpoints": [{"port": "metrics"}, {"port": "other", "path": "/x"}]}),
+        )
+        .arg("--api-versions")
+        .arg("monitoring.coreos.com/v1/PodMonitor")
+        .objects();
+    let m = find(
+        &objects,
+        "PodMonitor",
+        "cloud-controllers-service-controller",
+    );
+    assert_eq!(
+        m["spec"]["podMetricsEndpoints"],
+        json!([{"port": "admin", "path": "/metrics"}, {"port": "other", "path": "/x"}])
+    );
+}

@@ -1,5 +1,5 @@
 //! RBAC: the roles are exactly the chart's files, bound to each controller's ServiceAccount; a
-//! shadow (dry-run) controller's Lease; `rbac.create=false`.
+//! shadow (dry-run) controller's Lease; `rbac.create=false`; the Leases the chart owns.
 
 use std::collections::BTreeMap;
 
@@ -133,4 +133,60 @@ fn rbac_create_false_renders_no_roles() {
     for k in ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] {
         assert_eq!(of_kind(&objects, k).count(), 0, "{k}");
     }
+}
+
+/// The chart owns each controller's Lease: exactly the name the controller takes (a shadow's named
+/// apart), in the namespace its args give, in its Role, labelled like the chart's other objects,
+/// and without a spec (the controller writes it; an upgrade must not touch who holds it).
+#[test]
+fn each_controller_has_the_lease_it_takes_and_nothing_of_its_spec() {
+    let objects = Render::new("cc", "cloud-system")
+        .set("routeController.enabled", true)
+        .set("routeController.clusterCIDR", "10.244.0.0/16")
+        .set("lifecycleController.dryRun", true)
+        .objects();
+    let leases: Vec<&Value> = of_kind(&objects, "Lease").collect();
+    assert_eq!(leases.len(), 4);
+    for c in CONTROLLERS {
+        let lease_name = if c == "lifecycle-controller" {
+            format!("cloud-controller-manager-{c}-dry-run")
+        } else {
+            format!("cloud-controller-manager-{c}")
+        };
+        let lease = find(&objects, "Lease", &lease_name);
+        assert_eq!(lease["apiVersion"], "coordination.k8s.io/v1");
+        assert!(lease.get("spec").is_none(), "{c}: {lease}");
+        let d = find(&objects, "Deployment", &format!("cc-cloud-controllers-{c}"));
+        assert_eq!(lease["metadata"]["labels"], d["metadata"]["labels"], "{c}");
+        assert!(
+            args(d).contains(&format!(
+                "--leader-elect-resource-namespace={}",
+                lease["metadata"]["namespace"].as_str().unwrap()
+            )),
+            "{c}"
+        );
+        let role = find(
+            &objects,
+            "Role",
+            &format!("cc-cloud-controllers:{c}:leader-election"),
+        );
+        assert_eq!(
+            role["metadata"]["namespace"],
+            lease["metadata"]["namespace"]
+        );
+        let allowed = role["rules"].as_array().unwrap().iter().any(|r| {
+            r["resourceNames"]
+                .as_array()
+                .is_some_and(|n| n.contains(&json!(lease_name)))
+                && ["get", "patch"]
+                    .iter()
+                    .all(|v| r["verbs"].as_array().unwrap().contains(&json!(v)))
+        });
+        assert!(allowed, "{c}: {role}");
+    }
+    // No leader election, no Lease.
+    let objects = Render::default()
+        .set("leaderElection.enabled", false)
+        .objects();
+    assert_eq!(of_kind(&objects, "Lease").count(), 0);
 }

@@ -208,19 +208,19 @@ fn the_simulator_serves_the_robot_webservice_to_the_controllers() {
         // The simulator wins over robot.endpoint, as over hcloud.endpoint.
         .set("robot.endpoint", "https://robot-ws.example.test");
     let objects = render.objects();
-    let port = find(&objects, "Service", "cloud-controllers-simulator")["spec"]["ports"][0]["port"]
-        .as_u64()
-        .unwrap();
+    // The simulator's Service through the variables the kubelet sets (render/simulator.rs).
+    find(&objects, "Service", "cloud-controllers-simulator");
+    let base = "http://$(CLOUD_CONTROLLERS_SIMULATOR_SERVICE_HOST):$(CLOUD_CONTROLLERS_SIMULATOR_SERVICE_PORT)";
     for c in ROBOT_CONTROLLERS {
         let d = deployment(&objects, c);
         assert_eq!(
             env(d, "ROBOT_ENDPOINT").unwrap()["value"],
-            format!("http://cloud-controllers-simulator.kube-system.svc:{port}/robot"),
+            format!("{base}/robot"),
             "{c}"
         );
         assert_eq!(
             env(d, "HCLOUD_ENDPOINT").unwrap()["value"],
-            format!("http://cloud-controllers-simulator.kube-system.svc:{port}/v1"),
+            format!("{base}/v1"),
             "{c}"
         );
         // The simulator's Secret, like HCLOUD_TOKEN.

@@ -38,7 +38,7 @@ fn the_schema_rejects_wrong_types_and_values() {
         (
             "nodeController.replicas",
             json!("two"),
-            "got string, want integer",
+            "got string, want null or integer",
         ),
         (
             "nodeController.enabled",

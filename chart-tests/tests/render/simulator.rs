@@ -1,6 +1,6 @@
 //! The `simulator` block: cloud-sim in the cluster and every controller pointed at it.
 
-use chart_tests::{CONTROLLERS, Render, find};
+use chart_tests::{CONTROLLERS, Render, find, name};
 use serde_json::json;
 
 use crate::support::{container, env, token_source};
@@ -27,23 +27,54 @@ fn the_simulator_block_points_every_controller_at_cloud_sim() {
         env(sim, "CLOUD_SIM_TOKEN").unwrap()["valueFrom"]["secretKeyRef"],
         json!({"name": "cloud-controllers-simulator", "key": "token"})
     );
+    // The Service's variables, which the kubelet sets in every pod of its namespace and expands in
+    // $(NAME): the name upper-cased, - as _. No cluster DNS needed.
+    let var = name(svc).to_uppercase().replace('-', "_");
+    assert_eq!(var, "CLOUD_CONTROLLERS_SIMULATOR");
+    assert!(port > 0);
     for c in CONTROLLERS {
         let d = find(&objects, "Deployment", &format!("cloud-controllers-{c}"));
         assert_eq!(
             env(d, "HCLOUD_ENDPOINT").unwrap()["value"],
-            format!("http://cloud-controllers-simulator.kube-system.svc:{port}/v1")
+            format!("http://$({var}_SERVICE_HOST):$({var}_SERVICE_PORT)/v1")
         );
         assert_eq!(
             token_source(d),
             json!({"name": "cloud-controllers-simulator", "key": "token"})
         );
+        let pod = &d["spec"]["template"]["spec"];
+        // hostNetwork (the route-controller here) or not: the node's resolver, as without the
+        // simulator; and the Service variables are on.
+        assert_eq!(pod["dnsPolicy"], "Default", "{c}");
+        assert_eq!(pod["enableServiceLinks"], true, "{c}");
     }
-    // hostNetwork pods still resolve the simulator's Service name.
-    let route = find(&objects, "Deployment", "cloud-controllers-route-controller");
     assert_eq!(
-        route["spec"]["template"]["spec"]["dnsPolicy"],
-        "ClusterFirstWithHostNet"
+        find(&objects, "Deployment", "cloud-controllers-route-controller")["spec"]["template"]["spec"]
+            ["hostNetwork"],
+        true
     );
+    // The simulator runs before any node is initialized, whatever its tolerations say.
+    assert_eq!(
+        container(sim)["terminationMessagePolicy"],
+        "FallbackToLogsOnError"
+    );
+    for tolerations in [json!(null), json!([])] {
+        let objects = Render::default()
+            .values("charts/cloud-controllers/ci/simulator-values.yaml")
+            .set_json("simulator.tolerations", &tolerations)
+            .objects();
+        let sim = find(&objects, "Deployment", "cloud-controllers-simulator");
+        assert!(
+            sim["spec"]["template"]["spec"]["tolerations"]
+                .as_array()
+                .unwrap()
+                .contains(
+                    &json!({"key": "node.cloudprovider.kubernetes.io/uninitialized",
+                                  "value": "true", "effect": "NoSchedule"})
+                ),
+            "simulator.tolerations={tolerations}: {sim}"
+        );
+    }
     // Same token on every render of the same release (no random value that changes on upgrade).
     let again = Render::default()
         .values("charts/cloud-controllers/ci/simulator-values.yaml")

@@ -61,17 +61,6 @@ fn the_template_refuses_what_would_not_work() {
                 .set("monitoring.podMonitor.enabled", true)
                 .set_json(
                     "monitoring.podMonitor.spec",
-                    &json!({"podMetricsEndpoints": [{"port": "metrics"}]}),
-                )
-                .arg("--api-versions")
-                .arg("monitoring.coreos.com/v1/PodMonitor"),
-            "monitoring.podMonitor.spec.podMetricsEndpoints[0].port: metrics is HCCM's port name",
-        ),
-        (
-            Render::default()
-                .set("monitoring.podMonitor.enabled", true)
-                .set_json(
-                    "monitoring.podMonitor.spec",
                     &json!({"selector": {"matchLabels": {"app": "x"}}}),
                 )
                 .arg("--api-versions")

@@ -174,8 +174,26 @@ cloudsim-robot
 {{- printf "cloud-sim-robot/%s/%s" .Release.Namespace .Release.Name | sha256sum }}
 {{- end }}
 
-{{/* The simulator's Service URL, without a path. */}}
+{{/*
+The simulator's Service URL, without a path, through the variables the kubelet gives every pod of
+the namespace for each of its Services (<SERVICE>_SERVICE_HOST/_PORT, the name upper-cased with - as
+_) and expands in $(NAME) references of the container's variables (its makeEnvironmentVariables).
+No cluster DNS is needed: on a new cluster CoreDNS only schedules once the node-controller has
+initialized a node, and the node-controller needs the simulator to do that.
+
+helm creates the Service before the Deployments. A pod whose container starts before its kubelet
+has seen the Service (or with enableServiceLinks: false, which the chart never sets and renders as
+true) gets the literal "$(NAME)" text: the controllers then exit with code 2 saying so, and the
+kubelet's restart of the container brings the variables (the message and the exit code show in
+`kubectl describe pod`, terminationMessagePolicy FallbackToLogsOnError).
+*/}}
 {{- define "cc.simulatorBase" -}}
+{{- $var := include "cc.componentName" (dict "root" . "component" "simulator") | upper | replace "-" "_" }}
+{{- printf "http://$(%s_SERVICE_HOST):$(%s_SERVICE_PORT)" $var $var }}
+{{- end }}
+
+{{/* The simulator's Service as cluster DNS names it (NOTES only: the controllers do not use it). */}}
+{{- define "cc.simulatorDNS" -}}
 {{- printf "http://%s.%s.svc:%d" (include "cc.componentName" (dict "root" . "component" "simulator")) .Release.Namespace (int .Values.simulator.port) }}
 {{- end }}
 
@@ -209,8 +227,8 @@ Renders a flag map as container args, sorted by flag: `--flag=value`, or `--flag
 {{- end }}
 
 {{/*
-Container args of a controller: the flags the chart manages, then the block's `args` (null drops a
-flag). dict "root" $ "component" name "values" block
+Container args of a controller: the flags the chart manages, then the top-level `args` it reads,
+then the block's `args` (the block wins; null drops a flag). dict "root" $ "component" name "values" block
 */}}
 {{- define "cc.controllerArgs" -}}
 {{- $root := .root }}
@@ -231,10 +249,18 @@ flag). dict "root" $ "component" name "values" block
 {{- if $v.dryRun }}
 {{- $_ := set $args "dry-run" "true" }}
 {{- end }}
-{{- range $flag, $value := $v.args }}
-{{- if has $flag (list "admin-address" "leader-elect" "leader-elect-resource-namespace" "leader-elect-resource-name" "cluster-cidr" "kubeconfig") }}
-{{- fail (printf "%s.args.%s: this flag is managed by the chart (admin-address: adminPort; leader-elect*: leaderElection, and the Lease name and namespace are fixed by the RBAC in files/rbac; cluster-cidr: routeController.clusterCIDR or networking.clusterCIDR)" (include "cc.valuesKey" $.component) $flag) }}
+{{- /* HCCM's top-level args (checked by cc.hccmChecks), each for the controllers that read it. */}}
+{{- $given := dict }}
+{{- range $flag, $value := $root.Values.args }}
+{{- if has $.component (splitList " " (include "cc.flagReaders" (dict "flag" $flag))) }}
+{{- $_ := set $given $flag $value }}
 {{- end }}
+{{- end }}
+{{- range $flag, $value := $v.args }}
+{{- include "cc.checkFlag" (dict "flag" $flag "where" (printf "%s.args" (include "cc.valuesKey" $.component))) }}
+{{- $_ := set $given $flag $value }}
+{{- end }}
+{{- range $flag, $value := $given }}
 {{- if kindIs "invalid" $value }}
 {{- $_ := unset $args $flag }}
 {{- else }}
@@ -247,7 +273,8 @@ flag). dict "root" $ "component" name "values" block
 {{/*
 Environment of a controller: POD_NAME (Lease identity), the credentials, HCLOUD_* (and with
 robot.enabled ROBOT_*) settings that controller reads (HCLOUD_METRICS_ENABLED=false with
-monitoring.enabled=false), then the block's `env` (null removes) and `extraEnv`.
+monitoring.enabled=false), then the top-level `env` (HCCM's) it reads, then the block's `env` (null
+removes; these win) and `extraEnv`.
 dict "root" $ "component" name "values" block
 */}}
 {{- define "cc.controllerEnv" -}}
@@ -257,13 +284,16 @@ dict "root" $ "component" name "values" block
 {{- $secret := include "cc.credentialsSecret" $root }}
 {{- $env := dict }}
 {{- $_ := set $env "POD_NAME" (dict "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) }}
+{{- $token := include "cc.token" $root | fromYaml }}
+{{- if $token.secret }}
 {{- if $root.Values.credentials.tokenAsFile }}
 {{- $_ := set $env "HCLOUD_TOKEN_FILE" (dict "value" (include "cc.tokenFile" $root)) }}
 {{- else }}
-{{- $_ := set $env "HCLOUD_TOKEN" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.tokenKey" $root)))) }}
+{{- $_ := set $env "HCLOUD_TOKEN" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $token.secret "key" $token.key))) }}
+{{- end }}
 {{- end }}
 {{- if or (include "cc.networkForAll" $root) (eq .component "route-controller") }}
-{{- $_ := set $env "HCLOUD_NETWORK" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.networkKey" $root) "optional" true))) }}
+{{- $_ := set $env "HCLOUD_NETWORK" (include "cc.networkBody" $root | fromYaml) }}
 {{- end }}
 {{- $robot := include "cc.robotFor" . }}
 {{- if $robot }}
@@ -325,6 +355,14 @@ dict "root" $ "component" name "values" block
 {{- $_ := set $env $name (dict "value" (toString $value)) }}
 {{- end }}
 {{- end }}
+{{- /* HCCM's top-level env (the variables this controller reads); null removes one. */}}
+{{- range $name, $body := include "cc.hccmEnv" (dict "root" $root "component" .component) | fromYaml }}
+{{- if kindIs "invalid" $body }}
+{{- $_ := unset $env $name }}
+{{- else }}
+{{- $_ := set $env $name $body }}
+{{- end }}
+{{- end }}
 {{- range $name, $value := $v.env }}
 {{- if kindIs "invalid" $value }}
 {{- $_ := unset $env $name }}
@@ -338,4 +376,201 @@ dict "root" $ "component" name "values" block
 {{- with $v.extraEnv }}
 {{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/*
+HCCM's top-level keys (hcloud-cloud-controller-manager's chart/values.yaml): defaults for every
+controller. A controller's own non-null value wins. dict "root" $ "values" block
+*/}}
+{{- define "cc.replicas" -}}
+{{- if kindIs "invalid" .values.replicas }}{{ int .root.Values.replicaCount }}{{ else }}{{ int .values.replicas }}{{ end }}
+{{- end }}
+
+{{/*
+The controllers that read flag `.flag` of the top-level `args`, space-separated: the flags one
+controller defines for itself go to it alone (the binaries' own flags; chart-tests holds this list to
+their --help), every other flag to all four. HCCM's flags that no controller acts on (cloud-provider,
+allow-untagged-cloud, webhook-secure-port, feature-gates, ...) are accepted by every binary, which
+names them in one startup Warning with the reason.
+*/}}
+{{- define "cc.flagReaders" -}}
+{{- $readers := dict
+  "concurrent-node-syncs" "node-controller lifecycle-controller"
+  "concurrent-node-status-updates" "node-controller"
+  "node-status-update-frequency" "node-controller"
+  "exclude-nodes-selector" "lifecycle-controller"
+  "node-monitor-period" "lifecycle-controller"
+  "provider-id-prefixes" "lifecycle-controller"
+  "concurrent-service-syncs" "service-controller"
+  "load-balancer-class" "service-controller"
+  "load-balancer-drift-check-period" "service-controller"
+  "node-sync-period" "service-controller"
+  "node-sync-window" "service-controller"
+  "configure-cloud-routes" "route-controller"
+  "route-reconciliation-period" "route-controller"
+  "route-sync-window" "route-controller"
+}}
+{{- index $readers .flag | default (include "cc.controllers" .) }}
+{{- end }}
+
+{{/*
+The controllers that read variable `.name` of the top-level `env`, space-separated, as the chart
+passes its own `hcloud.*` and `robot.*` values.
+*/}}
+{{- define "cc.envReaders" -}}
+{{- if hasPrefix "HCLOUD_LOAD_BALANCERS_" .name }}service-controller
+{{- else if hasPrefix "HCLOUD_INSTANCES_" .name }}node-controller
+{{- else if eq .name "HCLOUD_NETWORK_ROUTES_ENABLED" }}route-controller
+{{- else if hasPrefix "ROBOT_" .name }}node-controller lifecycle-controller service-controller
+{{- else }}{{ include "cc.controllers" . }}
+{{- end }}
+{{- end }}
+
+{{/* The variables of the top-level `env` the simulator replaces (ignored with simulator.enabled). */}}
+{{- define "cc.simulatorVariables" -}}
+HCLOUD_TOKEN HCLOUD_TOKEN_FILE HCLOUD_ENDPOINT HCLOUD_NETWORK ROBOT_USER ROBOT_USER_FILE ROBOT_PASSWORD ROBOT_PASSWORD_FILE ROBOT_ENDPOINT
+{{- end }}
+
+{{/* An entry of HCCM's env (or networking.network), its templates rendered as HCCM's chart does. */}}
+{{- define "cc.hccmEnvBody" -}}
+{{- $body := tpl (toYaml .body) .root | fromYaml }}
+{{- if hasKey $body "value" }}{{ $_ := set $body "value" (toString $body.value) }}{{ end }}
+{{- toYaml $body }}
+{{- end }}
+
+{{/*
+Where the controllers' API token comes from, as YAML: `{secret: name, key: key}` (mounted as a file
+with credentials.tokenAsFile, else HCLOUD_TOKEN from it); `{given: true}`: HCCM's env.HCLOUD_TOKEN is
+passed as it is (a plain value, or a valueFrom that is not a Secret key); `{}`: no token from the
+chart (HCCM's `env.HCLOUD_TOKEN: null`, e.g. for HCLOUD_TOKEN_FILE).
+*/}}
+{{- define "cc.token" -}}
+{{- $c := .Values.credentials }}
+{{- if .Values.simulator.enabled }}
+secret: {{ include "cc.credentialsSecret" . }}
+key: token
+{{- else if not (hasKey .Values.env "HCLOUD_TOKEN") }}
+secret: {{ $c.secretName }}
+key: {{ $c.tokenKey }}
+{{- else if kindIs "invalid" .Values.env.HCLOUD_TOKEN }}
+{}
+{{- else }}
+{{- $body := include "cc.hccmEnvBody" (dict "root" . "body" .Values.env.HCLOUD_TOKEN) | fromYaml }}
+{{- $ref := dig "valueFrom" "secretKeyRef" dict $body }}
+{{- if not $ref }}
+given: true
+{{- else if and (eq $ref.name $c.secretName) (eq $ref.key $c.tokenKey) }}
+secret: {{ $c.secretName }}
+key: {{ $c.tokenKey }}
+{{- else if $c.create }}
+{{- fail (printf "env.HCLOUD_TOKEN reads Secret %s key %s, but credentials.create makes the chart write the token to Secret %s key %s: the controllers would not read the Secret the chart writes. Remove env.HCLOUD_TOKEN (the chart passes the token of credentials.secretName/tokenKey), or set credentials.create=false." (toString $ref.name) (toString $ref.key) $c.secretName $c.tokenKey) }}
+{{- else if or (ne $c.secretName "hcloud") (ne $c.tokenKey "token") }}
+{{- fail (printf "env.HCLOUD_TOKEN reads Secret %s key %s, but credentials.secretName/tokenKey say Secret %s key %s: set the token's Secret in one place (credentials.secretName and credentials.tokenKey, or HCCM's env.HCLOUD_TOKEN)." (toString $ref.name) (toString $ref.key) $c.secretName $c.tokenKey) }}
+{{- else }}
+secret: {{ $ref.name | quote }}
+key: {{ $ref.key | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The EnvVar body of HCLOUD_NETWORK the chart passes (networking, hcloud.network.enabled, the
+route-controller): the simulator's Secret, HCCM's networking.network when it names anything else
+than credentials.secretName/networkKey, or that Secret's key (optional: without it no network).
+*/}}
+{{- define "cc.networkBody" -}}
+{{- $secret := include "cc.credentialsSecret" . }}
+{{- $ours := dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" (include "cc.networkKey" .) "optional" true)) }}
+{{- $given := .Values.networking.network }}
+{{- if or .Values.simulator.enabled (kindIs "invalid" $given) }}
+{{- toYaml $ours }}
+{{- else }}
+{{- $body := include "cc.hccmEnvBody" (dict "root" . "body" $given) | fromYaml }}
+{{- $ref := dig "valueFrom" "secretKeyRef" dict $body }}
+{{- if and $ref (eq (toString $ref.name) $secret) (eq (toString $ref.key) (include "cc.networkKey" .)) }}
+{{- toYaml $ours }}
+{{- else }}
+{{- toYaml $body }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The top-level `env` (HCCM's) for controller `.component`, as YAML NAME -> EnvVar body: the
+variables that controller reads, templates rendered; null entries as null (they remove what the
+chart sets). The token's own entry is handled by cc.token. dict "root" $ "component" name
+*/}}
+{{- define "cc.hccmEnv" -}}
+{{- $root := .root }}
+{{- $out := dict }}
+{{- $skip := list }}
+{{- if $root.Values.simulator.enabled }}
+{{- $skip = splitList " " (include "cc.simulatorVariables" .) }}
+{{- end }}
+{{- range $name, $body := $root.Values.env }}
+{{- if and (not (has $name $skip)) (has $.component (splitList " " (include "cc.envReaders" (dict "name" $name)))) }}
+{{- if kindIs "invalid" $body }}
+{{- $_ := set $out $name nil }}
+{{- else if and (eq $name "HCLOUD_TOKEN") (not (include "cc.token" $root | fromYaml).given) }}
+{{- /* A Secret key: the token's source (cc.token), mounted as a file with tokenAsFile. */}}
+{{- else }}
+{{- $_ := set $out $name (include "cc.hccmEnvBody" (dict "root" $root "body" $body) | fromYaml) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{/*
+Refuses HCCM keys (and values of them) that cannot mean here what they mean in HCCM's chart, each
+saying why and what to use instead. Included once, by deployment.yaml.
+*/}}
+{{- define "cc.hccmChecks" -}}
+{{- $v := .Values }}
+{{- if ne $v.kind "Deployment" }}
+{{- fail (printf "kind: %s: this chart runs each controller as a Deployment of its own (HCCM's kind: DaemonSet runs one pod on every matching node). For one pod per control-plane node, set replicaCount to the number of control-plane nodes and nodeSelector to node-role.kubernetes.io/control-plane: \"\"; with more than one replica the chart spreads a controller's pods over nodes (preferred anti-affinity, or affinity for a hard rule), and one of them leads." (toString $v.kind)) }}
+{{- end }}
+{{- $repo := toString $v.image.repository }}
+{{- $tag := toString $v.image.tag }}
+{{- if not (has $repo (list "" "docker.io/hetznercloud/hcloud-cloud-controller-manager" "hetznercloud/hcloud-cloud-controller-manager")) }}
+{{- fail (printf "image.repository: %s: HCCM's image.repository names its one image; this chart runs one image per controller. Set nodeController.image.repository, lifecycleController.image.repository, serviceController.image.repository and routeController.image.repository (e.g. to your mirror of ghcr.io/cloud-controllers/<controller>), and remove image.repository." $repo) }}
+{{- end }}
+{{- if not (has $tag (list "" "v{{ $.Chart.Version }}" "{{ $.Chart.Version }}")) }}
+{{- fail (printf "image.tag: %s pins HCCM's image, which this chart does not run: each controller's image tag is <controller>.image.tag (default: the chart's appVersion). Remove image.tag." $tag) }}
+{{- end }}
+{{- $hccmSelector := dict "app.kubernetes.io/name" "{{ include \"hcloud-cloud-controller-manager.name\" $ }}" "app.kubernetes.io/instance" "{{ $.Release.Name }}" }}
+{{- if and $v.selectorLabels (ne (toYaml $v.selectorLabels) (toYaml $hccmSelector)) }}
+{{- fail "selectorLabels: the chart's selector labels are fixed (app.kubernetes.io/name, app.kubernetes.io/instance and app.kubernetes.io/component, one set per controller) and a Deployment's selector cannot change after install. Remove selectorLabels; labels for the pods go in podLabels." }}
+{{- end }}
+{{- if not $v.simulator.enabled }}
+{{- if and (hasKey $v.env "HCLOUD_TOKEN_FILE") (not (and (hasKey $v.env "HCLOUD_TOKEN") (kindIs "invalid" $v.env.HCLOUD_TOKEN))) }}
+{{- fail "env.HCLOUD_TOKEN_FILE is set, but the token is still passed from a Secret (HCCM's default env.HCLOUD_TOKEN, or credentials.secretName): with both, the controllers use the variable and ignore the file, as HCCM does. Set env.HCLOUD_TOKEN: null to read the token from the file, or remove env.HCLOUD_TOKEN_FILE." }}
+{{- end }}
+{{- if and (hasKey $v.env "HCLOUD_NETWORK") $v.networking.enabled }}
+{{- fail "env.HCLOUD_NETWORK and networking.enabled both set the network: HCCM's chart renders both, and the one of networking.network is used. Remove env.HCLOUD_NETWORK and set networking.network (default: Secret credentials.secretName, key credentials.networkKey)." }}
+{{- end }}
+{{- end }}
+{{- range $flag, $value := $v.args }}
+{{- include "cc.checkFlag" (dict "flag" $flag "where" "args") }}
+{{- if or (and (kindIs "bool" $value) (not $value)) (and (or (kindIs "float64" $value) (kindIs "int64" $value) (kindIs "int" $value)) (eq (toString $value) "0")) }}
+{{- fail (printf "args.%s: %v: HCCM's chart renders false and 0 as the bare flag --%s, which turns a boolean flag on. Write the value as a string to say which you mean: \"false\" (--%s=false), \"0\" (--%s=0) or \"\" (--%s)." $flag $value $flag $flag $flag $flag) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Fails for a flag the chart manages. dict "flag" name "where" "args" or "<controller>.args" */}}
+{{- define "cc.checkFlag" -}}
+{{- if has .flag (list "admin-address" "leader-elect" "leader-elect-resource-namespace" "leader-elect-resource-name" "cluster-cidr" "kubeconfig") }}
+{{- fail (printf "%s.%s: this flag is managed by the chart (admin-address: adminPort; leader-elect*: leaderElection, and the Lease name and namespace are fixed by the RBAC in files/rbac; cluster-cidr: routeController.clusterCIDR or networking.clusterCIDR; kubeconfig: the pod's ServiceAccount)" .where .flag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The name of a controller's Lease, as the controller derives it (controller-kit's
+config/leader_election.rs): cloud-controller-manager-<controller>, with -dry-run for a shadow. The
+chart refuses --leader-elect-resource-name in args, so nothing else can change it.
+dict "root" $ "component" name "values" block
+*/}}
+{{- define "cc.leaseName" -}}
+cloud-controller-manager-{{ .component }}{{ if .values.dryRun }}-dry-run{{ end }}
 {{- end }}

@@ -289,7 +289,9 @@ impl HcloudConfig {
 
         if let Some(v) = get("HCLOUD_ENDPOINT") {
             c.endpoint = v.trim_end_matches('/').to_string();
-            if !(c.endpoint.starts_with("http://") || c.endpoint.starts_with("https://")) {
+            if let Some(problem) = crate::values::unexpanded_reference("HCLOUD_ENDPOINT", &v) {
+                problems.push(problem);
+            } else if !(c.endpoint.starts_with("http://") || c.endpoint.starts_with("https://")) {
                 problems.push(format!(
                     "HCLOUD_ENDPOINT={v:?}: must be an http:// or https:// URL"
                 ));
@@ -604,6 +606,26 @@ mod tests {
         assert_eq!(
             c.lb_defaults.algorithm.as_deref(),
             Some("least_connections")
+        );
+    }
+
+    #[test]
+    fn an_endpoint_the_kubelet_could_not_expand_stops_startup_and_says_why() {
+        let err = cfg(&[
+            ("HCLOUD_TOKEN", TOKEN),
+            (
+                "HCLOUD_ENDPOINT",
+                "http://$(CC_SIMULATOR_SERVICE_HOST):$(CC_SIMULATOR_SERVICE_PORT)/v1",
+            ),
+        ])
+        .unwrap_err();
+        let CloudError::InvalidConfig { problems } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert!(
+            problems[0].contains("still holds $(CC_SIMULATOR_SERVICE_HOST)"),
+            "{problems:#?}"
         );
     }
 

@@ -91,7 +91,9 @@ impl RobotConfig {
             c.rate_limit_wait = d;
         }
         if let Some(e) = get("ROBOT_ENDPOINT") {
-            if !(e.starts_with("http://") || e.starts_with("https://")) {
+            if let Some(problem) = crate::values::unexpanded_reference("ROBOT_ENDPOINT", &e) {
+                problems.push(problem);
+            } else if !(e.starts_with("http://") || e.starts_with("https://")) {
                 problems.push(format!(
                     "ROBOT_ENDPOINT={e:?}: must be an http:// or https:// URL"
                 ));
@@ -166,6 +168,21 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         RobotConfig::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn an_endpoint_the_kubelet_could_not_expand_stops_startup_and_says_why() {
+        let err = cfg(&[(
+            "ROBOT_ENDPOINT",
+            "http://$(CC_SIMULATOR_SERVICE_HOST):$(CC_SIMULATOR_SERVICE_PORT)/robot",
+        )])
+        .unwrap_err();
+        assert_eq!(err.len(), 1, "{err:#?}");
+        assert!(
+            err[0].starts_with("ROBOT_ENDPOINT=")
+                && err[0].contains("still holds $(CC_SIMULATOR_SERVICE_HOST)"),
+            "{err:#?}"
+        );
     }
 
     #[test]
