@@ -23,6 +23,12 @@ fn the_simulator_block_points_every_controller_at_cloud_sim() {
     let token = secret["stringData"]["token"].as_str().unwrap();
     assert_eq!(token.len(), 64, "cloud-sim wants a 64-character token");
     assert_eq!(secret["stringData"]["network"], "k8s");
+    // ... and cloud-sim creates that network at start-up, so route-controller finds it.
+    let args = container(sim)["args"].as_array().unwrap();
+    assert!(
+        args.contains(&json!("--network=k8s")),
+        "the simulator's args: {args:?}"
+    );
     assert_eq!(
         env(sim, "CLOUD_SIM_TOKEN").unwrap()["valueFrom"]["secretKeyRef"],
         json!({"name": "cloud-controllers-simulator", "key": "token"})
