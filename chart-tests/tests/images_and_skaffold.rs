@@ -342,6 +342,8 @@ fn each_artifact_depends_on_exactly_the_crates_its_binary_is_built_from() {
 #[test]
 fn skaffold_render_equals_helm_template_for_the_default_and_every_profile() {
     const TAG: &str = "chart-test";
+    // skaffold passes each image's digest too, and the chart pins the pods to it.
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     let dir = tempfile::tempdir().unwrap();
     for profile in profiles() {
         let cfg = effective_config(profile);
@@ -354,7 +356,10 @@ fn skaffold_render_equals_helm_template_for_the_default_and_every_profile() {
         let output = dir
             .path()
             .join(format!("{}.yaml", profile.unwrap_or("default")));
-        let given: Vec<String> = images.iter().map(|i| format!("{i}={i}:{TAG}")).collect();
+        let given: Vec<String> = images
+            .iter()
+            .map(|i| format!("{i}={i}:{TAG}@{DIGEST}"))
+            .collect();
         let mut args = vec![
             "render".to_owned(),
             "--offline=true".into(),
@@ -395,6 +400,8 @@ fn skaffold_render_equals_helm_template_for_the_default_and_every_profile() {
             let artifact = artifact_of_template(template).unwrap();
             let value = if template.contains("IMAGE_REPO_") {
                 artifact
+            } else if template.contains("IMAGE_DIGEST_") {
+                DIGEST.to_owned()
             } else {
                 TAG.to_owned()
             };
@@ -420,7 +427,8 @@ fn skaffold_render_equals_helm_template_for_the_default_and_every_profile() {
         for (k, v) in &got {
             assert_eq!(v, &want[k], "{profile:?}: {k} differs");
         }
-        // The images are the ones skaffold was given, each in its controller's Deployment.
+        // The images are the ones skaffold was given, pinned to their digests, each in its
+        // controller's Deployment.
         for image in &images {
             let deploy = if image == "cloud-sim" {
                 "cloud-controllers-simulator".to_owned()
@@ -430,7 +438,7 @@ fn skaffold_render_equals_helm_template_for_the_default_and_every_profile() {
             let d = find(&rendered, "Deployment", &deploy);
             assert_eq!(
                 d["spec"]["template"]["spec"]["containers"][0]["image"],
-                format!("{image}:{TAG}")
+                format!("{image}:{TAG}@{DIGEST}")
             );
         }
         eprintln!(

@@ -45,7 +45,8 @@ enum Command {
     SkaffoldBuild(skaffold_build::SkaffoldBuildArgs),
     /// Run the whole test suite: prepares the tools, builds the controller and cloud-sim binaries
     /// (the chart tests run them), then `cargo test --workspace --all-targets`, the images and the
-    /// chart run from them, the demo, `bench --quick all` and `chaos --quick all`.
+    /// chart run from them, the real one-node cluster (as root: helm install, skaffold run/dev),
+    /// the demo, `bench --quick all` and `chaos --quick all`.
     Test {
         /// Extra arguments passed to `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -172,6 +173,9 @@ fn test(args: &[String]) -> anyhow::Result<ExitCode> {
     if !images_run_as_the_chart_says(args)? {
         return Ok(ExitCode::FAILURE);
     }
+    if !real_cluster(args)? {
+        return Ok(ExitCode::FAILURE);
+    }
     eprintln!("\n=== the demo, end to end (each step waits for what it shows)");
     demo::run(&demo::DemoArgs {
         keep: false,
@@ -214,6 +218,48 @@ fn images_run_as_the_chart_says(args: &[String]) -> anyhow::Result<bool> {
         .env("CHART_TESTS_IMAGE_TAG", images::TEST_TAG)
         .status()?;
     Ok(status.success())
+}
+
+/// The real one-node cluster's tests, one after the other (they share its fixed ports): `up` and
+/// `down` leave the host as it was, kubelet's cgroup v1 refusal is explained, `helm install` with
+/// the checks and failure modes of docs/real-cluster.md, and skaffold run/dev. They need root.
+fn real_cluster(args: &[String]) -> anyhow::Result<bool> {
+    eprintln!("\n=== a real one-node cluster: up/down, helm install, skaffold run and dev");
+    if !is_root() {
+        eprintln!("SKIPPED: the real cluster needs root (mounts, iptables, cgroups)");
+        return Ok(true);
+    }
+    if let Some(state) = testenv::cluster::status() {
+        eprintln!(
+            "SKIPPED: a cluster started by `cargo xtask cluster up` is running (node {}); its ports \
+             are the tests' too: `cargo xtask cluster down` first",
+            state.node
+        );
+        return Ok(true);
+    }
+    let tests: [(&str, &str); 3] = [
+        ("testenv", "cluster"),
+        ("xtask", "cluster_chart"),
+        ("xtask", "cluster_skaffold"),
+    ];
+    for (package, test) in tests {
+        let started = std::time::Instant::now();
+        let status = cargo()
+            .args(["test", "-p", package, "--test", test])
+            .args(lock_flags(args))
+            .args(["--", "--ignored", "--nocapture", "--test-threads=1"])
+            .status()?;
+        eprintln!("=== {package} --test {test}: {:.0?}", started.elapsed());
+        if !status.success() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// Runs every benchmark in its quick form and checks that its JSON report has an entry per

@@ -199,6 +199,7 @@ fn deployed_tags(output: &str) -> BTreeMap<String, String> {
 #[ignore = "needs root, builds the images, changes the host's network: \
             cargo test -p xtask --test cluster_skaffold -- --ignored --nocapture"]
 fn skaffold_run_and_dev_against_a_real_cluster() {
+    common::no_cluster_running();
     let status = xtask()
         .args(["cluster", "up"])
         .status()

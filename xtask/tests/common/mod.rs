@@ -78,3 +78,15 @@ pub fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
         .iter()
         .find(|c| c["type"] == kind)
 }
+
+/// Panics when a cluster someone started by hand is running: `up` would fail on its ports, and
+/// the test's `cluster down` must not stop it.
+pub fn no_cluster_running() {
+    if let Some(state) = testenv::cluster::status() {
+        panic!(
+            "a cluster started by `cargo xtask cluster up` is running (node {}): \
+             `cargo xtask cluster down` first",
+            state.node
+        );
+    }
+}
