@@ -136,5 +136,15 @@ fn default_tolerations_are_hccms() {
         );
         let extra = tolerations.iter().any(|t| t["key"] == "dedicated");
         assert_eq!(extra, c == "route-controller", "{c}: its own are appended");
+        // On the host's network a pod needs no pod network, so it tolerates a node whose network
+        // is not available yet (the route-controller is what makes it available); on the pod
+        // network it waits for it.
+        let network_unavailable = json!({"key": "node.kubernetes.io/network-unavailable",
+                                         "operator": "Exists", "effect": "NoSchedule"});
+        assert_eq!(
+            tolerations.contains(&network_unavailable),
+            pod_spec(d)["hostNetwork"] == true,
+            "{c}: {tolerations:?}"
+        );
     }
 }
