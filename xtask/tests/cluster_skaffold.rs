@@ -183,6 +183,71 @@ fn built_in(output: &str) -> Vec<String> {
         .collect()
 }
 
+/// The node's server in the in-cluster cloud-sim, reached through its Service's ClusterIP from the
+/// host, attached to the network the chart made it create (dev/values.yaml: `k8s`) as on Hetzner,
+/// so route-controller can route the node's podCIDR. Returns the address and the server's id.
+fn seed_simulator(node: &str, node_ip: &str) -> (String, u64) {
+    let svc = kubectl_json(&[
+        "get",
+        "service",
+        "-n",
+        "kube-system",
+        "cloud-controllers-simulator",
+    ]);
+    let sim = format!(
+        "http://{}:{}",
+        svc["spec"]["clusterIP"].as_str().unwrap(),
+        svc["spec"]["ports"][0]["port"]
+    );
+    let token = kubectl(&[
+        "get",
+        "secret",
+        "-n",
+        "kube-system",
+        "cloud-controllers-simulator",
+        "-o",
+        "jsonpath={.data.token}",
+    ]);
+    let token = String::from_utf8(base64_decode(token.trim()).expect("the token is base64"))
+        .expect("a UTF-8 token");
+    let world = cloud_sim::SimClient::new(&format!("{sim}/v1"), &token);
+    let body = serde_json::json!({
+        "name": node, "public_ipv4": node_ip,
+        "server_type": "cx22", "location": "fsn1", "image": "debian-12",
+    });
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(async {
+        let server = world
+            .create_servers_with(1, node, body)
+            .await
+            .expect("POST /_sim/batch/servers")[0];
+        let networks = world
+            .get("/networks?name=k8s")
+            .await
+            .expect("GET /networks");
+        let network = networks["networks"][0]["id"]
+            .as_u64()
+            .expect("the network k8s");
+        world
+            .attach_to_network(server, network, Some("10.0.0.2"))
+            .await
+            .expect("attach the server to the network");
+        server
+    });
+    (sim, server)
+}
+
+/// route-controller's podCIDR route made: `NetworkUnavailable=False`.
+fn wait_for_network_available(node: &str) {
+    let reason = wait_for("NetworkUnavailable=False", Duration::from_secs(120), || {
+        let node = kubectl_json(&["get", "node", node]);
+        condition(&node, "NetworkUnavailable")
+            .filter(|c| c["status"] == "False")
+            .map(|c| c["reason"].clone())
+    });
+    eprintln!("route-controller: the podCIDR route, NetworkUnavailable=False ({reason})");
+}
+
 fn base64_decode(text: &str) -> Option<Vec<u8>> {
     let mut cmd = Command::new("base64");
     cmd.arg("-d").stdin(Stdio::piped()).stdout(Stdio::piped());
@@ -270,56 +335,7 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
     // The controllers reach the in-cluster cloud-sim without cluster DNS (there is none here):
     // give it a server for the node, and node-controller initializes the node from it.
     let state = testenv::cluster::status().expect("a running cluster");
-    let svc = kubectl_json(&[
-        "get",
-        "service",
-        "-n",
-        "kube-system",
-        "cloud-controllers-simulator",
-    ]);
-    let sim = format!(
-        "http://{}:{}",
-        svc["spec"]["clusterIP"].as_str().unwrap(),
-        svc["spec"]["ports"][0]["port"]
-    );
-    let body = serde_json::json!({
-        "name": state.node, "public_ipv4": state.node_ip,
-        "server_type": "cx22", "location": "fsn1", "image": "debian-12",
-    });
-    let token = kubectl(&[
-        "get",
-        "secret",
-        "-n",
-        "kube-system",
-        "cloud-controllers-simulator",
-        "-o",
-        "jsonpath={.data.token}",
-    ]);
-    let token =
-        String::from_utf8(base64_decode(token.trim()).expect("the Secret's token is base64"))
-            .expect("a UTF-8 token");
-    let world = cloud_sim::SimClient::new(&format!("{sim}/v1"), &token);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (server, network) = runtime.block_on(async {
-        let server = world
-            .create_servers_with(1, &state.node, body)
-            .await
-            .expect("POST /_sim/batch/servers")[0];
-        // The network the chart's simulator created at its start (dev/values.yaml: k8s); the
-        // server joins it as on Hetzner, so route-controller can route the node's podCIDR to it.
-        let networks = world
-            .get("/networks?name=k8s")
-            .await
-            .expect("GET /networks");
-        let network = networks["networks"][0]["id"]
-            .as_u64()
-            .expect("the network k8s");
-        world
-            .attach_to_network(server, network, Some("10.0.0.2"))
-            .await
-            .expect("attach the server to the network");
-        (server, network)
-    });
+    let (sim, server) = seed_simulator(&state.node, &state.node_ip);
     let provider_id = wait_for("the node initialized", Duration::from_secs(120), || {
         let node = kubectl_json(&["get", "node", &state.node]);
         node["spec"]["providerID"].as_str().map(str::to_owned)
@@ -329,15 +345,7 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
         "in-cluster cloud-sim at {sim}: node {} is {provider_id}",
         state.node
     );
-    let reason = wait_for("NetworkUnavailable=False", Duration::from_secs(120), || {
-        let node = kubectl_json(&["get", "node", &state.node]);
-        condition(&node, "NetworkUnavailable")
-            .filter(|c| c["status"] == "False")
-            .map(|c| c["reason"].clone())
-    });
-    eprintln!(
-        "route-controller: the podCIDR route in network {network}, NetworkUnavailable=False ({reason})"
-    );
+    wait_for_network_available(&state.node);
 
     // 2. skaffold dev over that release (same tags: nothing rolls), then an edit.
     let mut dev = Dev::start(dir, &[]);
@@ -348,6 +356,16 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
     // with its run, so they roll once.
     let rebuilt = built_in(&dev.output());
     assert!(rebuilt.is_empty(), "skaffold dev rebuilt {rebuilt:?}");
+    // That includes cloud-sim, whose world is in an emptyDir: the new pod starts with the network
+    // and no servers. Seeded again, it hands out the same id (a fresh world counts from 1), so
+    // the node's providerID holds.
+    wait_for_release(
+        &[&"simulator"].into_iter().copied().collect(),
+        Duration::from_secs(120),
+    );
+    let (_, again) = seed_simulator(&state.node, &state.node_ip);
+    assert_eq!(provider_id, format!("hcloud://{again}"));
+    wait_for_network_available(&state.node);
     let before = wait_for_release(&everything, Duration::from_secs(120));
     for (component, pod) in &before {
         assert_eq!(image_of(pod), image_of(&pods[component]), "{component}");
