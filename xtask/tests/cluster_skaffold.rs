@@ -359,10 +359,13 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
     // That includes cloud-sim, whose world is in an emptyDir: the new pod starts with the network
     // and no servers. Seeded again, it hands out the same id (a fresh world counts from 1), so
     // the node's providerID holds.
-    wait_for_release(
-        &[&"simulator"].into_iter().copied().collect(),
-        Duration::from_secs(120),
-    );
+    let first_sim = pods["simulator"]["metadata"]["uid"].clone();
+    wait_for("the new cloud-sim Ready", Duration::from_secs(120), || {
+        let by = pods_by_component();
+        let sims = by.get("simulator")?;
+        (sims.len() == 1 && is_ready(&sims[0]) && sims[0]["metadata"]["uid"] != first_sim)
+            .then_some(())
+    });
     let (_, again) = seed_simulator(&state.node, &state.node_ip);
     assert_eq!(provider_id, format!("hcloud://{again}"));
     wait_for_network_available(&state.node);
