@@ -4,7 +4,7 @@
 //! 1. `skaffold run`: every image built with podman (`cargo xtask skaffold-build`), pushed to the
 //!    cluster's registry, the chart deployed with helm; each pod runs the image skaffold built.
 //! 2. `skaffold dev`: an edit of service-controller's source is rebuilt, pushed and rolled out
-//!    with no further input; the new pod shows the edit, only service-controller's image was
+//!    with no further input; the new pod logs the edited line, only service-controller's image was
 //!    rebuilt and no other pod restarted. Prints the time from the write to the new pod Ready.
 //! 3. `skaffold dev -p service-controller`: only service-controller and cloud-sim are deployed.
 //!
@@ -375,17 +375,14 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
     }
     let logged_before = dev.output().len();
     let nonce = format!("edited-{}", std::process::id());
-    let main = dir.join("service-controller/src/main.rs");
-    let source = std::fs::read_to_string(&main).unwrap();
-    let about = "/// The service controller of cloud-controllers";
-    assert!(
-        source.contains(about),
-        "service-controller's about line moved"
-    );
-    let edited = source.replace(about, &format!("{about} ({nonce})"));
+    let lib = dir.join("service-controller/src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let line = r#""node cache synced""#;
+    assert!(source.contains(line), "service-controller's log line moved");
+    let edited = source.replace(line, &format!(r#""node cache synced ({nonce})""#));
     let written = Instant::now();
-    std::fs::write(&main, edited).unwrap();
-    let new_pod = wait_for(
+    std::fs::write(&lib, edited).unwrap();
+    let (new_pod, took) = wait_for(
         "the edited service-controller Ready",
         Duration::from_secs(600),
         || {
@@ -395,17 +392,19 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
                 .iter()
                 .find(|p| is_ready(p) && image_of(p) != image_of(&before["service-controller"]))?
                 .clone();
-            let name = pod["metadata"]["name"].as_str()?.to_owned();
-            let mut exec = common::tool("kubectl");
-            exec.args(["exec", "-n", "kube-system", &name, "--"])
-                .args(["service-controller", "--help"]);
-            let help = exec.output().ok()?;
-            String::from_utf8_lossy(&help.stdout)
-                .contains(&nonce)
-                .then_some(pod)
+            Some((pod, written.elapsed()))
         },
     );
-    let took = written.elapsed();
+    // The new pod logs the edited line once it leads (the old one releases the Lease as it stops).
+    let name = new_pod["metadata"]["name"].as_str().unwrap().to_owned();
+    wait_for("the edited log line", Duration::from_secs(120), || {
+        let mut logs = common::tool("kubectl");
+        logs.args(["logs", "-n", "kube-system", &name]);
+        let out = logs.output().ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&nonce)
+            .then_some(())
+    });
     let after_edit = dev.output()[logged_before..].to_owned();
     let rebuilt = built_in(&after_edit);
     eprintln!(
