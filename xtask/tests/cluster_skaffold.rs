@@ -24,7 +24,8 @@ use serde_json::Value;
 
 const REGISTRY: &str = "localhost:5001";
 
-/// The checkout's files (tracked and untracked, not ignored) copied into a temporary directory.
+/// The checkout's files (tracked and untracked, not ignored) copied into a temporary directory,
+/// with their modification times.
 fn copy_of_checkout() -> tempfile::TempDir {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let mut git = Command::new("git");
@@ -48,6 +49,14 @@ fn copy_of_checkout() -> tempfile::TempDir {
         }
         std::fs::create_dir_all(to.parent().unwrap()).expect("mkdir");
         std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("{file}: {e}"));
+        // With the same modification times, cargo in the image build finds the crates compiled
+        // by an earlier build of this checkout fresh (its target dir is a cache mount).
+        let modified = from.metadata().and_then(|m| m.modified()).expect("mtime");
+        std::fs::File::options()
+            .write(true)
+            .open(&to)
+            .and_then(|f| f.set_modified(modified))
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
     }
     copy
 }
