@@ -194,7 +194,7 @@ fn helm_install_into_a_real_cluster() {
         "the chart's Leases outlived helm uninstall:\n{leases}"
     );
 
-    wrong_token_stops_the_controller_saying_so(&sim.endpoint);
+    wrong_token_is_reported(&sim.endpoint);
     hccm_values_files_install_as_they_are(&state.node, &sim.endpoint);
 }
 
@@ -293,10 +293,12 @@ fn failure_modes_with_the_chart_installed() {
     }
 }
 
-/// A token the cloud refuses: the controller exits 2 at start-up, and `kubectl describe pod`
-/// shows why (the chart's `FallbackToLogsOnError`).
-fn wrong_token_stops_the_controller_saying_so(endpoint: &str) {
-    let release = "wrong-token";
+/// A token the cloud refuses, the two ways the chart passes it. As a file (the default, so it can
+/// be rotated) the controller keeps running, not Ready, and says why in its log; as HCCM's
+/// `HCLOUD_TOKEN` variable with a network to look up, it stops at start-up with exit code 2, and
+/// `kubectl describe pod` shows why (the chart's `FallbackToLogsOnError`).
+fn wrong_token_is_reported(endpoint: &str) {
+    let wrong = "0".repeat(64);
     kubectl(&[
         "create",
         "secret",
@@ -304,44 +306,103 @@ fn wrong_token_stops_the_controller_saying_so(endpoint: &str) {
         "hcloud-wrong",
         "-n",
         "kube-system",
-        &format!("--from-literal=token={}", "0".repeat(64)),
+        &format!("--from-literal=token={wrong}"),
+        "--from-literal=network=cluster",
     ]);
-    let out = helm(&[
-        "install",
-        release,
-        "charts/cloud-controllers",
-        "-n",
-        "kube-system",
-        "-f",
-        "dev/cluster/values.yaml",
-        "--set",
-        &format!("hcloud.endpoint={endpoint}"),
-        "--set",
-        "credentials.secretName=hcloud-wrong",
-        "--set",
-        "lifecycleController.enabled=false",
-        "--set",
-        "serviceController.enabled=false",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let (code, message) = wait_for(
-        "the refused token reported",
+    let install = |release: &str, extra: &[&str]| {
+        let mut args = vec![
+            "install",
+            release,
+            "charts/cloud-controllers",
+            "-n",
+            "kube-system",
+            "-f",
+            "dev/cluster/values.yaml",
+            "--set",
+            "credentials.secretName=hcloud-wrong",
+            "--set",
+            "lifecycleController.enabled=false",
+            "--set",
+            "serviceController.enabled=false",
+        ];
+        let endpoint = format!("hcloud.endpoint={endpoint}");
+        args.extend(["--set", &endpoint]);
+        args.extend(extra);
+        let out = helm(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let pod_of = |release: &str| -> Option<Value> {
+        let pods = kubectl_json(&[
+            "get",
+            "pods",
+            "-n",
+            "kube-system",
+            "-l",
+            &format!("app.kubernetes.io/instance={release}"),
+        ]);
+        pods["items"].as_array()?.first().cloned()
+    };
+    let uninstall = |release: &str| {
+        let out = helm(&["uninstall", release, "-n", "kube-system", "--wait"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+
+    // The token as a file: running, not Ready, the reason in the log at its first call (a new
+    // Node to initialize makes one).
+    register_node("wrong-token-probe", true);
+    install("wrong-token-file", &[]);
+    let (name, said) = wait_for(
+        "the refused token in the log",
         Duration::from_secs(120),
         || {
-            let pods = kubectl_json(&[
-                "get",
-                "pods",
-                "-n",
-                "kube-system",
-                "-l",
-                &format!("app.kubernetes.io/instance={release}"),
-            ]);
-            let status = &pods["items"][0]["status"]["containerStatuses"][0];
-            let terminated = status["lastState"]["terminated"].clone();
+            let pod = pod_of("wrong-token-file")?;
+            let name = pod["metadata"]["name"].as_str()?.to_owned();
+            let mut logs = tool("kubectl");
+            logs.args(["logs", "-n", "kube-system", &name]);
+            let out = String::from_utf8_lossy(&logs.output().ok()?.stdout).into_owned();
+            let line = out
+                .lines()
+                .find(|l| l.contains("refuses the current token"))?
+                .to_owned();
+            Some((name, line))
+        },
+    );
+    let pod = kubectl_json(&["get", "pod", "-n", "kube-system", &name]);
+    assert_ne!(
+        condition(&pod, "Ready").map(|c| c["status"].clone()),
+        Some(Value::from("True")),
+        "Ready with a refused token"
+    );
+    assert!(!said.contains(&wrong), "the token in the log: {said}");
+    eprintln!("the wrong token (as a file): pod Running, not Ready (/readyz 503), log:\n{said}");
+    uninstall("wrong-token-file");
+    kubectl(&["delete", "node", "wrong-token-probe"]);
+
+    // HCCM's way, the variable: stops at start-up.
+    install(
+        "wrong-token-env",
+        &[
+            "--set",
+            "credentials.tokenAsFile=false",
+            "--set",
+            "hcloud.network.enabled=true",
+        ],
+    );
+    let (code, message) = wait_for(
+        "the refused token at start-up",
+        Duration::from_secs(120),
+        || {
+            let pod = pod_of("wrong-token-env")?;
+            let terminated =
+                pod["status"]["containerStatuses"][0]["lastState"]["terminated"].clone();
             let message = terminated["message"].as_str()?.to_owned();
             Some((terminated["exitCode"].clone(), message))
         },
@@ -349,19 +410,14 @@ fn wrong_token_stops_the_controller_saying_so(endpoint: &str) {
     assert_eq!(code, 2, "{message}");
     assert!(message.contains("HCLOUD_TOKEN was refused"), "{message}");
     assert!(
-        !message.contains(&"0".repeat(64)),
+        !message.contains(&wrong),
         "the token in the message: {message}"
     );
     eprintln!(
-        "the wrong token: exit code {code}, termination message:\n{}",
+        "the wrong token (HCLOUD_TOKEN): exit code {code}, termination message:\n{}",
         message.trim()
     );
-    let out = helm(&["uninstall", release, "-n", "kube-system", "--wait"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    uninstall("wrong-token-env");
     kubectl(&["delete", "secret", "hcloud-wrong", "-n", "kube-system"]);
 }
 
