@@ -14,9 +14,9 @@ pub async fn build(config: &Config) -> Result<Cloud, RunError> {
         .as_ref()
         .ok_or_else(|| RunError::Config("no cloud settings".into()))?;
     cloud.build().await.map_err(|e| match &e {
-        CloudError::NotFound { .. } | CloudError::InvalidConfig { .. } => {
-            RunError::Config(e.to_string())
-        }
+        // RunError::Config says "invalid configuration" itself.
+        CloudError::InvalidConfig { problems } => RunError::Config(problems.join("; ")),
+        CloudError::NotFound { .. } => RunError::Config(e.to_string()),
         _ => RunError::Controller(e.into()),
     })
 }
