@@ -19,7 +19,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    Down, RELEASE, condition, kubectl, kubectl_json, layout, output, tool, wait_for, xtask,
+    Down, RELEASE, condition, is_ready, kubectl, kubectl_json, layout, output, release_pods, tool,
+    wait_for, xtask,
 };
 use serde_json::Value;
 
@@ -57,15 +58,7 @@ fn helm_install_into_a_real_cluster() {
     let sim = state.cloud_sim.clone().expect("cloud-sim");
 
     // Every controller pod on this node, Ready, not restarted, from the pushed images.
-    let pods = kubectl_json(&[
-        "get",
-        "pods",
-        "-n",
-        "kube-system",
-        "-l",
-        &format!("app.kubernetes.io/instance={RELEASE}"),
-    ]);
-    let pods = pods["items"].as_array().expect("items").clone();
+    let pods = release_pods(RELEASE);
     assert_eq!(pods.len(), 4, "four controllers with networking.enabled");
     for pod in &pods {
         let name = pod["metadata"]["name"].as_str().unwrap_or_default();
@@ -156,6 +149,24 @@ fn helm_install_into_a_real_cluster() {
     assert_eq!(working_sets.len(), 4, "{metrics}");
     eprintln!("{}", working_sets.join("\n"));
 
+    // lifecycle-controller: a Node whose server is gone is deleted.
+    create_node(
+        "server-gone",
+        serde_json::json!({"providerID": "hcloud://999"}),
+    );
+    wait_for(
+        "the Node of a deleted server deleted",
+        Duration::from_secs(60),
+        || {
+            let nodes = kubectl(&["get", "nodes", "-o", "name"]);
+            (!nodes.contains("node/server-gone")).then_some(())
+        },
+    );
+    eprintln!(
+        "lifecycle-controller: {}",
+        event_message("server-gone", "DeletingNode")
+    );
+
     failure_modes_with_the_chart_installed();
 
     // helm uninstall (the Service first, as its finalizer needs service-controller).
@@ -164,18 +175,7 @@ fn helm_install_into_a_real_cluster() {
     helm.args(["uninstall", RELEASE, "-n", "kube-system", "--wait"]);
     output(helm);
     wait_for("the chart's pods gone", Duration::from_secs(60), || {
-        let pods = kubectl_json(&[
-            "get",
-            "pods",
-            "-n",
-            "kube-system",
-            "-l",
-            &format!("app.kubernetes.io/instance={RELEASE}"),
-        ]);
-        pods["items"]
-            .as_array()
-            .is_some_and(Vec::is_empty)
-            .then_some(())
+        release_pods(RELEASE).is_empty().then_some(())
     });
     let left = kubectl(&[
         "get",
@@ -212,14 +212,19 @@ fn helm(args: &[&str]) -> std::process::Output {
 /// `--cloud-provider=external`, without it otherwise; no providerID either way.
 fn register_node(name: &str, external: bool) {
     let taints = if external {
-        r#"[{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}]"#
+        serde_json::json!([{"key": "node.cloudprovider.kubernetes.io/uninitialized",
+                            "value": "true", "effect": "NoSchedule"}])
     } else {
-        "[]"
+        serde_json::json!([])
     };
-    let manifest = format!(
-        r#"{{"apiVersion": "v1", "kind": "Node", "metadata": {{"name": "{name}"}},
-            "spec": {{"taints": {taints}}}}}"#
-    );
+    create_node(name, serde_json::json!({"taints": taints}));
+}
+
+fn create_node(name: &str, spec: Value) {
+    let manifest = serde_json::json!({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec,
+    })
+    .to_string();
     let file = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(file.path(), manifest).expect("write");
     kubectl(&["create", "-f", &file.path().display().to_string()]);
@@ -335,17 +340,7 @@ fn wrong_token_is_reported(endpoint: &str) {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    let pod_of = |release: &str| -> Option<Value> {
-        let pods = kubectl_json(&[
-            "get",
-            "pods",
-            "-n",
-            "kube-system",
-            "-l",
-            &format!("app.kubernetes.io/instance={release}"),
-        ]);
-        pods["items"].as_array()?.first().cloned()
-    };
+    let pod_of = |release: &str| release_pods(release).into_iter().next();
     let uninstall = |release: &str| {
         let out = helm(&["uninstall", release, "-n", "kube-system", "--wait"]);
         assert!(
@@ -462,22 +457,14 @@ fn hccm_values_files_install_as_they_are(node: &str, endpoint: &str) {
             &format!("{file}: a Ready pod per controller"),
             Duration::from_secs(120),
             || {
-                let pods = kubectl_json(&[
-                    "get",
-                    "pods",
-                    "-n",
-                    "kube-system",
-                    "-l",
-                    "app.kubernetes.io/instance=hccm",
-                ]);
-                let items = pods["items"].as_array()?.clone();
+                let items = release_pods("hccm");
                 let mut ready = std::collections::BTreeMap::<String, usize>::new();
                 for p in &items {
                     let component = p["metadata"]["labels"]["app.kubernetes.io/component"]
                         .as_str()?
                         .to_owned();
                     let n = ready.entry(component).or_default();
-                    if condition(p, "Ready").is_some_and(|c| c["status"] == "True") {
+                    if is_ready(p) {
                         *n += 1;
                     }
                 }
@@ -485,7 +472,7 @@ fn hccm_values_files_install_as_they_are(node: &str, endpoint: &str) {
             },
         );
         for p in &pods {
-            if condition(p, "Ready").is_some_and(|c| c["status"] == "True") {
+            if is_ready(p) {
                 continue;
             }
             let scheduled = condition(p, "PodScheduled").cloned().unwrap_or_default();
@@ -500,7 +487,7 @@ fn hccm_values_files_install_as_they_are(node: &str, endpoint: &str) {
         let names: Vec<String> = pods
             .iter()
             .map(|p| {
-                let ready = condition(p, "Ready").is_some_and(|c| c["status"] == "True");
+                let ready = is_ready(p);
                 format!(
                     "{} {}",
                     p["metadata"]["name"].as_str().unwrap_or_default(),

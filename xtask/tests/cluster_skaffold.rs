@@ -19,7 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Down, RELEASE, condition, kubectl, kubectl_json, layout, output, wait_for, xtask};
+use common::{
+    Down, RELEASE, condition, is_ready, kubectl, kubectl_json, layout, output, release_pods,
+    wait_for, xtask,
+};
 use serde_json::Value;
 
 const REGISTRY: &str = "localhost:5001";
@@ -83,16 +86,8 @@ fn skaffold(dir: &Path, args: &[&str]) -> Command {
 
 /// The release's pods by component (`node-controller`, …, `simulator`).
 fn pods_by_component() -> BTreeMap<String, Vec<Value>> {
-    let pods = kubectl_json(&[
-        "get",
-        "pods",
-        "-n",
-        "kube-system",
-        "-l",
-        &format!("app.kubernetes.io/instance={RELEASE}"),
-    ]);
     let mut by = BTreeMap::<String, Vec<Value>>::new();
-    for pod in pods["items"].as_array().cloned().unwrap_or_default() {
+    for pod in release_pods(RELEASE) {
         let component = pod["metadata"]["labels"]["app.kubernetes.io/component"]
             .as_str()
             .unwrap_or_default()
@@ -102,9 +97,9 @@ fn pods_by_component() -> BTreeMap<String, Vec<Value>> {
     by
 }
 
-fn is_ready(pod: &Value) -> bool {
-    pod["metadata"]["deletionTimestamp"].is_null()
-        && condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+/// Ready and not on its way out.
+fn is_serving(pod: &Value) -> bool {
+    pod["metadata"]["deletionTimestamp"].is_null() && is_ready(pod)
 }
 
 fn image_of(pod: &Value) -> String {
@@ -372,7 +367,7 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
     wait_for("the new cloud-sim Ready", Duration::from_secs(120), || {
         let by = pods_by_component();
         let sims = by.get("simulator")?;
-        (sims.len() == 1 && is_ready(&sims[0]) && sims[0]["metadata"]["uid"] != first_sim)
+        (sims.len() == 1 && is_serving(&sims[0]) && sims[0]["metadata"]["uid"] != first_sim)
             .then_some(())
     });
     let (_, again) = seed_simulator(&state.node, &state.node_ip);
@@ -399,7 +394,7 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
             let pod = by
                 .get("service-controller")?
                 .iter()
-                .find(|p| is_ready(p) && image_of(p) != image_of(&before["service-controller"]))?
+                .find(|p| is_serving(p) && image_of(p) != image_of(&before["service-controller"]))?
                 .clone();
             Some((pod, written.elapsed()))
         },

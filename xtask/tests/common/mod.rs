@@ -90,3 +90,21 @@ pub fn no_cluster_running() {
         );
     }
 }
+
+/// The pods of a helm release in kube-system.
+pub fn release_pods(release: &str) -> Vec<Value> {
+    let pods = kubectl_json(&[
+        "get",
+        "pods",
+        "-n",
+        "kube-system",
+        "-l",
+        &format!("app.kubernetes.io/instance={release}"),
+    ]);
+    pods["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// Whether a pod's Ready condition is True.
+pub fn is_ready(pod: &Value) -> bool {
+    condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+}
