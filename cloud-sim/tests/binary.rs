@@ -36,11 +36,14 @@ fn start(args: &[&str]) -> (Running, Vec<String>) {
     let stdout = child.stdout.take().expect("piped stdout");
     let running = Running(child);
     let mut lines = Vec::new();
-    for line in BufReader::new(stdout).lines() {
+    let mut reader = BufReader::new(stdout).lines();
+    for line in reader.by_ref() {
         let line = line.expect("utf-8 output");
         let done = line.contains("HCLOUD_ENDPOINT=");
         lines.push(line);
         if done {
+            // Keep reading what it prints afterwards, so it never writes into a closed pipe.
+            std::thread::spawn(move || reader.for_each(drop));
             return (running, lines);
         }
     }
