@@ -7,7 +7,6 @@
 //! the images (`cargo xtask images`) and runs them with `--ignored`.
 
 use std::path::Path;
-use std::process::Command;
 
 use chart_tests::run::Fleet;
 use chart_tests::scenario::{lifecycle_controller_image_runs, rendered_controllers_do_their_jobs};
