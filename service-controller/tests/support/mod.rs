@@ -224,10 +224,22 @@ impl Fixture {
         };
         f(&mut spec);
         s.spec = Some(spec);
-        self.services()
-            .create(&PostParams::default(), &s)
-            .await
-            .expect("create service")
+        // A kept-alive connection the apiserver has just closed fails the request before any
+        // answer (`UnexpectedEof` on a busy machine); the client does not resend a POST itself.
+        for attempt in 1.. {
+            match self.services().create(&PostParams::default(), &s).await {
+                Ok(created) => return created,
+                Err(kube::Error::Service(e)) if attempt < 3 => {
+                    eprintln!("create service {name}: {e}; sending it again");
+                }
+                // The lost answer's create did happen.
+                Err(kube::Error::Api(e)) if attempt > 1 && e.code == 409 => {
+                    return self.get(name).await.expect("the created service");
+                }
+                Err(e) => panic!("create service: {e:?}"),
+            }
+        }
+        unreachable!("the loop returns or panics")
     }
 
     pub async fn get(&self, name: &str) -> Option<Service> {
