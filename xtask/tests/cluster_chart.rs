@@ -198,6 +198,31 @@ fn helm_install_into_a_real_cluster() {
     hccm_values_files_install_as_they_are(&state.node, &sim.endpoint);
 }
 
+/// The node's address in cloud-sim's network `cluster` (`cargo xtask cluster up --with-chart
+/// --networking` attaches its server as 10.0.0.2) on this machine's loopback, removed when dropped.
+struct PrivateIp;
+
+impl PrivateIp {
+    const ADDRESS: &str = "10.0.0.2/32";
+
+    fn add() -> PrivateIp {
+        let status = Command::new("ip")
+            .args(["addr", "add", Self::ADDRESS, "dev", "lo"])
+            .status()
+            .expect("ip runs");
+        assert!(status.success(), "ip addr add {} dev lo", Self::ADDRESS);
+        PrivateIp
+    }
+}
+
+impl Drop for PrivateIp {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["addr", "del", Self::ADDRESS, "dev", "lo"])
+            .status();
+    }
+}
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -420,6 +445,10 @@ fn wrong_token_is_reported(endpoint: &str) {
 /// HCCM's own chart/values.yaml and a values file written for HCCM's chart, installed unchanged
 /// (next to the file naming this cluster's images): every pod of the release Ready.
 fn hccm_values_files_install_as_they_are(node: &str, endpoint: &str) {
+    // The worked example turns HCCM's networking on, so node-controller reports the server's
+    // private IP as the Node's InternalIP, where kubelet then probes the hostNetwork pods. On
+    // Hetzner the server has that address; here it is put on the loopback meanwhile.
+    let _private_ip = PrivateIp::add();
     // The worked example pins the controllers to control-plane nodes, as HCCM users do.
     kubectl(&[
         "label",
