@@ -221,15 +221,7 @@ async fn warn_once_if_never_initialized(node: &Node, ctx: &NodeReconciler) {
     }
     let reason = reasons::NOT_INITIALIZED_BY_CLOUD_PROVIDER;
     warn!(reason, "{NEVER_INITIALIZED_NOTE}");
-    ctx.kit.count_warning(reason);
-    ctx.events
-        .warning(
-            node,
-            reason,
-            "InitializeNode",
-            NEVER_INITIALIZED_NOTE.into(),
-        )
-        .await;
+    warn_bad_input(node, ctx, reason, NEVER_INITIALIZED_NOTE.into()).await;
 }
 
 async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> {
@@ -268,15 +260,8 @@ async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> 
                 nodeip::NodeIpError::Invalid { .. } => reasons::INVALID_NODE_IP,
                 nodeip::NodeIpError::NotFound { .. } => reasons::NODE_IP_NOT_FOUND,
             };
-            ctx.kit.count_warning(reason);
-            ctx.events
-                .warning(
-                    node,
-                    reason,
-                    "InitializeNode",
-                    format!("Node stays uninitialized: {source}"),
-                )
-                .await;
+            let note = format!("Node stays uninitialized: {source}");
+            warn_bad_input(node, ctx, reason, note).await;
             return Err(Error::NodeIp { node: name, source });
         }
     }
@@ -337,8 +322,18 @@ async fn warn_lookup_failed(node: &Node, ctx: &NodeReconciler, e: &CloudError) {
         e,
         CloudError::InvalidInput { .. } | CloudError::Unsupported { .. }
     ) {
-        ctx.kit.count_warning(reason);
+        warn_bad_input(node, ctx, reason, note).await;
+    } else {
+        ctx.events
+            .warning(node, reason, "InitializeNode", note)
+            .await;
     }
+}
+
+/// A Warning Event about initializing `node` for something wrong in what the user gave, counted
+/// in the bad-input warnings metric.
+async fn warn_bad_input(node: &Node, ctx: &NodeReconciler, reason: &'static str, note: String) {
+    ctx.kit.count_warning(reason);
     ctx.events
         .warning(node, reason, "InitializeNode", note)
         .await;
