@@ -195,6 +195,20 @@ pub struct ServiceRef {
     /// `metadata.annotations` (all of them; the provider picks its own prefix).
     pub annotations: BTreeMap<String, String>,
     pub ports: Vec<ServicePort>,
+    /// `spec.externalTrafficPolicy`, with the port kube-proxy answers health checks on for `Local`.
+    pub traffic_policy: TrafficPolicy,
+}
+
+/// Which nodes can serve a Service's traffic (`spec.externalTrafficPolicy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum TrafficPolicy {
+    /// Every node forwards to any endpoint (the Kubernetes default).
+    #[default]
+    Cluster,
+    /// Only nodes with a ready local endpoint serve; kube-proxy answers `GET /healthz` on
+    /// `spec.healthCheckNodePort` with 200 on those nodes and 503 on the others. `None` until the
+    /// apiserver allocated the port.
+    Local { health_check_node_port: Option<u16> },
 }
 
 impl ServiceRef {
@@ -281,6 +295,23 @@ impl Warning {
     }
 }
 
+/// How many of a load balancer's targets its health checks pass, as the cloud reported them in the
+/// load balancer the reconcile read or wrote (no extra call): as fresh as that read. A target counts
+/// as healthy when every port's check passes, unhealthy when any fails, unknown otherwise (not
+/// checked yet). Targets a label selector resolves count one by one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TargetHealth {
+    pub healthy: u32,
+    pub unhealthy: u32,
+    pub unknown: u32,
+}
+
+impl TargetHealth {
+    pub fn total(&self) -> u32 {
+        self.healthy + self.unhealthy + self.unknown
+    }
+}
+
 /// Result of [`LoadBalancers::ensure`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnsureOutcome {
@@ -288,6 +319,8 @@ pub struct EnsureOutcome {
     pub warnings: Vec<Warning>,
     /// Number of cloud write calls the reconcile made (0 when nothing changed).
     pub writes: u32,
+    /// `None` when the provider does not report target health.
+    pub target_health: Option<TargetHealth>,
 }
 
 /// Result of [`LoadBalancers::update_targets`].
@@ -297,6 +330,8 @@ pub struct UpdateOutcome {
     pub found: bool,
     pub warnings: Vec<Warning>,
     pub writes: u32,
+    /// As in [`EnsureOutcome::target_health`].
+    pub target_health: Option<TargetHealth>,
 }
 
 /// Result of [`LoadBalancers::delete`].

@@ -44,6 +44,7 @@ fn svc(uid: &str, ports: Vec<ServicePort>, ann: &[(&str, &str)]) -> ServiceRef {
             .map(|(k, v)| (format!("{LB_PREFIX}{k}"), v.to_string()))
             .collect(),
         ports,
+        ..Default::default()
     }
 }
 

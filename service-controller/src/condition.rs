@@ -7,7 +7,12 @@
 //!   (the message names it, quotes the value and says what is accepted); nothing was written;
 //! - `False`, reason `SyncLoadBalancerFailed`: the cloud (or the apiserver) failed; retried with
 //!   backoff, the message is the error;
-//! - `False`, reason `UnAvailableLoadBalancer`: no eligible node, so no target.
+//! - `False`, reason `UnAvailableLoadBalancer`: no eligible node, so no target;
+//! - `False`, reason `NoHealthyTargets`: the load balancer has targets and its health checks fail
+//!   on every one, so it drops the Service's traffic.
+//!
+//! While `True`, the message quotes the targets' health as the cloud last reported it ("2 of 3
+//! targets healthy"); see [`crate::target_health`] for how old that figure can be.
 //!
 //! Upstream defines no Service condition for load balancers: KEP-4631 proposed
 //! `LoadBalancerServing`/`LoadBalancerProvisioning` for cloud providers and was not accepted, so
@@ -20,6 +25,7 @@
 //! conditions are untouched), made only when status, reason, message or generation changed;
 //! `lastTransitionTime` moves only when the status does. It never costs a cloud call.
 
+use cloud_client::TargetHealth;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::Patch;
@@ -43,12 +49,35 @@ pub struct Want {
 }
 
 impl Want {
-    /// The load balancer is ensured and has targets.
-    pub fn ready() -> Want {
+    /// The load balancer is ensured and has targets, whose health checks are as `health` says
+    /// (`None`: not known).
+    pub fn ready(health: Option<TargetHealth>) -> Want {
+        let serves = "The load balancer serves this Service";
+        let Some(h) = health.filter(|h| h.total() > 0) else {
+            return Want {
+                ready: true,
+                reason: reasons::ENSURED,
+                message: serves.into(),
+            };
+        };
+        let of = format!("{} of {} targets healthy", h.healthy, h.total());
+        if h.healthy == 0 && h.unknown == 0 {
+            return Want {
+                ready: false,
+                reason: reasons::NO_HEALTHY_TARGETS,
+                message: format!(
+                    "{of}: the load balancer's health checks fail on every target, so it drops this Service's traffic"
+                ),
+            };
+        }
+        let unknown = match h.unknown {
+            0 => String::new(),
+            n => format!(", {n} not checked yet"),
+        };
         Want {
             ready: true,
             reason: reasons::ENSURED,
-            message: "The load balancer serves this Service".into(),
+            message: format!("{serves}: {of}{unknown}"),
         }
     }
 
@@ -163,7 +192,7 @@ mod tests {
 
     #[test]
     fn writes_only_what_changed() {
-        let ready = Want::ready();
+        let ready = Want::ready(None);
         assert!(needs_write(&Service::default(), &ready));
         let svc = with("True", reasons::ENSURED, &ready.message, 3);
         assert!(
@@ -174,6 +203,39 @@ mod tests {
         let mut newer = svc.clone();
         newer.metadata.generation = Some(4);
         assert!(needs_write(&newer, &ready), "a new generation is observed");
+    }
+
+    #[test]
+    fn the_message_quotes_target_health_and_none_healthy_is_not_ready() {
+        let h = |healthy, unhealthy, unknown| {
+            Want::ready(Some(TargetHealth {
+                healthy,
+                unhealthy,
+                unknown,
+            }))
+        };
+        let w = h(2, 1, 0);
+        assert!(w.ready);
+        assert_eq!(
+            w.message,
+            "The load balancer serves this Service: 2 of 3 targets healthy"
+        );
+        assert_eq!(
+            h(0, 0, 3).message,
+            "The load balancer serves this Service: 0 of 3 targets healthy, 3 not checked yet"
+        );
+        assert!(h(0, 0, 3).ready, "not checked yet is not failing");
+        let none = h(0, 3, 0);
+        assert_eq!(
+            (none.ready, none.reason),
+            (false, reasons::NO_HEALTHY_TARGETS)
+        );
+        assert!(
+            none.message.starts_with("0 of 3 targets healthy: "),
+            "{}",
+            none.message
+        );
+        assert_eq!(h(0, 0, 0).message, "The load balancer serves this Service");
     }
 
     #[test]

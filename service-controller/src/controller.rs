@@ -95,6 +95,7 @@ impl ServiceReconciler {
         if self.applied.forget(&uid) {
             self.metrics.load_balancers.set(self.applied.len() as i64);
         }
+        self.metrics.target_health.forget(&uid);
         self.failures.succeeded(&uid);
     }
 }
@@ -143,7 +144,11 @@ async fn report_condition(svc: &Service, ctx: &ServiceReconciler, result: &Resul
         let want = match result {
             Err(e) => Want::failed(e),
             Ok(_) if ctx.eligible.current(&ctx.nodes).nodes.is_empty() => Want::unavailable(),
-            Ok(_) => Want::ready(),
+            Ok(_) => Want::ready(
+                ctx.metrics
+                    .target_health
+                    .get(&svc.uid().unwrap_or_default()),
+            ),
         };
         if !condition::needs_write(svc, &want) {
             return;
@@ -261,6 +266,7 @@ async fn ensure(
         }
     };
     publish_warnings(svc, ctx, &outcome.warnings).await;
+    record_target_health(svc, ctx, outcome.target_health);
     let want = service::ingress(&outcome.status);
     if service::current_ingress(svc) != want
         && let Err(source) = patches::set_ingress(&ctx.client, svc, &want).await
@@ -342,6 +348,7 @@ async fn update_targets(
         }
     };
     publish_warnings(svc, ctx, &outcome.warnings).await;
+    record_target_health(svc, ctx, outcome.target_health);
     if nodes.is_empty() {
         ctx.events
             .warning(
@@ -369,6 +376,19 @@ async fn update_targets(
     ctx.applied
         .targets_updated(&svc.uid().unwrap_or_default(), nodes::fingerprint(nodes));
     Ok(())
+}
+
+fn record_target_health(
+    svc: &Service,
+    ctx: &ServiceReconciler,
+    health: Option<cloud_client::TargetHealth>,
+) {
+    if let Some(h) = health {
+        let uid = svc.uid().unwrap_or_default();
+        ctx.metrics
+            .target_health
+            .record(&uid, &service::key(svc), h);
+    }
 }
 
 /// Deletes the load balancer, then lets the Service go: finalizer off, status cleared.

@@ -17,6 +17,7 @@ pub mod nodes;
 pub mod patches;
 pub mod reasons;
 pub mod service;
+pub mod target_health;
 
 use std::sync::Arc;
 use std::time::Duration;

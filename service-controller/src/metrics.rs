@@ -11,6 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::target_health::TargetHealthBook;
+
 /// Registered once per process.
 #[derive(Debug, Clone)]
 pub struct ServiceMetrics {
@@ -29,6 +31,9 @@ pub struct ServiceMetrics {
     pub node_set_changes: Counter,
     /// Services that currently have a load balancer ensured by this process.
     pub load_balancers: Gauge,
+    /// Per Service, its load balancer's targets by health-check state
+    /// (`load_balancer_targets{service,state}`).
+    pub target_health: Arc<TargetHealthBook>,
 }
 
 impl ServiceMetrics {
@@ -42,6 +47,7 @@ impl ServiceMetrics {
             node_set_changed_at: Arc::default(),
             node_set_changes: Counter::default(),
             load_balancers: Gauge::default(),
+            target_health: Arc::default(),
         };
         upstream.register(
             "service_controller_loadbalancer_sync",
@@ -72,6 +78,11 @@ impl ServiceMetrics {
             "service_controller_load_balancers",
             "Services whose load balancer this process has ensured",
             m.load_balancers.clone(),
+        );
+        ours.register(
+            "load_balancer_targets",
+            "Targets of each Service's load balancer by health-check state, as the cloud reported them at the controller's last read of it",
+            m.target_health.gauge(),
         );
         m
     }

@@ -15,15 +15,22 @@ use kube::runtime::reflector::Store;
 pub const LABEL_EXCLUDE_FROM_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 /// Cluster-autoscaler's taint on nodes it is about to delete.
 pub const TAINT_TO_BE_DELETED: &str = "ToBeDeletedByClusterAutoscaler";
+/// The lifecycle controller's taint on nodes whose server the cloud reports powered off.
+pub const TAINT_SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 
-/// Upstream's predicates plus one of ours: not being deleted, not excluded by label, not about to be
-/// removed by the autoscaler, and a providerID (without one the cloud cannot target the node; it gets
-/// one at initialization, which then counts as a node-set change). Readiness is deliberately not a
-/// predicate: a flapping kubelet must not rewrite every load balancer (KEP-3458).
+/// Upstream's predicates plus two of ours: not being deleted, not excluded by label, not about to
+/// be removed by the autoscaler, not shut down, and a providerID (without one the cloud cannot
+/// target the node; it gets one at initialization, which then counts as a node-set change).
+///
+/// The shutdown taint is where we drain earlier than upstream, which keeps a powered-off server
+/// in rotation until its Node is deleted and leaves it to the health check: the taint is set only
+/// when the cloud says the server is off, so it does not flap like readiness, which is deliberately
+/// not a predicate (a flapping kubelet must not rewrite every load balancer, KEP-3458).
 pub fn is_eligible(node: &Node) -> bool {
     node.metadata.deletion_timestamp.is_none()
         && !excluded_by_label(node)
         && !has_taint(node, TAINT_TO_BE_DELETED)
+        && !has_taint(node, TAINT_SHUTDOWN)
         && provider_id(node).is_some()
 }
 
@@ -331,7 +338,7 @@ mod tests {
     }
 
     #[test]
-    fn deleting_autoscaled_away_and_uninitialized_nodes_are_not_targets() {
+    fn deleting_autoscaled_away_shut_down_and_uninitialized_nodes_are_not_targets() {
         let mut deleting = node("a", &[]);
         deleting.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
         assert!(!is_eligible(&deleting));
@@ -342,6 +349,13 @@ mod tests {
             ..Default::default()
         }]);
         assert!(!is_eligible(&tainted));
+        let mut shut_down = node("a", &[]);
+        shut_down.spec.as_mut().unwrap().taints = Some(vec![Taint {
+            key: TAINT_SHUTDOWN.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+        assert!(!is_eligible(&shut_down));
         let mut no_pid = node("a", &[]);
         no_pid.spec.as_mut().unwrap().provider_id = Some(String::new());
         assert!(!is_eligible(&no_pid));

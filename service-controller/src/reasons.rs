@@ -18,3 +18,5 @@ pub const DELETING: &str = "DeletingLoadBalancer";
 pub const DELETED: &str = "DeletedLoadBalancer";
 /// Metric label of invalid Service input (the event itself uses [`SYNC_FAILED`], as upstream).
 pub const INVALID_INPUT: &str = "InvalidLoadBalancerInput";
+/// Condition reason: the load balancer's health checks fail on every target it has.
+pub const NO_HEALTHY_TARGETS: &str = "NoHealthyTargets";

@@ -3,7 +3,9 @@
 
 use std::hash::{Hash, Hasher};
 
-use cloud_client::{IpMode, LoadBalancerStatus, PortProtocol, ServicePort, ServiceRef};
+use cloud_client::{
+    IpMode, LoadBalancerStatus, PortProtocol, ServicePort, ServiceRef, TrafficPolicy,
+};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use kube::ResourceExt;
 
@@ -81,6 +83,23 @@ pub fn service_ref(svc: &Service) -> ServiceRef {
         name: svc.name_any(),
         annotations: svc.annotations().clone(),
         ports,
+        traffic_policy: traffic_policy(svc),
+    }
+}
+
+/// `Local` only when set so (the apiserver's default is `Cluster`).
+fn traffic_policy(svc: &Service) -> TrafficPolicy {
+    let Some(spec) = &svc.spec else {
+        return TrafficPolicy::Cluster;
+    };
+    if spec.external_traffic_policy.as_deref() == Some("Local") {
+        TrafficPolicy::Local {
+            health_check_node_port: spec
+                .health_check_node_port
+                .and_then(|p| u16::try_from(p).ok()),
+        }
+    } else {
+        TrafficPolicy::Cluster
     }
 }
 

@@ -181,6 +181,14 @@ pub const CASES: &[Case] = &[
         BOOL,
         R
     ),
+    case!(
+        "b-kube-proxy",
+        [("health-check-kube-proxy", "on")],
+        "health-check-kube-proxy",
+        "on",
+        BOOL,
+        R
+    ),
     // Enums.
     case!(
         "e-algorithm",
@@ -726,6 +734,7 @@ pub const ACCEPTED: &[Accepted] = &[
         ]
     ),
     accepted!("health-check-http-validate-certificate", BOOLS),
+    accepted!("health-check-kube-proxy", BOOLS),
     accepted!(
         "http-status-codes",
         &["2??", "2??,301", "200, 301", "???", "2??,,3??", ""]
@@ -1036,6 +1045,7 @@ pub fn parse_error(annotations: &BTreeMap<String, String>) -> Option<String> {
         name: "web".into(),
         annotations: annotations.clone(),
         ports: Vec::new(),
+        ..Default::default()
     };
     LbSpec::parse(&svc, &LbDefaults::default())
         .err()

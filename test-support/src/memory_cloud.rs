@@ -484,6 +484,7 @@ impl LoadBalancers for MemoryCloud {
             status,
             warnings,
             writes,
+            target_health: None,
         })
     }
 
@@ -503,6 +504,7 @@ impl LoadBalancers for MemoryCloud {
             found: true,
             warnings,
             writes,
+            target_health: None,
         })
     }
 

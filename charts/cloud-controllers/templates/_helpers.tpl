@@ -349,6 +349,7 @@ dict "root" $ "component" name "values" block
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL" $lb.healthCheck.interval }}
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT" $lb.healthCheck.timeout }}
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES" $lb.healthCheck.retries }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY" $lb.healthCheck.kubeProxy }}
 {{- end }}
 {{- range $name, $value := $plain }}
 {{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) }}

@@ -60,6 +60,9 @@ pub struct LbDefaults {
     pub health_check_interval: Option<Duration>,
     pub health_check_timeout: Option<Duration>,
     pub health_check_retries: Option<u32>,
+    /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY`: the default of the
+    /// `health-check-kube-proxy` annotation.
+    pub health_check_kube_proxy: bool,
 }
 
 /// Client-side retry policy for retryable errors (jittered exponential backoff).
@@ -353,6 +356,10 @@ impl HcloudConfig {
             (
                 "HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS",
                 &mut d.lb_defaults.disable_private_ingress,
+            ),
+            (
+                "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY",
+                &mut d.lb_defaults.health_check_kube_proxy,
             ),
             (
                 "HCLOUD_LOAD_BALANCERS_DISABLE_IPV6",

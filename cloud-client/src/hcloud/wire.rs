@@ -385,6 +385,20 @@ pub struct LbTarget {
     pub ip: Option<IpRef>,
     #[serde(default)]
     pub use_private_ip: bool,
+    /// One entry per service (listen port): `healthy`, `unhealthy` or `unknown`.
+    #[serde(default)]
+    pub health_status: Vec<LbTargetHealth>,
+    /// A `label_selector` target's resolved server targets, each with its own `health_status`.
+    #[serde(default)]
+    pub targets: Vec<LbTarget>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default, PartialEq, Eq)]
+pub struct LbTargetHealth {
+    #[serde(default)]
+    pub listen_port: u16,
+    #[serde(default)]
+    pub status: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq, Eq)]

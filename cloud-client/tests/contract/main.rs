@@ -61,6 +61,7 @@ fn svc(uid: &str, ann: &[(&str, &str)]) -> ServiceRef {
                 node_port: 30443,
             },
         ],
+        ..Default::default()
     }
 }
 

@@ -1,5 +1,5 @@
-//! Every `load-balancer.hetzner.cloud/*` Service annotation of HCCM v1.35; what each accepts and
-//! does is in docs/annotations.md.
+//! Every `load-balancer.hetzner.cloud/*` Service annotation of HCCM v1.35, plus the ones we add
+//! in its style (marked "Ours"); what each accepts and does is in docs/annotations.md.
 
 /// Common prefix of all annotations.
 pub const PREFIX: &str = "load-balancer.hetzner.cloud/";
@@ -56,6 +56,10 @@ annotations! {
     HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE = "health-check-http-validate-certificate";
     /// Health-check expected status codes (the key has no `health-check-` prefix in HCCM).
     HTTP_STATUS_CODES = "http-status-codes";
+    /// Ours: health-check where kube-proxy says whether the node can serve (env
+    /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY`): `GET /healthz` on the Service's
+    /// `healthCheckNodePort` for `externalTrafficPolicy: Local`, on kube-proxy's port 10256 otherwise.
+    HEALTH_CHECK_KUBE_PROXY = "health-check-kube-proxy";
     /// Read-only in HCCM, never written or read.
     IPV4 = "ipv4";
     /// Read-only in HCCM, never written or read.

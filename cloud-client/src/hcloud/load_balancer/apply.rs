@@ -130,8 +130,8 @@ pub(super) fn follow_targets(lb: &mut LoadBalancer, ops: &[Op]) {
             } => lb.targets.push(LbTarget {
                 kind: "server".to_string(),
                 server: Some(IdRef { id: *server }),
-                ip: None,
                 use_private_ip: *use_private_ip,
+                ..Default::default()
             }),
             Op::RemoveIpTarget(ip) => lb
                 .targets
@@ -140,7 +140,7 @@ pub(super) fn follow_targets(lb: &mut LoadBalancer, ops: &[Op]) {
                 kind: "ip".to_string(),
                 server: None,
                 ip: Some(IpRef { ip: ip.clone() }),
-                use_private_ip: false,
+                ..Default::default()
             }),
             _ => {}
         }

@@ -15,6 +15,7 @@ mod apply;
 pub mod catalog;
 mod certificates;
 mod find;
+mod health;
 pub mod ops;
 mod ownership;
 pub mod plan;
@@ -300,14 +301,14 @@ impl LoadBalancers for HcloudLoadBalancers {
             return Ok(UpdateOutcome {
                 found: false,
                 warnings,
-                writes: 0,
+                ..Default::default()
             });
         };
         let desired = self
             .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
             .await?;
         note_adoption(svc, &lb, &how, &mut warnings);
-        let (_, writes) = self
+        let (lb, writes) = self
             .reconcile_existing(svc, &spec, lb, &desired, &mut warnings)
             .await?;
         dedup(&mut warnings);
@@ -315,6 +316,7 @@ impl LoadBalancers for HcloudLoadBalancers {
             found: true,
             warnings,
             writes,
+            target_health: Some(health::target_health(&lb)),
         })
     }
 
@@ -368,6 +370,7 @@ fn outcome(
         status: status::status(lb, spec),
         warnings,
         writes,
+        target_health: Some(health::target_health(lb)),
     }
 }
 

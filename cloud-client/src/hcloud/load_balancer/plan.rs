@@ -123,6 +123,8 @@ fn service_for(spec: &LbSpec, p: &ServicePort) -> LbService {
 
 /// HCCM `buildAddServiceOpts`/`buildUpdateServiceOpts`: the custom block when
 /// [`HealthCheckSpec::custom`](super::spec::HealthCheckSpec::custom), else TCP on the NodePort.
+/// Precedence, field by field: the `health-check-*` annotation, then `health-check-kube-proxy`
+/// (HTTP `GET /healthz` on kube-proxy's port), then the env default, then HCCM's default.
 fn health_check_for(spec: &LbSpec, node_port: u16) -> HealthCheck {
     let hc = &spec.health_check;
     if !hc.custom {
@@ -132,16 +134,25 @@ fn health_check_for(spec: &LbSpec, node_port: u16) -> HealthCheck {
             ..Default::default()
         };
     }
-    let protocol = hc.protocol.unwrap_or(spec.protocol);
+    // kube-proxy's answer is HTTP: 200 on a node that can serve, 503 on one that cannot.
+    let kube_proxy = hc.kube_proxy_port;
+    let protocol = hc.protocol.unwrap_or(if kube_proxy.is_some() {
+        LbProtocol::Http
+    } else {
+        spec.protocol
+    });
     HealthCheck {
         protocol: protocol.as_str().to_string(),
-        port: hc.port.unwrap_or(node_port),
+        port: hc.port.or(kube_proxy).unwrap_or(node_port),
         interval: hc.interval.map(|d| d.as_secs()),
         timeout: hc.timeout.map(|d| d.as_secs()),
         retries: hc.retries,
         http: (protocol != LbProtocol::Tcp).then(|| HealthCheckHttp {
             domain: hc.http_domain.clone(),
-            path: hc.http_path.clone(),
+            path: hc
+                .http_path
+                .clone()
+                .or_else(|| kube_proxy.map(|_| super::spec::KUBE_PROXY_HEALTHZ_PATH.to_string())),
             status_codes: (!hc.http_status_codes.is_empty()).then(|| hc.http_status_codes.clone()),
             tls: hc.http_validate_certificate,
         }),
@@ -700,7 +711,7 @@ mod tests {
     use super::*;
     use crate::hcloud::config::LbDefaults;
     use crate::hcloud::wire::{IdRef, LbTarget, LbType};
-    use crate::provider::ServiceRef;
+    use crate::provider::{ServiceRef, TrafficPolicy};
     use serde_json::json;
 
     fn port(protocol: PortProtocol, port: u16, node_port: u16) -> ServicePort {
@@ -726,6 +737,7 @@ mod tests {
                 port(PortProtocol::Tcp, 443, 30443),
                 port(PortProtocol::Udp, 53, 30053),
             ],
+            ..Default::default()
         }
     }
 
@@ -950,6 +962,80 @@ mod tests {
         ]));
         let d_off = desired_services(&off, &s.ports);
         assert_eq!(plan(&lb, &off, &input(&d_off, &t)).0.len(), 2);
+    }
+
+    #[test]
+    fn kube_proxy_health_checks_ask_healthz_where_kube_proxy_answers() {
+        let hc_of = |ann: &[(&str, &str)], d: &LbDefaults, traffic: TrafficPolicy| {
+            let s = ServiceRef {
+                traffic_policy: traffic,
+                ..svc(ann)
+            };
+            let spec = LbSpec::parse(&s, d).unwrap();
+            let services = desired_services(&spec, &s.ports).services;
+            let hc: Vec<HealthCheck> = services
+                .iter()
+                .map(|s| s.health_check.clone().unwrap())
+                .collect();
+            hc[0].clone()
+        };
+        let local = TrafficPolicy::Local {
+            health_check_node_port: Some(31999),
+        };
+        let on = [(a::HEALTH_CHECK_KUBE_PROXY, "true")];
+        let none = LbDefaults::default();
+        let healthz = |port| HealthCheck {
+            protocol: "http".into(),
+            port,
+            http: Some(HealthCheckHttp {
+                path: Some("/healthz".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        // Local: the Service's healthCheckNodePort; Cluster: kube-proxy's own health server.
+        assert_eq!(hc_of(&on, &none, local), healthz(31999));
+        let s = ServiceRef {
+            traffic_policy: local,
+            ..svc(&on)
+        };
+        let spec = LbSpec::parse(&s, &none).unwrap();
+        let all = desired_services(&spec, &s.ports).services;
+        assert!(all.len() > 1 && all.iter().all(|x| x.health_check == Some(healthz(31999))));
+        assert_eq!(hc_of(&on, &none, TrafficPolicy::Cluster), healthz(10256));
+        // Off by default (HCCM's TCP check on the NodePort), on for all by the env variable,
+        // and the annotation's "false" wins over the env.
+        let env = LbDefaults {
+            health_check_kube_proxy: true,
+            ..Default::default()
+        };
+        assert_eq!(hc_of(&[], &none, local).port, 30080);
+        assert_eq!(hc_of(&[], &env, local), healthz(31999));
+        let off = [(a::HEALTH_CHECK_KUBE_PROXY, "false")];
+        assert_eq!(hc_of(&off, &env, local).protocol, "tcp");
+        // An explicit health-check annotation wins, field by field.
+        let explicit = [
+            (a::HEALTH_CHECK_KUBE_PROXY, "true"),
+            (a::HEALTH_CHECK_PORT, "8080"),
+            (a::HEALTH_CHECK_HTTP_PATH, "/ready"),
+        ];
+        let hc = hc_of(&explicit, &none, local);
+        assert_eq!((hc.protocol.as_str(), hc.port), ("http", 8080));
+        assert_eq!(hc.http.unwrap().path.as_deref(), Some("/ready"));
+        let tcp = [
+            (a::HEALTH_CHECK_KUBE_PROXY, "true"),
+            (a::HEALTH_CHECK_PROTOCOL, "tcp"),
+        ];
+        let hc = hc_of(&tcp, &none, local);
+        assert_eq!(
+            (hc.protocol.as_str(), hc.port, hc.http),
+            ("tcp", 31999, None)
+        );
+        // Local before the apiserver allocated the port: HCCM's check until it has.
+        let unallocated = TrafficPolicy::Local {
+            health_check_node_port: None,
+        };
+        assert_eq!(hc_of(&on, &none, unallocated).port, 30080);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::annotations as a;
 use crate::error::CloudError;
 use crate::hcloud::config::LbDefaults;
 use crate::label_selector::LabelSelector;
-use crate::provider::{ServiceRef, Warning};
+use crate::provider::{ServiceRef, TrafficPolicy, Warning};
 use crate::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
 
 /// Load-balancer service protocol.
@@ -111,7 +111,17 @@ pub struct HealthCheckSpec {
     pub http_path: Option<String>,
     pub http_validate_certificate: Option<bool>,
     pub http_status_codes: Vec<String>,
+    /// With `health-check-kube-proxy`: the port kube-proxy answers `GET /healthz` on for this
+    /// Service, the check's default port (the annotations above still win, field by field).
+    pub kube_proxy_port: Option<u16>,
 }
+
+/// kube-proxy's health server (`--healthz-bind-address`, default `0.0.0.0:10256`): 200 while
+/// kube-proxy runs and its node is not being deleted (KEP-3836), the check for
+/// `externalTrafficPolicy: Cluster`.
+pub const KUBE_PROXY_HEALTHZ_PORT: u16 = 10256;
+/// Where kube-proxy answers on both its health server and a Service's `healthCheckNodePort`.
+pub const KUBE_PROXY_HEALTHZ_PATH: &str = "/healthz";
 
 /// Where a new load balancer is created.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,6 +169,7 @@ pub fn env_var(key: &str) -> Option<&'static str> {
         a::HEALTH_CHECK_INTERVAL => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL",
         a::HEALTH_CHECK_TIMEOUT => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT",
         a::HEALTH_CHECK_RETRIES => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES",
+        a::HEALTH_CHECK_KUBE_PROXY => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY",
         _ => return None,
     })
 }
@@ -385,7 +396,7 @@ impl LbSpec {
         parse_forwarding(&mut r, &mut s, defaults);
         parse_network(&mut r, &mut s, defaults);
         s.http = parse_http(&mut r, &svc.uid);
-        s.health_check = parse_health_check(&mut r, defaults);
+        s.health_check = parse_health_check(&mut r, defaults, svc.traffic_policy);
         check_https_certificates(&mut r, &s);
         s.provenance = r.provenance;
         into_result(s, r.errors)
@@ -631,11 +642,29 @@ fn parse_http(r: &mut Reader<'_>, uid: &str) -> HttpSpec {
     h
 }
 
-fn parse_health_check(r: &mut Reader<'_>, defaults: &LbDefaults) -> HealthCheckSpec {
+fn parse_health_check(
+    r: &mut Reader<'_>,
+    defaults: &LbDefaults,
+    traffic: TrafficPolicy,
+) -> HealthCheckSpec {
     let mut hc = HealthCheckSpec {
         protocol: r.protocol(a::HEALTH_CHECK_PROTOCOL),
         ..Default::default()
     };
+    let kube_proxy = r.bool(a::HEALTH_CHECK_KUBE_PROXY);
+    if r.or_env_flag(
+        a::HEALTH_CHECK_KUBE_PROXY,
+        kube_proxy,
+        defaults.health_check_kube_proxy,
+    ) {
+        hc.kube_proxy_port = match traffic {
+            TrafficPolicy::Cluster => Some(KUBE_PROXY_HEALTHZ_PORT),
+            // Not allocated yet: the NodePort check until it is (the Service changes then).
+            TrafficPolicy::Local {
+                health_check_node_port,
+            } => health_check_node_port.filter(|p| *p > 0),
+        };
+    }
     hc.port = r
         .int::<u16>(a::HEALTH_CHECK_PORT, "a port number 1-65535")
         .filter(|p| *p > 0);
@@ -661,6 +690,7 @@ fn parse_health_check(r: &mut Reader<'_>, defaults: &LbDefaults) -> HealthCheckS
         defaults.health_check_retries.filter(|n| *n != 0),
     );
     hc.custom = hc.protocol.is_some()
+        || hc.kube_proxy_port.is_some()
         || hc.port.is_some()
         || hc.interval.is_some()
         || hc.timeout.is_some()
@@ -782,6 +812,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             ports: vec![],
+            ..Default::default()
         }
     }
 
@@ -1146,7 +1177,7 @@ mod tests {
 
     #[test]
     fn known_annotation_list_is_complete() {
-        assert_eq!(a::ALL.len(), 39);
+        assert_eq!(a::ALL.len(), 40);
         assert!(a::ALL.iter().all(|k| k.starts_with(a::PREFIX)));
     }
 }
