@@ -26,7 +26,8 @@
 //!   `collection` the list and update endpoints every resource kind shares), `wire`
 //!   (JSON shapes), `control` (`/_sim` endpoints).
 //! - Shared plumbing: `pagination`, `label_selector`, `rate_limit`, [`faults`], `counters`.
-//! - [`SimClient`]: the test-side client.
+//! - [`SimClient`]: the test-side client; [`stand_in`]: what a node answers (NodePort, kube-proxy's
+//!   health), for load balancers that carry traffic.
 //!
 //! Control endpoints live under `/_sim` without authentication; see the `control` module.
 //! The metadata service is at `/hetzner/v1/metadata` and `/metadata/{server}/hetzner/v1/metadata`;
@@ -51,6 +52,7 @@ mod persistence;
 mod rate_limit;
 mod resource;
 mod server;
+pub mod stand_in;
 mod state;
 mod wire;
 pub mod world;
