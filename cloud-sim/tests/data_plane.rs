@@ -1102,8 +1102,9 @@ async fn listeners_follow_services_and_load_balancers() {
     let a443 = listener(&sim, lb, 443).await;
     assert_ne!(a80, a443);
 
-    // A service added later gets a listener promptly (the test's deadline is generous; the
-    // change signal normally takes well under 100 ms).
+    // A service added later gets a listener promptly: the mutation wakes the reconciler. (Its
+    // safety tick is 1 s, so a listener within 500 ms shows the change signal at work; it
+    // normally takes a millisecond or two.)
     w.load_balancer_action(
         lb,
         "add_service",
@@ -1111,7 +1112,13 @@ async fn listeners_follow_services_and_load_balancers() {
     )
     .await
     .unwrap();
+    let added = std::time::Instant::now();
     listener(&sim, lb, 8080).await;
+    assert!(
+        added.elapsed() < Duration::from_millis(500),
+        "listener after {:?}",
+        added.elapsed()
+    );
     assert_eq!(
         w.listeners(lb).await.unwrap()[2].protocol,
         "http",

@@ -261,7 +261,7 @@ async fn reconcile(app: &App) {
     let want = Desired::of(&app.read());
 
     // Listeners: close the retired, keep the rest (with their address), then open the new.
-    let to_open: Vec<(u64, u16)> = {
+    let to_open: Vec<((u64, u16), String)> = {
         let mut tasks = dp.tasks();
         if tasks.stopped {
             return;
@@ -279,12 +279,12 @@ async fn reconcile(app: &App) {
                 }
             });
         want.listeners
-            .keys()
-            .filter(|k| !tasks.listeners.contains_key(k))
-            .copied()
+            .iter()
+            .filter(|(k, _)| !tasks.listeners.contains_key(k))
+            .map(|(k, protocol)| (*k, protocol.clone()))
             .collect()
     };
-    for (lb, listen_port) in to_open {
+    for ((lb, listen_port), protocol) in to_open {
         let socket = match TcpListener::bind(SocketAddr::new(dp.config.listen_ip, 0)).await {
             Ok(s) => s,
             Err(e) => {
@@ -303,7 +303,6 @@ async fn reconcile(app: &App) {
             task.abort();
             return;
         }
-        let protocol = want.listeners[&(lb, listen_port)].clone();
         tracing::debug!(lb, listen_port, %address, "cloud-sim data plane listening");
         tasks.listeners.insert(
             (lb, listen_port),
