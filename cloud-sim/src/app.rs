@@ -1,12 +1,15 @@
 //! What every handler shares: the world behind one mutex, the live configuration, the rate
-//! limiters (Cloud and Robot), fault rules and counters.
+//! limiters (Cloud and Robot), fault rules and counters, and the data plane's shared half.
 
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::clock::now_ms;
 use crate::config::SimConfig;
 use crate::counters::Counters;
+use crate::data_plane::DataPlane;
+use crate::data_plane::addresses::AddressMap;
 use crate::faults::Faults;
 use crate::persistence;
 use crate::rate_limit::{RateLimiter, RobotRateLimiter};
@@ -30,10 +33,17 @@ pub struct AppInner {
     /// The token accepted now: `config.token` at start, changed by `Sim::set_token` (a token
     /// rotated in the project; the old one is refused from then on).
     pub token: Mutex<Option<String>>,
+    /// Simulated address → local address (`data_plane::addresses`). Always there: it is a
+    /// plain table, and tests bind their responders through it before they need any traffic.
+    pub addresses: AddressMap,
+    /// Listeners, checkers and their tables; `None` unless `config.data_plane` is set.
+    pub data_plane: Option<DataPlane>,
 }
 
 impl AppInner {
-    pub fn new(config: SimConfig, state: State) -> App {
+    pub fn new(config: SimConfig, mut state: State) -> App {
+        let data_plane = config.data_plane.clone().map(DataPlane::new);
+        state.target_health = data_plane.as_ref().map(|dp| dp.health.clone());
         Arc::new(AppInner {
             state: Mutex::new(state),
             action_ms: AtomicU64::new(config.action_duration.as_millis() as u64),
@@ -47,6 +57,8 @@ impl AppInner {
             dirty: AtomicBool::new(false),
             metadata_server: Mutex::new(None),
             token: Mutex::new(config.token.clone()),
+            addresses: AddressMap::default(),
+            data_plane,
             config,
         })
     }
@@ -57,6 +69,9 @@ impl AppInner {
         st.action_ms = self.action_ms.load(Ordering::Relaxed);
         if st.advance(now_ms()) {
             self.dirty.store(true, Ordering::Relaxed);
+            // A finished action can change the world too (a server powered off); the data plane
+            // re-reads it once this lock is released.
+            self.world_changed();
         }
         st
     }
@@ -66,11 +81,22 @@ impl AppInner {
         self.lock()
     }
 
-    /// The world for a mutation; marks it for the next state-file write.
-    pub fn write(&self) -> MutexGuard<'_, State> {
+    /// The world for a mutation; marks it for the next state-file write and, once the guard is
+    /// dropped, tells the data plane to reconcile.
+    pub fn write(&self) -> WriteGuard<'_> {
         let st = self.lock();
         self.dirty.store(true, Ordering::Relaxed);
-        st
+        WriteGuard {
+            guard: Some(st),
+            app: self,
+        }
+    }
+
+    /// Wakes the data plane's reconciler (no-op when it is off).
+    fn world_changed(&self) {
+        if let Some(dp) = &self.data_plane {
+            dp.world_changed();
+        }
     }
 
     /// Writes the state file if one is configured and something changed since the last write.
@@ -98,5 +124,39 @@ impl AppInner {
 
     pub fn mark_dirty(&self) {
         self.dirty.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The world locked for a mutation. Dropping it releases the lock first and then signals the
+/// data plane, so the woken reconciler does not queue on a lock that is still held.
+#[derive(Debug)]
+pub struct WriteGuard<'a> {
+    /// `Some` until dropped; taken in `drop` to unlock before signalling.
+    guard: Option<MutexGuard<'a, State>>,
+    app: &'a AppInner,
+}
+
+impl Deref for WriteGuard<'_> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        self.guard
+            .as_deref()
+            .expect("the guard is held until dropped")
+    }
+}
+
+impl DerefMut for WriteGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.guard
+            .as_deref_mut()
+            .expect("the guard is held until dropped")
+    }
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        self.app.world_changed();
     }
 }

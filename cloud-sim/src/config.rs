@@ -1,7 +1,7 @@
 //! How a simulator is set up; the binary's flags map onto these fields one to one.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -36,6 +36,34 @@ pub struct SimConfig {
     pub robot_server_requests_per_hour: u32,
     /// Robot rate limit of the `reset` resource (`GET /reset/{n}`) per sliding hour (real: 500).
     pub robot_reset_requests_per_hour: u32,
+    /// Load balancers that carry TCP traffic and run real health checks (`data_plane` module).
+    /// `None` (the default): load balancers are JSON only and start no task.
+    pub data_plane: Option<DataPlaneConfig>,
+}
+
+/// How the data plane listens, checks and speaks (docs/hetzner-api.md, "Load balancers that
+/// carry traffic").
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataPlaneConfig {
+    /// Where every load balancer service listens, each on an ephemeral port (real listen ports
+    /// are below 1024 and need root; tests run as non-root).
+    pub listen_ip: IpAddr,
+    /// Health-check interval and timeout are divided by this, so a 15 s interval takes 300 ms
+    /// at 50. Changeable at runtime through `PUT /_sim/config`.
+    pub health_check_speedup: f64,
+    /// PROXY protocol version written to targets of a service with `proxyprotocol`: 1 (text,
+    /// the default) or 2 (binary). Hetzner does not document which one it sends.
+    pub proxy_protocol_version: u8,
+}
+
+impl Default for DataPlaneConfig {
+    fn default() -> Self {
+        DataPlaneConfig {
+            listen_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            health_check_speedup: 1.0,
+            proxy_protocol_version: 1,
+        }
+    }
 }
 
 impl Default for SimConfig {
@@ -54,6 +82,7 @@ impl Default for SimConfig {
             robot_password: DEFAULT_ROBOT_PASSWORD.to_owned(),
             robot_server_requests_per_hour: 200,
             robot_reset_requests_per_hour: 500,
+            data_plane: None,
         }
     }
 }
@@ -83,6 +112,7 @@ impl fmt::Debug for SimConfig {
                 "robot_reset_requests_per_hour",
                 &self.robot_reset_requests_per_hour,
             )
+            .field("data_plane", &self.data_plane)
             .finish()
     }
 }

@@ -11,7 +11,7 @@
 //! | `POST /_sim/faults` | a [`FaultRule`] | `{"id": n}` |
 //! | `DELETE /_sim/faults` / `DELETE /_sim/faults/{id}` | | clears all / one |
 //! | `GET /_sim/rate_limit` / `PUT /_sim/rate_limit` | `{"limit"?, "remaining"?}` | bucket state / change it |
-//! | `GET /_sim/config` / `PUT /_sim/config` | `{"action_duration_ms"?}` | live settings |
+//! | `GET /_sim/config` / `PUT /_sim/config` | `{"action_duration_ms"?, "health_check_speedup"?}` | live settings |
 //! | `PUT /_sim/metadata` | `{"server": id}` | default server of the metadata service |
 //! | `POST /_sim/batch/servers` | `{"count", "prefix", "server_type", "image"?, "location"?, "labels"?, "networks"?, "public_net"?, "name"?, "public_ipv4"?}` | `{"servers": [ids]}` |
 //! | `POST /_sim/state/save` | | writes the `--state` file now |
@@ -21,12 +21,18 @@
 //! | `GET /_sim/robot/rate_limit` | | `{"server": {status}, "reset": {status}}` |
 //! | `PUT /_sim/robot/rate_limit` | `{"resource", "max_request"?, "interval"? (s), "remaining"?}` | the resource's status |
 //! | `DELETE /_sim/robot/rate_limit` | | forgets all counted Robot requests |
+//! | `GET /_sim/load_balancers/{id}/listeners` | | `{"listeners": [{"listen_port", "protocol", "address", "connections": {"accepted", "forwarded", "refused", "active"}}]}` (empty with the data plane off) |
+//! | `GET /_sim/addresses` | | `{"addresses": {"100.64.0.5": "127.1.0.1", ...}}`: simulated → local |
+//! | `POST /_sim/addresses` | `{"ip"}` | `{"ip", "local"}`, allocating the local address on first use |
+//! | `PUT /_sim/targets/{ip}/fault` | `{"kind": "refuse" \| "hang" \| "fail_health"}` | a target fault (data plane only) |
+//! | `DELETE /_sim/targets/{ip}/fault` | | the target behaves again |
 //!
 //! The batch endpoint exists because benchmarks need 1 000–10 000 servers: through
 //! `POST /servers` that is one request plus an action wait each, minutes of setup and the whole
 //! rate-limit budget. The batch runs the very same validation (`create_server`) under one lock
 //! and creates the servers already `running`, without actions.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use axum::extract::{Path, State as AppState};
@@ -39,6 +45,7 @@ use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::clock::{now_ms, rfc3339};
+use crate::data_plane::TargetFault;
 use crate::error::ApiError;
 use crate::faults::FaultRule;
 use crate::handlers::{Body, robot, servers};
@@ -74,6 +81,12 @@ pub fn routes() -> Router<App> {
             get(robot_rate_limit)
                 .put(set_robot_rate_limit)
                 .delete(reset_robot_rate_limit),
+        )
+        .route("/_sim/load_balancers/{id}/listeners", get(listeners))
+        .route("/_sim/addresses", get(addresses).post(allocate_address))
+        .route(
+            "/_sim/targets/{ip}/fault",
+            put(set_target_fault).delete(clear_target_fault),
         )
 }
 
@@ -155,24 +168,123 @@ async fn set_rate_limit(
 }
 
 async fn config(AppState(app): AppState<App>) -> Json<Value> {
+    let data_plane = app.data_plane.as_ref().map(|dp| {
+        json!({
+            "listen_ip": dp.config.listen_ip,
+            "health_check_speedup": dp.speedup(),
+            "proxy_protocol_version": dp.config.proxy_protocol_version,
+        })
+    });
     Json(json!({
         "action_duration_ms": app.action_ms.load(std::sync::atomic::Ordering::Relaxed),
         "rate_limit": app.rate.status(),
         "state_file": app.config.state_file,
         "max_routes_per_network": app.config.max_routes_per_network,
+        "data_plane": data_plane,
     }))
 }
 
 #[derive(Debug, Deserialize)]
 struct ConfigReq {
     action_duration_ms: Option<u64>,
+    /// Data plane only: health-check interval and timeout are divided by it.
+    health_check_speedup: Option<f64>,
 }
 
-async fn set_config(AppState(app): AppState<App>, Body(req): Body<ConfigReq>) -> Json<Value> {
+async fn set_config(
+    AppState(app): AppState<App>,
+    Body(req): Body<ConfigReq>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(speedup) = req.health_check_speedup {
+        let dp = app.data_plane.as_ref().ok_or_else(data_plane_off)?;
+        if !dp.set_speedup(speedup) {
+            return Err(ApiError::invalid_input(
+                "health_check_speedup",
+                "must be a positive number",
+            ));
+        }
+    }
     if let Some(ms) = req.action_duration_ms {
         app.set_action_duration(Duration::from_millis(ms));
     }
-    config(AppState(app)).await
+    Ok(config(AppState(app)).await)
+}
+
+// --- data plane ------------------------------------------------------------------------------
+
+fn data_plane_off() -> ApiError {
+    ApiError::new(
+        409,
+        "conflict",
+        "the data plane is off (SimConfig::data_plane, --data-plane)",
+    )
+}
+
+async fn listeners(
+    AppState(app): AppState<App>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::not_found("load_balancer"))?;
+    if !app.read().load_balancers.contains_key(&id) {
+        return Err(ApiError::not_found("load_balancer"));
+    }
+    let listeners = app
+        .data_plane
+        .as_ref()
+        .map(|dp| dp.listeners(id))
+        .unwrap_or_default();
+    Ok(Json(json!({"listeners": listeners})))
+}
+
+async fn addresses(AppState(app): AppState<App>) -> Json<Value> {
+    Json(json!({"addresses": app.addresses.snapshot()}))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddressReq {
+    ip: IpAddr,
+}
+
+async fn allocate_address(
+    AppState(app): AppState<App>,
+    Body(req): Body<AddressReq>,
+) -> Json<Value> {
+    Json(json!({"ip": req.ip, "local": app.addresses.local(req.ip)}))
+}
+
+fn target_ip(raw: &str) -> Result<IpAddr, ApiError> {
+    raw.parse()
+        .map_err(|_| ApiError::invalid_input("ip", "not an IP address"))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetFaultReq {
+    kind: TargetFault,
+}
+
+async fn set_target_fault(
+    AppState(app): AppState<App>,
+    Path(ip): Path<String>,
+    Body(req): Body<TargetFaultReq>,
+) -> Result<Json<Value>, ApiError> {
+    let ip = target_ip(&ip)?;
+    let dp = app.data_plane.as_ref().ok_or_else(data_plane_off)?;
+    dp.faults.set(ip, req.kind);
+    Ok(Json(json!({"ip": ip, "kind": req.kind})))
+}
+
+async fn clear_target_fault(
+    AppState(app): AppState<App>,
+    Path(ip): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let ip = target_ip(&ip)?;
+    let dp = app.data_plane.as_ref().ok_or_else(data_plane_off)?;
+    dp.faults.clear(ip);
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[derive(Debug, Deserialize)]

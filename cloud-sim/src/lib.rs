@@ -26,8 +26,12 @@
 //!   `collection` the list and update endpoints every resource kind shares), `wire`
 //!   (JSON shapes), `control` (`/_sim` endpoints).
 //! - Shared plumbing: `pagination`, `label_selector`, `rate_limit`, [`faults`], `counters`.
+//! - Data plane (off unless `SimConfig::data_plane` is set): `data_plane` (`mod.rs` the
+//!   reconciler that makes listeners and health checkers follow the world; `addresses`,
+//!   `targets`, `listener`, `health`, `proxy_protocol`, `faults` one concern each). It reads
+//!   `AppInner`; the model only holds the health table it fills (`state::TargetHealth`).
 //! - [`SimClient`]: the test-side client; [`stand_in`]: what a node answers (NodePort, kube-proxy's
-//!   health), for load balancers that carry traffic.
+//!   health), for tests, the demo and the benchmark to put behind load balancers.
 //!
 //! Control endpoints live under `/_sim` without authentication; see the `control` module.
 //! The metadata service is at `/hetzner/v1/metadata` and `/metadata/{server}/hetzner/v1/metadata`;
@@ -42,6 +46,7 @@ mod clock;
 mod config;
 mod control;
 mod counters;
+mod data_plane;
 mod error;
 pub mod faults;
 mod handlers;
@@ -57,8 +62,11 @@ mod state;
 mod wire;
 pub mod world;
 
-pub use config::{DEFAULT_ROBOT_PASSWORD, DEFAULT_ROBOT_USER, DEFAULT_TOKEN, SimConfig};
+pub use config::{
+    DEFAULT_ROBOT_PASSWORD, DEFAULT_ROBOT_USER, DEFAULT_TOKEN, DataPlaneConfig, SimConfig,
+};
 pub use counters::RequestLogEntry;
+pub use data_plane::{ConnectionCounts, ListenerInfo, TargetFault};
 pub use error::StartError;
 pub use faults::{FaultKind, FaultRule, Faults};
 pub use inventory::{Inventory, LoadBalancerItem, RouteItem, ServerItem};

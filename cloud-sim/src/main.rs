@@ -1,9 +1,10 @@
-//! `cloud-sim --listen 127.0.0.1:8080 [--state FILE] [--token TOKEN] [--rate-limit N] [--robot-user U] ...`
+//! `cloud-sim --listen 127.0.0.1:8080 [--state FILE] [--token TOKEN] [--rate-limit N] [--robot-user U]
+//! [--data-plane [--health-check-speedup F] [--data-plane-listen IP]] ...`
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use cloud_sim::{Sim, SimClientError, SimConfig};
+use cloud_sim::{DataPlaneConfig, Sim, SimClientError, SimConfig};
 
 /// Serve a simulated Hetzner Cloud API (endpoint: http://<listen>/v1) and Robot webservice
 /// (http://<listen>/robot).
@@ -57,6 +58,20 @@ struct Args {
     /// in-cluster simulator needs no set-up by hand.
     #[arg(long, env = "CLOUD_SIM_NETWORK")]
     network: Option<String>,
+    /// Load balancers carry TCP traffic and run real health checks: each service listens on
+    /// an ephemeral port (GET /_sim/load_balancers/ID/listeners) and forwards to its targets.
+    #[arg(long, env = "CLOUD_SIM_DATA_PLANE")]
+    data_plane: bool,
+    /// Health-check interval and timeout are divided by this (50: a 15 s interval takes 300 ms).
+    #[arg(long, default_value_t = 1.0, requires = "data_plane")]
+    health_check_speedup: f64,
+    /// Address the load balancer listeners bind (each on an ephemeral port).
+    #[arg(long, default_value = "127.0.0.1", requires = "data_plane")]
+    data_plane_listen: std::net::IpAddr,
+    /// PROXY protocol version sent to targets of services with proxyprotocol: 1 (text) or 2
+    /// (binary). Hetzner does not document which one it sends.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2), requires = "data_plane")]
+    proxy_protocol_version: u8,
 }
 
 #[tokio::main]
@@ -68,6 +83,14 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
+    if !(args.health_check_speedup.is_finite() && args.health_check_speedup > 0.0) {
+        anyhow::bail!("--health-check-speedup must be a positive number");
+    }
+    let data_plane = args.data_plane.then_some(DataPlaneConfig {
+        listen_ip: args.data_plane_listen,
+        health_check_speedup: args.health_check_speedup,
+        proxy_protocol_version: args.proxy_protocol_version,
+    });
     let sim = Sim::try_start(SimConfig {
         listen: args.listen,
         token: args.token,
@@ -81,6 +104,7 @@ async fn main() -> anyhow::Result<()> {
         robot_password: args.robot_password,
         robot_server_requests_per_hour: args.robot_server_limit,
         robot_reset_requests_per_hour: args.robot_reset_limit,
+        data_plane,
         ..SimConfig::default()
     })
     .await
@@ -97,6 +121,12 @@ async fn main() -> anyhow::Result<()> {
         sim.robot_endpoint(),
         sim.robot_user()
     );
+    if args.data_plane {
+        println!(
+            "cloud-sim: data plane on: load balancer listeners at GET {}/_sim/load_balancers/ID/listeners",
+            sim.base_url()
+        );
+    }
     shutdown_signal().await;
     sim.shutdown().await;
     Ok(())

@@ -12,7 +12,8 @@
 //! counters, request log and a debug log line. Robot endpoints keep their prefix in counters
 //! and fault rules (`GET /robot/server/{server-number}`); they spend no Cloud rate limit.
 
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -31,6 +32,7 @@ use crate::clock::{now_ms, rfc3339};
 use crate::config::{DEFAULT_TOKEN, SimConfig};
 use crate::control;
 use crate::counters::{self, RequestLogEntry};
+use crate::data_plane::{self, ListenerInfo, TargetFault};
 use crate::error::{ApiError, RobotError, StartError};
 use crate::faults::{self, Faults};
 use crate::handlers;
@@ -339,6 +341,8 @@ impl Sim {
                 }
             })
         });
+        // Nothing starts here when the data plane is off.
+        data_plane::start(&app);
         tracing::info!(%addr, "cloud-sim listening");
         Ok(Sim {
             app,
@@ -509,14 +513,78 @@ impl Sim {
         crate::Inventory::of(&self.app.read())
     }
 
+    // --- data plane (docs/hetzner-api.md, "Load balancers that carry traffic") ---------------
+
+    /// Where the service of load balancer `lb` on `listen_port` accepts connections; `None`
+    /// while it has no listener (data plane off, no such service, public interface disabled,
+    /// or not reconciled yet: poll).
+    pub fn listener(&self, lb: u64, listen_port: u16) -> Option<SocketAddr> {
+        self.app
+            .data_plane
+            .as_ref()
+            .and_then(|dp| dp.listener(lb, listen_port))
+    }
+
+    /// Every listener of load balancer `lb` with its connection counts (empty with the data
+    /// plane off).
+    pub fn listeners(&self, lb: u64) -> Vec<ListenerInfo> {
+        self.app
+            .data_plane
+            .as_ref()
+            .map(|dp| dp.listeners(lb))
+            .unwrap_or_default()
+    }
+
+    /// The local address the simulated address `ip` is reached at (allocated on first use):
+    /// bind a target's responder here. See the `data_plane::addresses` module.
+    pub fn local_address(&self, ip: IpAddr) -> IpAddr {
+        self.app.addresses.local(ip)
+    }
+
+    /// Every simulated address allocated so far → its local address.
+    pub fn addresses(&self) -> BTreeMap<IpAddr, IpAddr> {
+        self.app.addresses.snapshot()
+    }
+
+    /// Makes the target with simulated address `ip` misbehave on the wire. No effect with the
+    /// data plane off (there is no wire then).
+    pub fn set_target_fault(&self, ip: IpAddr, fault: TargetFault) {
+        if let Some(dp) = &self.app.data_plane {
+            dp.faults.set(ip, fault);
+        }
+    }
+
+    /// Lets the target with simulated address `ip` behave again.
+    pub fn clear_target_fault(&self, ip: IpAddr) {
+        if let Some(dp) = &self.app.data_plane {
+            dp.faults.clear(ip);
+        }
+    }
+
+    /// Sets the health-check speedup (interval and timeout are divided by it); `false` with
+    /// the data plane off or a speedup that is not a positive number.
+    pub fn set_health_check_speedup(&self, speedup: f64) -> bool {
+        self.app
+            .data_plane
+            .as_ref()
+            .is_some_and(|dp| dp.set_speedup(speedup))
+    }
+
     /// Writes the state file now (no-op without one).
     pub fn save_state(&self) -> std::io::Result<()> {
         self.app.mark_dirty();
         self.app.flush()
     }
 
-    /// Stops accepting, lets in-flight requests finish, and writes the state file.
+    /// Stops accepting, lets in-flight requests finish, stops the data plane (listeners, their
+    /// connections, health checks) and writes the state file.
     pub async fn shutdown(mut self) {
+        if let Some(dp) = &self.app.data_plane {
+            for task in dp.stop() {
+                // Aborted: this only waits until the task is gone (its sockets closed).
+                let _ = task.await;
+            }
+        }
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -532,6 +600,11 @@ impl Drop for Sim {
     fn drop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
+        }
+        // The tasks hold the app (and their sockets) until aborted; aborting drops them on the
+        // runtime's next turn, so no listener stays bound after the `Sim` is gone.
+        if let Some(dp) = &self.app.data_plane {
+            dp.stop();
         }
         if let Some(f) = self.flusher.take() {
             f.abort();

@@ -3,12 +3,15 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog;
 use crate::cidr::Ipv4Net;
 use crate::clock::now_ms;
-use crate::label_selector::Labels;
+use crate::label_selector::{Labels, Selector};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct State {
@@ -34,6 +37,10 @@ pub struct State {
     /// How long new actions run, copied in from the live config whenever the state is locked.
     #[serde(skip)]
     pub action_ms: u64,
+    /// Target health as the data plane measures it; `None` while the data plane is off, and
+    /// `health_status` is then derived from the server status instead (`wire`).
+    #[serde(skip)]
+    pub target_health: Option<TargetHealth>,
 }
 
 /// Counters for ids and addresses. Ids are never reused, like the real API's.
@@ -225,6 +232,85 @@ pub struct Target {
     pub added_ms: u64,
 }
 
+// ---------------------------------------------------------------------------------------------
+// Target health measured by the data plane. Plain data behind its own lock: the checkers write
+// it without taking the world's lock, rendering reads it while holding the world's lock (so the
+// order is always world, then health; never the other way round).
+
+/// One resolved target: a server (reached at its public or, with `use_private_ip`, its private
+/// address; both can be targets of the same load balancer at once) or an IP target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HealthSubject {
+    Server { id: u64, private: bool },
+    Ip(String),
+}
+
+/// A health status is kept per load balancer, service (listen port) and resolved target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HealthKey {
+    pub lb: u64,
+    pub listen_port: u16,
+    pub subject: HealthSubject,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthStatus {
+    Unknown,
+    Healthy,
+    Unhealthy,
+}
+
+impl HealthStatus {
+    /// The value of `health_status[].status` in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HealthStatus::Unknown => "unknown",
+            HealthStatus::Healthy => "healthy",
+            HealthStatus::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+/// The measured statuses, shared by the world (for rendering) and the data plane's checkers.
+#[derive(Debug, Clone, Default)]
+pub struct TargetHealth(Arc<RwLock<HashMap<HealthKey, HealthStatus>>>);
+
+impl TargetHealth {
+    /// `unknown` for a target no check has decided yet.
+    pub fn status(&self, key: &HealthKey) -> HealthStatus {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .copied()
+            .unwrap_or(HealthStatus::Unknown)
+    }
+
+    /// Records `status` unless the checker writing it was retired (`alive` false): a checker
+    /// that is being stopped must not bring back the entry of a target just removed.
+    pub fn set_while(&self, key: &HealthKey, status: HealthStatus, alive: &AtomicBool) {
+        let mut map = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if alive.load(Ordering::SeqCst) {
+            map.insert(key.clone(), status);
+        }
+    }
+
+    pub fn remove(&self, key: &HealthKey) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// Drops every status `keep` rejects.
+    pub fn retain(&self, mut keep: impl FnMut(&HealthKey) -> bool) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|k, _| keep(k));
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Network {
     pub id: u64,
@@ -310,6 +396,20 @@ impl State {
         for (net, ip) in claims {
             self.claim_private_ip(net, ip);
         }
+    }
+
+    /// The servers a `label_selector` target of `lb` stands for: those whose labels match, in
+    /// the load balancer's network zone, by id. What the API lists in the target's nested
+    /// `targets`, and what the data plane forwards to.
+    pub fn selected_servers<'a>(
+        &'a self,
+        lb: &LoadBalancer,
+        selector: &'a Selector,
+    ) -> impl Iterator<Item = &'a Server> + 'a {
+        let zone = catalog::location(lb.location).network_zone;
+        self.servers.values().filter(move |s| {
+            selector.matches(&s.labels) && catalog::location(s.location).network_zone == zone
+        })
     }
 
     pub fn next_id(counter: &mut u64) -> u64 {

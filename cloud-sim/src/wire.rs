@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 use crate::catalog;
 use crate::clock::{now_ms, rfc3339};
 use crate::label_selector::{Labels, Selector};
-use crate::state::{Certificate, LoadBalancer, Network, Server, State, TargetKind};
+use crate::state::{
+    Certificate, HealthKey, HealthSubject, LoadBalancer, Network, Server, State, Target, TargetKind,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Request bodies.
@@ -255,9 +257,32 @@ pub fn server(st: &State, s: &Server) -> Value {
     })
 }
 
-/// `unknown` until the target has been in the LB for one action duration, then `healthy`
-/// while its server runs; what the CCM sees in `health_status`.
-fn health(st: &State, lb: &LoadBalancer, server: Option<u64>, added_ms: u64) -> Value {
+/// `health_status` of one resolved target (`subject`; `server` is its server, if any). With the
+/// data plane on, what its health checks measured per service (`unknown` until decided);
+/// without it, `unknown` until the target has been in the LB for one action duration, then
+/// `healthy` while its server runs. Either way what the CCM sees in `health_status`.
+fn health(
+    st: &State,
+    lb: &LoadBalancer,
+    subject: HealthSubject,
+    server: Option<u64>,
+    added_ms: u64,
+) -> Value {
+    if let Some(table) = &st.target_health {
+        return Value::Array(
+            lb.services
+                .iter()
+                .map(|svc| {
+                    let key = HealthKey {
+                        lb: lb.id,
+                        listen_port: svc.listen_port,
+                        subject: subject.clone(),
+                    };
+                    json!({"listen_port": svc.listen_port, "status": table.status(&key).as_str()})
+                })
+                .collect(),
+        );
+    }
     let settled = now_ms() >= added_ms + st.action_ms.max(1);
     let status = match server {
         _ if !settled => "unknown",
@@ -277,28 +302,29 @@ fn health(st: &State, lb: &LoadBalancer, server: Option<u64>, added_ms: u64) -> 
 
 pub fn load_balancer(st: &State, lb: &LoadBalancer) -> Value {
     let location = catalog::location(lb.location);
+    let server_subject = |id: u64, t: &Target| HealthSubject::Server {
+        id,
+        private: t.use_private_ip,
+    };
     let targets: Vec<Value> = lb
         .targets
         .iter()
         .map(|t| match &t.kind {
             TargetKind::Server(id) => json!({
                 "type": "server", "server": {"id": id}, "use_private_ip": t.use_private_ip,
-                "health_status": health(st, lb, Some(*id), t.added_ms),
+                "health_status": health(st, lb, server_subject(*id, t), Some(*id), t.added_ms),
             }),
             TargetKind::LabelSelector(sel) => {
                 let matched: Vec<Value> = Selector::parse(sel)
                     .map(|selector| {
-                        st.servers
-                            .values()
-                            .filter(|s| selector.matches(&s.labels))
-                            .filter(|s| {
-                                catalog::location(s.location).network_zone == location.network_zone
-                            })
+                        st.selected_servers(lb, &selector)
                             .map(|s| {
                                 json!({
                                     "type": "server", "server": {"id": s.id},
                                     "use_private_ip": t.use_private_ip,
-                                    "health_status": health(st, lb, Some(s.id), t.added_ms),
+                                    "health_status": health(
+                                        st, lb, server_subject(s.id, t), Some(s.id), t.added_ms,
+                                    ),
                                 })
                             })
                             .collect()
@@ -311,7 +337,7 @@ pub fn load_balancer(st: &State, lb: &LoadBalancer) -> Value {
             }
             TargetKind::Ip(ip) => json!({
                 "type": "ip", "ip": {"ip": ip},
-                "health_status": health(st, lb, None, t.added_ms),
+                "health_status": health(st, lb, HealthSubject::Ip(ip.clone()), None, t.added_ms),
             }),
         })
         .collect();

@@ -5,12 +5,16 @@
 //! Every mutating helper waits for the action it started (polling `GET /actions/{id}`), so the
 //! next call does not run into `locked`.
 
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::data_plane::{ListenerInfo, TargetFault};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimClientError {
@@ -644,6 +648,89 @@ impl SimClient {
                 .await?,
         )?;
         self.wait_action(env.action.id).await
+    }
+
+    // --- data plane (see `Sim::listener` and friends) ---------------------------------------
+
+    /// `GET /_sim/load_balancers/{id}/listeners`: the load balancer's listeners with their
+    /// connection counts (empty with the data plane off).
+    pub async fn listeners(&self, lb: u64) -> Result<Vec<ListenerInfo>> {
+        let r = self
+            .control(
+                Method::GET,
+                &format!("/_sim/load_balancers/{lb}/listeners"),
+                None,
+                200,
+            )
+            .await?;
+        decode(r.get("listeners").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Where the service on `listen_port` accepts connections, if it has a listener yet.
+    pub async fn listener(&self, lb: u64, listen_port: u16) -> Result<Option<SocketAddr>> {
+        Ok(self
+            .listeners(lb)
+            .await?
+            .into_iter()
+            .find(|l| l.listen_port == listen_port)
+            .map(|l| l.address))
+    }
+
+    /// `POST /_sim/addresses`: the local address the simulated `ip` is reached at.
+    pub async fn local_address(&self, ip: IpAddr) -> Result<IpAddr> {
+        let r = self
+            .control(
+                Method::POST,
+                "/_sim/addresses",
+                Some(json!({"ip": ip})),
+                200,
+            )
+            .await?;
+        decode(r.get("local").cloned().unwrap_or(Value::Null))
+    }
+
+    /// `GET /_sim/addresses`: simulated → local, every address allocated so far.
+    pub async fn addresses(&self) -> Result<BTreeMap<IpAddr, IpAddr>> {
+        let r = self
+            .control(Method::GET, "/_sim/addresses", None, 200)
+            .await?;
+        decode(r.get("addresses").cloned().unwrap_or(Value::Null))
+    }
+
+    /// `PUT /_sim/targets/{ip}/fault`; `ip` is the target's simulated address.
+    pub async fn set_target_fault(&self, ip: IpAddr, fault: TargetFault) -> Result<()> {
+        self.control(
+            Method::PUT,
+            &format!("/_sim/targets/{ip}/fault"),
+            Some(json!({"kind": fault})),
+            200,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// `DELETE /_sim/targets/{ip}/fault`.
+    pub async fn clear_target_fault(&self, ip: IpAddr) -> Result<()> {
+        self.control(
+            Method::DELETE,
+            &format!("/_sim/targets/{ip}/fault"),
+            None,
+            204,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// `PUT /_sim/config {"health_check_speedup"}`.
+    pub async fn set_health_check_speedup(&self, speedup: f64) -> Result<()> {
+        self.control(
+            Method::PUT,
+            "/_sim/config",
+            Some(json!({"health_check_speedup": speedup})),
+            200,
+        )
+        .await
+        .map(drop)
     }
 
     // --- certificates ---------------------------------------------------------------------

@@ -101,3 +101,62 @@ async fn network_flag_creates_the_network_once_across_restarts() {
         "the kept network, not a second one"
     );
 }
+
+#[tokio::test]
+async fn data_plane_flags_turn_listeners_on() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (_sim, _) = start(&[
+        "--listen",
+        &listen,
+        "--action-duration-ms",
+        "0",
+        "--data-plane",
+        "--health-check-speedup",
+        "50",
+        "--data-plane-listen",
+        "127.0.0.2",
+        "--proxy-protocol-version",
+        "2",
+    ]);
+    let w = cloud_sim::SimClient::new(&format!("http://{listen}"), &"t".repeat(64));
+    let config = w
+        .raw(reqwest::Method::GET, "/_sim/config", None)
+        .await
+        .expect("GET /_sim/config answers")
+        .body;
+    assert_eq!(
+        config["data_plane"],
+        serde_json::json!({"listen_ip": "127.0.0.2", "health_check_speedup": 50.0, "proxy_protocol_version": 2})
+    );
+    let lb = w
+        .create_load_balancer_with(serde_json::json!({
+            "name": "lb", "load_balancer_type": "lb11", "location": "fsn1",
+            "services": [{"protocol": "tcp", "listen_port": 80, "destination_port": 30080}],
+        }))
+        .await
+        .expect("a load balancer");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let addr = loop {
+        if let Some(addr) = w.listener(lb, 80).await.expect("listeners answer") {
+            break addr;
+        }
+        assert!(std::time::Instant::now() < deadline, "no listener for :80");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    assert_eq!(addr.ip().to_string(), "127.0.0.2");
+    assert!(tokio::net::TcpStream::connect(addr).await.is_ok());
+}
+
+#[test]
+fn data_plane_settings_need_the_data_plane_flag() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cloud-sim"))
+        .args(["--listen", "127.0.0.1:0", "--health-check-speedup", "50"])
+        .output()
+        .expect("cloud-sim runs");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--data-plane"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,312 @@
+//! One service's listener: accepts client connections, picks a target by the load balancer's
+//! algorithm and relays bytes both ways.
+//!
+//! - Candidates are the resolved targets whose health for this listen port is `healthy` and
+//!   whose server is `running`, read from the world at every accept (so a target removed or
+//!   turned unhealthy gets no new connection from then on).
+//! - `round_robin` rotates through them; `least_connections` takes the one with the fewest open
+//!   connections through this listener, the first in target order on a tie.
+//! - With `proxyprotocol` the target first gets a PROXY header (`proxy_protocol`) naming the
+//!   client's address and the load balancer's public address and listen port.
+//! - No healthy target, or the connect to the chosen one fails: the client connection is
+//!   closed. Another target is not tried, so a test sees the failure it caused.
+//! - A relayed connection lives until either side closes, whatever happens to its target in the
+//!   API meanwhile (connection draining). Closing the listener ends its connections too.
+//! - `http` and `https` services are relayed as TCP like `tcp` ones: no TLS termination, no
+//!   sticky sessions, no redirects.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+use super::faults::TargetFault;
+use super::{proxy_protocol, targets};
+use crate::app::App;
+use crate::state::{HealthKey, HealthStatus, HealthSubject, LoadBalancer};
+
+/// How long a connect to a target may take before the client connection is given up. Targets
+/// are local addresses, where a connect succeeds or is refused at once; this only bounds a
+/// real address that drops packets.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Connection counts of one listener, as `GET /_sim/load_balancers/{id}/listeners` shows them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionCounts {
+    /// Client connections accepted.
+    pub accepted: u64,
+    /// Connections handed to a target (connected, or held open by a `hang` fault).
+    pub forwarded: u64,
+    /// Client connections closed because no target was healthy or the connect failed.
+    pub refused: u64,
+    /// Forwarded connections open now.
+    pub active: u64,
+}
+
+/// What a listener shares with the registry: who it serves, its counts, its balancing state.
+#[derive(Debug)]
+pub(super) struct ListenerShared {
+    pub lb: u64,
+    pub listen_port: u16,
+    accepted: AtomicU64,
+    forwarded: AtomicU64,
+    refused: AtomicU64,
+    active: AtomicU64,
+    balance: Mutex<Balance>,
+}
+
+#[derive(Debug, Default)]
+struct Balance {
+    /// Round robin: how many picks so far.
+    next: usize,
+    /// Least connections: open connections per target (from the pick until the close).
+    open: HashMap<HealthSubject, usize>,
+}
+
+impl ListenerShared {
+    pub fn new(lb: u64, listen_port: u16) -> ListenerShared {
+        ListenerShared {
+            lb,
+            listen_port,
+            accepted: AtomicU64::new(0),
+            forwarded: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            active: AtomicU64::new(0),
+            balance: Mutex::new(Balance::default()),
+        }
+    }
+
+    pub fn counts(&self) -> ConnectionCounts {
+        ConnectionCounts {
+            accepted: self.accepted.load(Ordering::Relaxed),
+            forwarded: self.forwarded.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            active: self.active.load(Ordering::Relaxed),
+        }
+    }
+
+    fn balance(&self) -> std::sync::MutexGuard<'_, Balance> {
+        self.balance.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Picks one of `candidates` (in target order) by `algorithm` and counts it open until the
+    /// returned slot is dropped.
+    fn pick(
+        self: &Arc<Self>,
+        algorithm: &str,
+        candidates: Vec<(HealthSubject, IpAddr)>,
+    ) -> Option<(IpAddr, Slot)> {
+        if candidates.is_empty() {
+            return None;
+        }
+        let mut b = self.balance();
+        let i = if algorithm == "least_connections" {
+            // `min_by_key` keeps the first of equal minima: ties go by target order.
+            candidates
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (s, _))| b.open.get(s).copied().unwrap_or(0))
+                .map_or(0, |(i, _)| i)
+        } else {
+            let i = b.next % candidates.len();
+            b.next = b.next.wrapping_add(1);
+            i
+        };
+        let (subject, ip) = candidates.into_iter().nth(i)?;
+        *b.open.entry(subject.clone()).or_default() += 1;
+        Some((
+            ip,
+            Slot {
+                shared: self.clone(),
+                subject,
+            },
+        ))
+    }
+}
+
+/// A connection counted open against its target (for `least_connections`) until dropped.
+#[derive(Debug)]
+struct Slot {
+    shared: Arc<ListenerShared>,
+    subject: HealthSubject,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut b = self.shared.balance();
+        if let Some(n) = b.open.get_mut(&self.subject) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                b.open.remove(&self.subject);
+            }
+        }
+    }
+}
+
+/// The `active` gauge, held while a connection is forwarded.
+#[derive(Debug)]
+struct Active(Arc<ListenerShared>);
+
+impl Active {
+    fn new(shared: &Arc<ListenerShared>) -> Active {
+        shared.forwarded.fetch_add(1, Ordering::Relaxed);
+        shared.active.fetch_add(1, Ordering::Relaxed);
+        Active(shared.clone())
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Accepts until the task is aborted; the connections live in a `JoinSet` owned by this task,
+/// so aborting it ends them too (nothing outlives the listener).
+pub(super) async fn serve(app: App, listener: TcpListener, shared: Arc<ListenerShared>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((client, peer)) => {
+                    shared.accepted.fetch_add(1, Ordering::Relaxed);
+                    connections.spawn(handle(app.clone(), shared.clone(), client, peer));
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(lb = shared.lb, listen_port = shared.listen_port, error = %e,
+                        "cloud-sim data plane cannot accept");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+/// Where one accepted connection goes.
+#[derive(Debug)]
+struct Route {
+    /// The target's simulated address (target faults are keyed by it).
+    ip: IpAddr,
+    /// The local address to connect to.
+    to: SocketAddr,
+    proxy_header: Option<Vec<u8>>,
+    _slot: Slot,
+}
+
+async fn handle(app: App, shared: Arc<ListenerShared>, mut client: TcpStream, peer: SocketAddr) {
+    let Some(route) = route(&app, &shared, peer) else {
+        shared.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            lb = shared.lb,
+            listen_port = shared.listen_port,
+            "no healthy target"
+        );
+        return;
+    };
+    let fault = app
+        .data_plane
+        .as_ref()
+        .and_then(|dp| dp.faults.get(route.ip));
+    match fault {
+        Some(TargetFault::Refuse) => {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        Some(TargetFault::Hang) => {
+            // Open, silent, until the client gives up.
+            let _active = Active::new(&shared);
+            let _ = tokio::io::copy(&mut client, &mut tokio::io::sink()).await;
+            return;
+        }
+        Some(TargetFault::FailHealth) | None => {}
+    }
+    let mut upstream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(route.to))
+        .await
+    {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(to = %route.to, error = %e, "cloud-sim data plane: target refused");
+            return;
+        }
+        Err(_) => {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(to = %route.to, "cloud-sim data plane: connect to target timed out");
+            return;
+        }
+    };
+    let _active = Active::new(&shared);
+    if let Some(header) = &route.proxy_header
+        && let Err(e) = upstream.write_all(header).await
+    {
+        tracing::debug!(to = %route.to, error = %e, "cloud-sim data plane: cannot send PROXY header");
+        return;
+    }
+    // Ends when both directions are done; an error (a reset) just ends the connection.
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// Reads the world and picks the target for a connection from `peer`; `None` when the service
+/// is gone or no target is healthy.
+fn route(app: &App, shared: &Arc<ListenerShared>, peer: SocketAddr) -> Option<Route> {
+    let dp = app.data_plane.as_ref()?;
+    let (ip, port, proxy_header, slot) = {
+        let st = app.read();
+        let lb = st.load_balancers.get(&shared.lb)?;
+        let svc = lb
+            .services
+            .iter()
+            .find(|s| s.listen_port == shared.listen_port)?;
+        let candidates: Vec<(HealthSubject, IpAddr)> = targets::resolve(&st, lb)
+            .into_iter()
+            .filter(|r| r.running)
+            .filter(|r| {
+                let key = HealthKey {
+                    lb: lb.id,
+                    listen_port: svc.listen_port,
+                    subject: r.subject.clone(),
+                };
+                dp.health.status(&key) == HealthStatus::Healthy
+            })
+            .filter_map(|r| Some((r.subject, r.ip?)))
+            .collect();
+        let (ip, slot) = shared.pick(&lb.algorithm, candidates)?;
+        let proxy_header = svc.proxyprotocol.then(|| {
+            proxy_protocol::header(
+                dp.config.proxy_protocol_version,
+                peer,
+                public_address(lb, peer, svc.listen_port),
+            )
+        });
+        (ip, svc.destination_port, proxy_header, slot)
+    };
+    Some(Route {
+        ip,
+        to: SocketAddr::new(app.addresses.local(ip), port),
+        proxy_header,
+        _slot: slot,
+    })
+}
+
+/// The address the client reached as the API shows it: the load balancer's public IPv4 and the
+/// listen port (its IPv6 for an IPv6 client, so the PROXY header keeps one family).
+fn public_address(lb: &LoadBalancer, peer: SocketAddr, listen_port: u16) -> SocketAddr {
+    let v4_client = match peer.ip() {
+        IpAddr::V4(_) => true,
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().is_some(),
+    };
+    let ip = if v4_client {
+        IpAddr::V4(lb.ipv4)
+    } else {
+        IpAddr::V6(lb.ipv6)
+    };
+    SocketAddr::new(ip, listen_port)
+}
