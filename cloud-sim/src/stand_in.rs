@@ -80,6 +80,11 @@ impl NodeStandIn {
         &self.name
     }
 
+    /// The local address it listens on.
+    pub fn ip(&self) -> IpAddr {
+        self.ip
+    }
+
     /// Closes every listener (connections being answered finish).
     pub fn stop(&mut self) {
         self.tasks.drain(..).for_each(|t| t.abort());

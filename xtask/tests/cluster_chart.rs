@@ -1,7 +1,9 @@
 //! `cargo xtask cluster up --with-chart --networking` on this machine, then the checks of
 //! docs/real-cluster.md against the real cluster: every controller pod on the node and Ready,
 //! the node initialized by node-controller from its pod, a LoadBalancer Service's ingress, the
-//! pod-CIDR route and `NetworkUnavailable=False`, each pod's working set from the kubelet, and
+//! pod-CIDR route and `NetworkUnavailable=False`, a request through cloud-sim's load balancer
+//! reaching a real pod with kube-proxy's health check following it (`externalTrafficPolicy:
+//! Local`), each pod's working set from the kubelet, and
 //! `helm uninstall` leaving no pod, RBAC, Lease or ValidatingAdmissionPolicy of the chart. Then
 //! the failure modes a user meets, each with its message: a Node whose kubelet runs without
 //! `--cloud-provider=external`, a Node with no server, the chart installed twice, the wrong token
@@ -131,6 +133,8 @@ fn helm_install_into_a_real_cluster() {
     });
     eprintln!("ingress {ingress}");
 
+    traffic_reaches_a_real_pod(&sim);
+
     // Each pod's working set, as the kubelet reports it (kubectl top's figure).
     let pki: PathBuf = layout().root().join("pki");
     let mut curl = Command::new("curl");
@@ -196,6 +200,144 @@ fn helm_install_into_a_real_cluster() {
 
     wrong_token_is_reported(&sim.endpoint);
     hccm_values_files_install_as_they_are(&state.node, &sim.endpoint);
+}
+
+const WEB: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: hello
+        image: localhost:5001/cloud-controllers/hello:1
+        env: [{name: LISTEN, value: ":8080"}]
+        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: default
+  annotations:
+    load-balancer.hetzner.cloud/location: fsn1
+    load-balancer.hetzner.cloud/health-check-kube-proxy: "true"
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+"#;
+
+/// A Deployment of the hello image behind an `externalTrafficPolicy: Local` LoadBalancer
+/// Service with kube-proxy health checks: cloud-sim's load balancer health-checks the real
+/// kube-proxy's `healthCheckNodePort`, a request through it gets the pod's answer, and scaling
+/// the Deployment to 0 and back turns the target unhealthy and healthy again.
+fn traffic_reaches_a_real_pod(sim: &testenv::cluster::CloudSim) {
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(file.path(), WEB).expect("write");
+    let path = file.path().display().to_string();
+    kubectl(&["apply", "-f", &path]);
+    let svc = wait_for("web's ingress", Duration::from_secs(60), || {
+        let svc = kubectl_json(&["get", "service", "-n", "default", "web"]);
+        svc["status"]["loadBalancer"]["ingress"]
+            .as_array()
+            .is_some_and(|i| !i.is_empty())
+            .then_some(svc)
+    });
+    let uid = svc["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let health_port = svc["spec"]["healthCheckNodePort"].clone();
+    let lb = || {
+        let lbs = sim_get(sim, "/load_balancers");
+        lbs["load_balancers"]
+            .as_array()
+            .and_then(|l| {
+                l.iter()
+                    .find(|lb| lb["labels"]["hcloud-ccm/service-uid"] == uid.as_str())
+                    .cloned()
+            })
+            .unwrap_or_default()
+    };
+    let health = |want: &'static str| {
+        wait_for(
+            &format!("web's target {want}"),
+            Duration::from_secs(90),
+            || {
+                let lb = lb();
+                (lb["targets"][0]["health_status"][0]["status"] == want).then_some(lb)
+            },
+        )
+    };
+    let lb_now = health("healthy");
+    let check = &lb_now["services"][0]["health_check"];
+    eprintln!("web: load balancer {} health check {check}", lb_now["id"]);
+    assert_eq!(
+        check["port"], health_port,
+        "kube-proxy's healthCheckNodePort"
+    );
+    assert_eq!(check["http"]["path"], "/healthz");
+
+    let listeners = sim_get(
+        sim,
+        &format!("/_sim/load_balancers/{}/listeners", lb_now["id"]),
+    );
+    let listener = listeners["listeners"][0]["address"]
+        .as_str()
+        .expect("a listener")
+        .to_string();
+    let curl = || {
+        let mut c = Command::new("curl");
+        c.args(["-sS", "--max-time", "5", &format!("http://{listener}/")]);
+        output(c)
+    };
+    let answer = curl();
+    eprintln!("$ curl http://{listener}/   # web's load balancer, port 80\n{answer}");
+    assert!(answer.starts_with("hello from web-"), "{answer}");
+
+    kubectl(&[
+        "scale",
+        "deployment",
+        "-n",
+        "default",
+        "web",
+        "--replicas=0",
+    ]);
+    health("unhealthy");
+    kubectl(&[
+        "scale",
+        "deployment",
+        "-n",
+        "default",
+        "web",
+        "--replicas=1",
+    ]);
+    health("healthy");
+    let answer = curl();
+    eprintln!("after scaling to 0 and back to 1: {answer}");
+    assert!(answer.starts_with("hello from web-"), "{answer}");
+    kubectl(&["delete", "-f", &path, "--wait"]);
+}
+
+/// A GET of cloud-sim's API (`/load_balancers`, with the cluster's token) or of its control
+/// endpoints (`/_sim/...`), as JSON.
+fn sim_get(sim: &testenv::cluster::CloudSim, path: &str) -> Value {
+    let base = sim.endpoint.trim_end_matches("/v1");
+    let url = match path.strip_prefix("/_sim") {
+        Some(_) => format!("{base}{path}"),
+        None => format!("{}{path}", sim.endpoint),
+    };
+    let mut c = Command::new("curl");
+    c.args(["-sS", "--max-time", "10", "-H"])
+        .arg(format!("Authorization: Bearer {}", sim.token))
+        .arg(url);
+    serde_json::from_str(&output(c)).expect("cloud-sim answers JSON")
 }
 
 /// The node's address in cloud-sim's network `cluster` (`cargo xtask cluster up --with-chart

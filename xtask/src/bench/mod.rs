@@ -1,13 +1,15 @@
-//! `cargo xtask bench [nodes|services|routes|system|admission|all]`: controller benchmarks. They
+//! `cargo xtask bench [nodes|services|routes|system|admission|data-path|all]`: benchmarks. They
 //! print figures (and write them as JSON with `--json`) and assert nothing.
 //!
 //! Every controller scenario runs one controller binary (profile `release` by default, what the
 //! images ship) as a child process against a fresh testenv control plane (real kube-apiserver +
 //! etcd) and an in-process cloud-sim. Cloud calls are the sim's request log; memory is the child's
 //! `/proc/<pid>/status`. `admission` runs no controller: it times Service writes with and without
-//! the chart's ValidatingAdmissionPolicy.
+//! the chart's ValidatingAdmissionPolicy; `data-path` none either: it measures what one cloud-sim
+//! load balancer adds to a request.
 
 mod admission;
+mod data_path;
 mod nodes;
 pub mod plot;
 mod routes;
@@ -44,12 +46,22 @@ pub enum Scenario {
     /// The chart's ValidatingAdmissionPolicy for Service annotations: latency of Service creates
     /// (dry run) with and without it. No controller.
     Admission,
-    /// `nodes`, then `services`, then `routes`, then `system`, then `admission`.
+    /// One cloud-sim load balancer carrying traffic: requests per second and the latency it adds
+    /// against a direct connection. No controller.
+    DataPath,
+    /// `nodes`, then `services`, then `routes`, then `system`, then `admission`, then `data-path`.
     All,
 }
 
 /// The JSON report's keys: one per scenario (`all` runs every one).
-pub const REPORTED: &[&str] = &["nodes", "services", "routes", "system", "admission"];
+pub const REPORTED: &[&str] = &[
+    "nodes",
+    "services",
+    "routes",
+    "system",
+    "admission",
+    "data_path",
+];
 
 /// Options of `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
@@ -226,6 +238,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if matches!(args.scenario, Scenario::Admission | Scenario::All) {
         let f = rt.block_on(admission::run(&args))?;
         figures.insert("admission", serde_json::to_value(f)?);
+    }
+    if matches!(args.scenario, Scenario::DataPath | Scenario::All) {
+        let f = rt.block_on(data_path::run(&args))?;
+        figures.insert("data_path", serde_json::to_value(f)?);
     }
     if !rows.is_empty() {
         print_table(&rows);

@@ -58,8 +58,14 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
                 let plane = testenv::ControlPlane::start()
                     .await
                     .context("starting the control plane")?;
+                // Load balancers carry traffic; health checks run 15 times faster than configured
+                // (HCCM's 15 s interval is 1 s).
                 let sim = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
                     action_duration: Duration::from_millis(200),
+                    data_plane: Some(cloud_sim::DataPlaneConfig {
+                        health_check_speedup: 15.0,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 })
                 .await;
@@ -120,6 +126,7 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
         network,
         servers,
         progress: &progress,
+        stand_ins: Vec::new(),
     };
     let outcome = match story.play().await {
         Ok(o) => o,
@@ -183,6 +190,10 @@ async fn summary(
         "\nService demo/web ingress (until it was deleted): {}",
         outcome.ingress.join(", ")
     );
+    println!("\nTraffic through demo/web's load balancer (cloud-sim's data plane)");
+    for line in &outcome.traffic {
+        println!("  {line}");
+    }
     println!("\nServices and their condition cloud-controllers.github.io/LoadBalancerReady");
     let w = outcome
         .conditions

@@ -9,6 +9,8 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
+use cloud_sim::stand_in::NodeStandIn;
+
 use super::progress::Progress;
 use super::world::{self, Server, UNINITIALIZED};
 
@@ -44,6 +46,9 @@ pub struct Outcome {
     /// Each Service's ready condition once the bad one was refused: name, ingress, status,
     /// reason, message.
     pub conditions: Vec<[String; 5]>,
+    /// A request through demo/web's load balancer: where it went and what came back, then each
+    /// target's health as the API reports it.
+    pub traffic: Vec<String>,
 }
 
 /// The demo world's handles.
@@ -53,6 +58,9 @@ pub struct Story<'a> {
     pub network: u64,
     pub servers: Vec<Server>,
     pub progress: &'a Progress,
+    /// What each server's node answers on demo/web's NodePorts (cloud-sim's load balancers carry
+    /// traffic to them); a deleted server's goes with it.
+    pub stand_ins: Vec<NodeStandIn>,
 }
 
 impl Story<'_> {
@@ -102,8 +110,9 @@ impl Story<'_> {
     /// Plays every step.
     pub async fn play(&mut self) -> anyhow::Result<Outcome> {
         let mut outcome = Outcome::default();
+        let progress = self.progress;
         let names: Vec<String> = self.servers.iter().map(|s| s.name.clone()).collect();
-        self.progress
+        progress
             .step(
                 &format!(
                     "{} nodes initialized (providerID, zone, addresses; taint removed)",
@@ -112,35 +121,39 @@ impl Story<'_> {
                 self.initialized(&names),
             )
             .await?;
-        outcome.ingress = self
-            .progress
+        outcome.ingress = progress
             .step(
                 "LoadBalancer Service demo/web gets an ingress IP",
                 self.service_gets_ingress(),
             )
             .await?;
-        outcome.conditions = self
-            .progress
+        outcome.traffic = progress
+            .step(
+                "a request through demo/web's load balancer reaches a node; every target healthy",
+                self.traffic_flows(),
+            )
+            .await?;
+        outcome.conditions = progress
             .step(
                 "Service demo/typo with a bad annotation → no load balancer, its condition says why",
                 self.bad_service_is_refused(),
             )
             .await?;
-        self.progress
+        progress
             .step(
                 "a route per podCIDR, NetworkUnavailable=False on every node",
                 self.routed(),
             )
             .await?;
         let off = self.servers[1].clone();
-        self.progress
+        progress
             .step(
                 &format!("{}'s server powered off → shutdown taint", off.name),
                 self.powered_off(&off),
             )
             .await?;
         let gone = self.servers.remove(2);
-        self.progress
+        progress
             .step(
                 &format!(
                     "{}'s server deleted → its Node deleted, LB target and route gone",
@@ -149,19 +162,19 @@ impl Story<'_> {
                 self.server_deleted(&gone),
             )
             .await?;
-        self.progress
+        progress
             .step(
                 "a new node joins → initialized, LB target and route follow",
                 self.node_joins(),
             )
             .await?;
-        self.progress
+        progress
             .step(
                 "a dedicated (Robot) server joins → initialized from Robot, an IP target of demo/web",
                 self.dedicated_server_joins(),
             )
             .await?;
-        self.progress
+        progress
             .step(
                 "Service deleted → load balancer gone, finalizer removed",
                 self.service_deleted(),
@@ -214,6 +227,94 @@ impl Story<'_> {
             Ok((!ips.is_empty()).then_some(ips))
         })
         .await
+    }
+
+    /// Every node answers on demo/web's NodePorts (a stand-in at its server's address, see
+    /// `cloud_sim::stand_in`); once the load balancer's health checks pass on every target, one
+    /// request goes through its port 80.
+    async fn traffic_flows(&mut self) -> anyhow::Result<Vec<String>> {
+        let svc = self.services().get(SERVICE).await?;
+        let node_ports: Vec<u16> = svc
+            .spec
+            .iter()
+            .flat_map(|s| s.ports.iter().flatten())
+            .filter_map(|p| p.node_port.and_then(|n| u16::try_from(n).ok()))
+            .collect();
+        let lb = until(async || {
+            let lbs = self.load_balancers().await?;
+            Ok(lbs.into_iter().find(|lb| !targets(lb).is_empty()))
+        })
+        .await?;
+        let private = lb["targets"][0]["use_private_ip"] == true;
+        for server in &self.servers {
+            let v = self
+                .sim
+                .world()
+                .get_server(server.id)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading server {}: {e}", server.name))?;
+            let ip = if private {
+                server.private_ip.clone()
+            } else {
+                v["server"]["public_net"]["ipv4"]["ip"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let mut node = NodeStandIn::new(&server.name, self.sim.local_address(ip.parse()?));
+            for port in &node_ports {
+                node.serve_node_port(*port).await?;
+            }
+            self.stand_ins.push(node);
+        }
+        let id = lb["id"].as_u64().unwrap_or_default();
+        let lb = until(async || {
+            let lb = self
+                .sim
+                .world()
+                .get_load_balancer(id)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading the load balancer: {e}"))?;
+            let all_healthy = lb["targets"].as_array().is_some_and(|t| {
+                t.iter().all(|t| {
+                    t["health_status"].as_array().is_some_and(|h| {
+                        !h.is_empty() && h.iter().all(|h| h["status"] == "healthy")
+                    })
+                })
+            });
+            Ok(all_healthy.then_some(lb))
+        })
+        .await?;
+        let addr = until(async || Ok(self.sim.listener(id, 80))).await?;
+        let (status, body) = cloud_sim::stand_in::get(addr, Duration::from_secs(5)).await?;
+        let mut lines = vec![format!(
+            "GET {} (port 80 of load balancer {}, listening at {addr}) → {status} from {}",
+            ingress(&svc).first().cloned().unwrap_or_default(),
+            lb["name"].as_str().unwrap_or_default(),
+            body.lines().next().unwrap_or_default()
+        )];
+        for t in lb["targets"].as_array().into_iter().flatten() {
+            let server = t["server"]["id"].as_u64().unwrap_or_default();
+            let name = self
+                .servers
+                .iter()
+                .find(|s| s.id == server)
+                .map_or(server.to_string(), |s| s.name.clone());
+            let health: Vec<String> = t["health_status"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|h| {
+                    format!(
+                        "{} {}",
+                        h["listen_port"],
+                        h["status"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect();
+            lines.push(format!("target {name}: {}", health.join(", ")));
+        }
+        Ok(lines)
     }
 
     /// `uses-proxyprotocol: "yes"` (a boolean is expected): no load balancer for it, demo/web
@@ -312,7 +413,9 @@ impl Story<'_> {
         .await
     }
 
-    async fn server_deleted(&self, server: &Server) -> anyhow::Result<()> {
+    async fn server_deleted(&mut self, server: &Server) -> anyhow::Result<()> {
+        // The machine is gone, and what answered on it.
+        self.stand_ins.retain(|s| s.name() != server.name);
         self.sim
             .world()
             .delete_server(server.id)
