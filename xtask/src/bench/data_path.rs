@@ -66,7 +66,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Figures> {
             .get_server(id)
             .await
             .map_err(|e| anyhow::anyhow!("reading server {id}: {e}"))?;
-        let ip: IpAddr = v["server"]["public_net"]["ipv4"]["ip"]
+        let ip: IpAddr = v.get("server").unwrap_or(&v)["public_net"]["ipv4"]["ip"]
             .as_str()
             .context("the server has no IPv4")?
             .parse()?;

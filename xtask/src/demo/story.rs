@@ -256,7 +256,7 @@ impl Story<'_> {
             let ip = if private {
                 server.private_ip.clone()
             } else {
-                v["server"]["public_net"]["ipv4"]["ip"]
+                v.get("server").unwrap_or(&v)["public_net"]["ipv4"]["ip"]
                     .as_str()
                     .unwrap_or_default()
                     .to_string()
