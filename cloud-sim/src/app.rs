@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::clock::now_ms;
 use crate::config::SimConfig;
 use crate::counters::Counters;
-use crate::data_plane::DataPlane;
 use crate::data_plane::addresses::AddressMap;
+use crate::data_plane::{DataPlane, Host, Shared};
 use crate::faults::Faults;
 use crate::persistence;
 use crate::rate_limit::{RateLimiter, RobotRateLimiter};
@@ -37,12 +37,15 @@ pub struct AppInner {
     /// plain table, and tests bind their responders through it before they need any traffic.
     pub addresses: AddressMap,
     /// Listeners, checkers and their tables; `None` unless `config.data_plane` is set.
-    pub data_plane: Option<DataPlane>,
+    pub data_plane: Option<Arc<DataPlane>>,
 }
 
 impl AppInner {
     pub fn new(config: SimConfig, mut state: State) -> App {
-        let data_plane = config.data_plane.clone().map(DataPlane::new);
+        let data_plane = config
+            .data_plane
+            .clone()
+            .map(|c| Arc::new(DataPlane::new(c)));
         state.target_health = data_plane.as_ref().map(|dp| dp.health.clone());
         Arc::new(AppInner {
             state: Mutex::new(state),
@@ -158,5 +161,19 @@ impl Drop for WriteGuard<'_> {
     fn drop(&mut self) {
         drop(self.guard.take());
         self.app.world_changed();
+    }
+}
+
+impl Host for AppInner {
+    fn world(&self) -> MutexGuard<'_, State> {
+        self.read()
+    }
+
+    fn shared(&self) -> Option<&Shared> {
+        self.data_plane.as_deref().map(|dp| &dp.shared)
+    }
+
+    fn addresses(&self) -> &AddressMap {
+        &self.addresses
     }
 }

@@ -27,9 +27,10 @@
 //!   (JSON shapes), `control` (`/_sim` endpoints).
 //! - Shared plumbing: `pagination`, `label_selector`, `rate_limit`, [`faults`], `counters`.
 //! - Data plane (off unless `SimConfig::data_plane` is set): `data_plane` (`mod.rs` the
-//!   reconciler that makes listeners and health checkers follow the world; `addresses`,
-//!   `targets`, `listener`, `health`, `proxy_protocol`, `faults` one concern each). It reads
-//!   `AppInner`; the model only holds the health table it fills (`state::TargetHealth`).
+//!   reconciler that makes listeners and health checkers follow the world; `shared`, `host`,
+//!   `addresses`, `targets`, `listener`, `health`, `proxy_protocol`, `faults` one concern each).
+//!   It reads the world through its `Host` trait, which `AppInner` implements; the model only
+//!   holds the health table it fills (`state::TargetHealth`).
 //! - [`SimClient`]: the test-side client; [`stand_in`]: what a node answers (NodePort, kube-proxy's
 //!   health), for tests, the demo and the benchmark to put behind load balancers.
 //!

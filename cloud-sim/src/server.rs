@@ -342,7 +342,9 @@ impl Sim {
             })
         });
         // Nothing starts here when the data plane is off.
-        data_plane::start(&app);
+        if let Some(dp) = &app.data_plane {
+            data_plane::start(app.clone(), dp);
+        }
         tracing::info!(%addr, "cloud-sim listening");
         Ok(Sim {
             app,

@@ -26,8 +26,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::faults::TargetFault;
+use super::host::{Host, HostRef};
 use super::targets::{self, Resolved};
-use crate::app::{App, AppInner};
 use crate::state::{HealthCheck, HealthCheckHttp, HealthKey, HealthStatus, State};
 
 /// A response larger than this is cut off: a health endpoint answers a few bytes, and a runaway
@@ -36,21 +36,21 @@ const MAX_RESPONSE: usize = 64 * 1024;
 
 /// Runs the checks for `key` until the target, its service or its load balancer is gone (the
 /// reconciler also aborts it then). `alive` turns false when the reconciler retires it.
-pub(super) async fn run(app: App, key: HealthKey, alive: Arc<AtomicBool>) {
-    let Some(dp) = app.data_plane.as_ref() else {
+pub(super) async fn run(app: HostRef, key: HealthKey, alive: Arc<AtomicBool>) {
+    let Some(dp) = app.shared() else {
         return;
     };
     let mut speedup = dp.subscribe_speedup();
     let mut failures: u64 = 0;
     loop {
-        let Some((check, target)) = plan(&app.read(), &key) else {
+        let Some((check, target)) = plan(&app.world(), &key) else {
             return;
         };
         let factor = *speedup.borrow_and_update();
         let status = if !target.running {
             failures = check.retries.saturating_add(1);
             Some(HealthStatus::Unhealthy)
-        } else if probe(&app, &check, &target, scaled(check.timeout, factor)).await {
+        } else if probe(app.as_ref(), &check, &target, scaled(check.timeout, factor)).await {
             failures = 0;
             Some(HealthStatus::Healthy)
         } else {
@@ -87,12 +87,12 @@ pub(super) fn scaled(secs: u64, speedup: f64) -> Duration {
 }
 
 /// One check; `true` = pass.
-async fn probe(app: &AppInner, check: &HealthCheck, target: &Resolved, timeout: Duration) -> bool {
+async fn probe(app: &dyn Host, check: &HealthCheck, target: &Resolved, timeout: Duration) -> bool {
     // A target without an address cannot be reached: the check fails like a refused connect.
     let Some(ip) = target.ip else {
         return false;
     };
-    let fault = app.data_plane.as_ref().and_then(|dp| dp.faults.get(ip));
+    let fault = app.shared().and_then(|dp| dp.faults.get(ip));
     match fault {
         Some(TargetFault::Refuse | TargetFault::FailHealth) => return false,
         Some(TargetFault::Hang) => {
@@ -101,7 +101,7 @@ async fn probe(app: &AppInner, check: &HealthCheck, target: &Resolved, timeout: 
         }
         None => {}
     }
-    let addr = SocketAddr::new(app.addresses.local(ip), check.port);
+    let addr = SocketAddr::new(app.addresses().local(ip), check.port);
     let http = match (&check.protocol[..], &check.http) {
         ("http", Some(h)) if !h.tls => Some(h),
         _ => None,

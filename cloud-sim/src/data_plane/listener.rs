@@ -27,8 +27,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
 use super::faults::TargetFault;
-use super::{proxy_protocol, targets};
-use crate::app::App;
+use super::host::HostRef;
+use super::proxy_protocol;
+use super::targets;
 use crate::state::{HealthKey, HealthStatus, HealthSubject, LoadBalancer};
 
 /// How long a connect to a target may take before the client connection is given up. Targets
@@ -169,7 +170,7 @@ impl Drop for Active {
 
 /// Accepts until the task is aborted; the connections live in a `JoinSet` owned by this task,
 /// so aborting it ends them too (nothing outlives the listener).
-pub(super) async fn serve(app: App, listener: TcpListener, shared: Arc<ListenerShared>) {
+pub(super) async fn serve(app: HostRef, listener: TcpListener, shared: Arc<ListenerShared>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -201,7 +202,12 @@ struct Route {
     _slot: Slot,
 }
 
-async fn handle(app: App, shared: Arc<ListenerShared>, mut client: TcpStream, peer: SocketAddr) {
+async fn handle(
+    app: HostRef,
+    shared: Arc<ListenerShared>,
+    mut client: TcpStream,
+    peer: SocketAddr,
+) {
     let Some(route) = route(&app, &shared, peer) else {
         shared.refused.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
@@ -211,10 +217,7 @@ async fn handle(app: App, shared: Arc<ListenerShared>, mut client: TcpStream, pe
         );
         return;
     };
-    let fault = app
-        .data_plane
-        .as_ref()
-        .and_then(|dp| dp.faults.get(route.ip));
+    let fault = app.shared().and_then(|dp| dp.faults.get(route.ip));
     match fault {
         Some(TargetFault::Refuse) => {
             shared.refused.fetch_add(1, Ordering::Relaxed);
@@ -256,10 +259,10 @@ async fn handle(app: App, shared: Arc<ListenerShared>, mut client: TcpStream, pe
 
 /// Reads the world and picks the target for a connection from `peer`; `None` when the service
 /// is gone or no target is healthy.
-fn route(app: &App, shared: &Arc<ListenerShared>, peer: SocketAddr) -> Option<Route> {
-    let dp = app.data_plane.as_ref()?;
+fn route(app: &HostRef, shared: &Arc<ListenerShared>, peer: SocketAddr) -> Option<Route> {
+    let dp = app.shared()?;
     let (ip, port, proxy_header, slot) = {
-        let st = app.read();
+        let st = app.world();
         let lb = st.load_balancers.get(&shared.lb)?;
         let svc = lb
             .services
@@ -290,7 +293,7 @@ fn route(app: &App, shared: &Arc<ListenerShared>, peer: SocketAddr) -> Option<Ro
     };
     Some(Route {
         ip,
-        to: SocketAddr::new(app.addresses.local(ip), port),
+        to: SocketAddr::new(app.addresses().local(ip), port),
         proxy_header,
         _slot: slot,
     })

@@ -1,9 +1,12 @@
 //! The data plane: load balancers that carry TCP traffic and run real health checks. Off by
 //! default (`SimConfig::data_plane`); then nothing here runs and load balancers are JSON only.
 //!
-//! - `mod.rs` (this file): [`DataPlane`], the shared half (tables, registry of listeners and
-//!   checkers) kept in `AppInner`, and the reconciler task that makes listeners and checkers
-//!   follow the world.
+//! - `mod.rs` (this file): [`DataPlane`] (kept in `AppInner`: the shared tables, the registry of
+//!   listeners and checkers) and the reconciler task that makes listeners and checkers follow
+//!   the world.
+//! - `shared`: what the tasks share (configuration, speedup, health table, faults); `host`: what
+//!   they need of the simulator (the world, `shared`, the address map), which `AppInner`
+//!   implements, so nothing here names the app.
 //! - `addresses`: simulated address → local address.
 //! - `targets`: a load balancer's targets resolved to addresses.
 //! - `listener`: accepting, balancing, relaying.
@@ -24,8 +27,10 @@
 pub mod addresses;
 pub mod faults;
 mod health;
+mod host;
 mod listener;
 mod proxy_protocol;
+mod shared;
 mod targets;
 
 use std::collections::{BTreeMap, HashSet};
@@ -36,16 +41,17 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-pub use faults::{TargetFault, TargetFaults};
+pub use faults::TargetFault;
+pub use host::{Host, HostRef};
 pub use listener::ConnectionCounts;
 use listener::ListenerShared;
+pub use shared::Shared;
 
-use crate::app::App;
 use crate::config::DataPlaneConfig;
-use crate::state::{HealthKey, State, TargetHealth};
+use crate::state::{HealthKey, State};
 
 /// How often the reconciler looks at the world without being woken: only a safety net, the
 /// change signal normally wakes it within a millisecond of a mutation.
@@ -62,20 +68,23 @@ pub struct ListenerInfo {
     pub connections: ConnectionCounts,
 }
 
-/// The data plane's shared half; lives in `AppInner::data_plane`.
+/// The data plane: what its tasks share ([`Shared`], also reachable through `Deref`), the
+/// reconciler's wake-up signal and the registry of running tasks; lives in
+/// `AppInner::data_plane`.
 #[derive(Debug)]
 pub struct DataPlane {
-    pub config: DataPlaneConfig,
-    /// The health-check speedup now; checkers watch it, so a change applies to the waits under
-    /// way.
-    speedup: watch::Sender<f64>,
-    /// Measured health; the world renders `health_status` from the same table.
-    pub health: TargetHealth,
-    pub faults: TargetFaults,
+    pub shared: Shared,
     /// Wakes the reconciler. `Notify` keeps one permit, so bursts of mutations coalesce and a
     /// change during a reconcile still triggers the next one.
     changed: Notify,
     tasks: Mutex<Tasks>,
+}
+
+impl std::ops::Deref for DataPlane {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 #[derive(Debug, Default)]
@@ -103,14 +112,10 @@ struct Checker {
 }
 
 impl DataPlane {
-    /// The shared half only; [`start`] runs it.
+    /// The tables only; [`start`] runs it.
     pub fn new(config: DataPlaneConfig) -> DataPlane {
-        let speedup = valid_speedup(config.health_check_speedup).unwrap_or(1.0);
         DataPlane {
-            speedup: watch::Sender::new(speedup),
-            config,
-            health: TargetHealth::default(),
-            faults: TargetFaults::default(),
+            shared: Shared::new(config),
             changed: Notify::new(),
             tasks: Mutex::new(Tasks::default()),
         }
@@ -123,25 +128,6 @@ impl DataPlane {
     /// The world changed: reconcile soon.
     pub fn world_changed(&self) {
         self.changed.notify_one();
-    }
-
-    pub fn speedup(&self) -> f64 {
-        *self.speedup.borrow()
-    }
-
-    /// Sets the health-check speedup; `false` (and no change) unless it is a positive number.
-    pub fn set_speedup(&self, speedup: f64) -> bool {
-        match valid_speedup(speedup) {
-            Some(s) => {
-                self.speedup.send_replace(s);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn subscribe_speedup(&self) -> watch::Receiver<f64> {
-        self.speedup.subscribe()
     }
 
     /// The listeners of load balancer `lb`, by listen port.
@@ -187,17 +173,9 @@ impl DataPlane {
     }
 }
 
-fn valid_speedup(s: f64) -> Option<f64> {
-    (s.is_finite() && s > 0.0).then_some(s)
-}
-
-/// Starts the reconciler if the data plane is on (it starts everything else). Needs a Tokio
-/// runtime.
-pub fn start(app: &App) {
-    let Some(dp) = &app.data_plane else {
-        return;
-    };
-    let task = tokio::spawn(reconcile_forever(app.clone()));
+/// Starts the reconciler (it starts everything else). Needs a Tokio runtime.
+pub fn start(app: HostRef, dp: &Arc<DataPlane>) {
+    let task = tokio::spawn(reconcile_forever(app, dp.clone()));
     let mut tasks = dp.tasks();
     if tasks.stopped {
         task.abort();
@@ -206,12 +184,9 @@ pub fn start(app: &App) {
     }
 }
 
-async fn reconcile_forever(app: App) {
-    let Some(dp) = app.data_plane.as_ref() else {
-        return;
-    };
+async fn reconcile_forever(app: HostRef, dp: Arc<DataPlane>) {
     loop {
-        reconcile(&app).await;
+        reconcile(&app, &dp).await;
         tokio::select! {
             () = dp.changed.notified() => {}
             () = tokio::time::sleep(SAFETY_TICK) => {}
@@ -254,11 +229,8 @@ impl Desired {
     }
 }
 
-async fn reconcile(app: &App) {
-    let Some(dp) = app.data_plane.as_ref() else {
-        return;
-    };
-    let want = Desired::of(&app.read());
+async fn reconcile(app: &HostRef, dp: &DataPlane) {
+    let want = Desired::of(&app.world());
 
     // Listeners: close the retired, keep the rest (with their address), then open the new.
     let to_open: Vec<((u64, u16), String)> = {
