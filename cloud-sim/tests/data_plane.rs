@@ -308,6 +308,19 @@ async fn lb_with(w: &SimClient, name: &str, extra: Value) -> u64 {
     w.create_load_balancer_with(body).await.unwrap()
 }
 
+/// A load balancer forwarding TCP 80 to `port` of the servers `ids`.
+async fn tcp_lb(w: &SimClient, name: &str, port: u16, ids: &[u64]) -> u64 {
+    lb_with(
+        w,
+        name,
+        json!({
+            "services": [{"protocol": "tcp", "listen_port": 80, "destination_port": port}],
+            "targets": server_targets(ids),
+        }),
+    )
+    .await
+}
+
 /// `n` servers in fsn1, each with a responder on a common destination port.
 async fn servers_with_responders(
     sim: &Sim,
@@ -351,15 +364,7 @@ async fn a_request_through_the_listener_reaches_the_target() {
     let sim = dp_sim().await;
     let w = sim.world();
     let (ids, port, responders) = servers_with_responders(&sim, &w, &["s1"]).await;
-    let lb = lb_with(
-        &w,
-        "one",
-        json!({
-            "services": [{"protocol": "tcp", "listen_port": 80, "destination_port": port}],
-            "targets": server_targets(&ids),
-        }),
-    )
-    .await;
+    let lb = tcp_lb(&w, "one", port, &ids).await;
     let addr = listener(&sim, lb, 80).await;
     wait_status(&w, lb, "/targets/0", 80, "healthy").await;
 
@@ -487,15 +492,7 @@ async fn removing_a_target_drains_its_connections() {
     let sim = dp_sim().await;
     let w = sim.world();
     let (ids, port, _responders) = servers_with_responders(&sim, &w, &["a", "b"]).await;
-    let lb = lb_with(
-        &w,
-        "drain",
-        json!({
-            "services": [{"protocol": "tcp", "listen_port": 80, "destination_port": port}],
-            "targets": server_targets(&ids),
-        }),
-    )
-    .await;
+    let lb = tcp_lb(&w, "drain", port, &ids).await;
     let addr = listener(&sim, lb, 80).await;
     wait_status(&w, lb, "/targets/0", 80, "healthy").await;
     wait_status(&w, lb, "/targets/1", 80, "healthy").await;
@@ -861,15 +858,7 @@ async fn a_stopped_server_turns_unhealthy_and_gets_no_traffic() {
     let sim = dp_sim().await;
     let w = sim.world();
     let (ids, port, _responders) = servers_with_responders(&sim, &w, &["s1"]).await;
-    let lb = lb_with(
-        &w,
-        "stop",
-        json!({
-            "services": [{"protocol": "tcp", "listen_port": 80, "destination_port": port}],
-            "targets": server_targets(&ids),
-        }),
-    )
-    .await;
+    let lb = tcp_lb(&w, "stop", port, &ids).await;
     let addr = listener(&sim, lb, 80).await;
     wait_status(&w, lb, "/targets/0", 80, "healthy").await;
     assert!(get(addr).await.is_some());

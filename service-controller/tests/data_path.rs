@@ -336,28 +336,31 @@ async fn drain_run(kube_proxy_checks: bool) -> Vec<StepCount> {
 
     hold().await;
 
+    // The two ways a node is marked as going, each set (`true`) or taken back (`false`).
+    let exclude = |on: bool| {
+        let label = "node.kubernetes.io/exclude-from-external-load-balancers";
+        json!({"metadata": {"labels": {label: on.then_some("true")}}})
+    };
+    let to_be_deleted = |on: bool| {
+        let taint = json!([{"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}]);
+        json!({"spec": {"taints": if on { taint } else { Value::Null }}})
+    };
+
     step.store(1, Ordering::SeqCst);
-    let label = |v: Option<&str>| json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": v}}});
-    patch(&nodes_api, &gone.name, label(Some("true"))).await;
+    patch(&nodes_api, &gone.name, exclude(true)).await;
     fx.wait_targets(&svc, &two).await;
     hold().await;
-    patch(&nodes_api, &gone.name, label(None)).await;
+    patch(&nodes_api, &gone.name, exclude(false)).await;
     fx.wait_targets(&svc, &all).await;
     wait_health(&fx, &svc, (3, 0, 0)).await;
 
     step.store(2, Ordering::SeqCst);
     // kube-proxy's /healthz turns 503 when its node carries the taint (KEP-3836).
-    let taints = |t: Value| json!({"spec": {"taints": t}});
-    patch(
-        &nodes_api,
-        &gone.name,
-        taints(json!([{"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}])),
-    )
-    .await;
+    patch(&nodes_api, &gone.name, to_be_deleted(true)).await;
     stand_ins[2].set_healthy(false);
     fx.wait_targets(&svc, &two).await;
     hold().await;
-    patch(&nodes_api, &gone.name, taints(Value::Null)).await;
+    patch(&nodes_api, &gone.name, to_be_deleted(false)).await;
     stand_ins[2].set_healthy(true);
     fx.wait_targets(&svc, &all).await;
     wait_health(&fx, &svc, (3, 0, 0)).await;
@@ -376,13 +379,8 @@ async fn drain_run(kube_proxy_checks: bool) -> Vec<StepCount> {
 
     step.store(4, Ordering::SeqCst);
     // The autoscaler's order: the node is drained out of the load balancer, then its server goes.
-    patch(&nodes_api, &gone.name, label(Some("true"))).await;
-    patch(
-        &nodes_api,
-        &gone.name,
-        taints(json!([{"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}])),
-    )
-    .await;
+    patch(&nodes_api, &gone.name, exclude(true)).await;
+    patch(&nodes_api, &gone.name, to_be_deleted(true)).await;
     stand_ins[2].set_healthy(false);
     fx.wait_targets(&svc, &two).await;
     stand_ins[2].stop();

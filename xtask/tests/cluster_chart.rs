@@ -301,23 +301,13 @@ fn traffic_reaches_a_real_pod(sim: &testenv::cluster::CloudSim) {
     eprintln!("$ curl http://{listener}/   # web's load balancer, port 80\n{answer}");
     assert!(answer.starts_with("hello from web-"), "{answer}");
 
-    kubectl(&[
-        "scale",
-        "deployment",
-        "-n",
-        "default",
-        "web",
-        "--replicas=0",
-    ]);
+    let scale = |n: u32| {
+        let replicas = format!("--replicas={n}");
+        kubectl(&["scale", "deployment", "-n", "default", "web", &replicas]);
+    };
+    scale(0);
     health("unhealthy");
-    kubectl(&[
-        "scale",
-        "deployment",
-        "-n",
-        "default",
-        "web",
-        "--replicas=1",
-    ]);
+    scale(1);
     health("healthy");
     let answer = curl();
     eprintln!("after scaling to 0 and back to 1: {answer}");
