@@ -876,6 +876,7 @@ mod tests {
             (a::HEALTH_CHECK_HTTP_DOMAIN, "example.com"),
             (a::HEALTH_CHECK_HTTP_PATH, "/healthz"),
             (a::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE, "false"),
+            (a::HEALTH_CHECK_KUBE_PROXY, "true"),
             (a::HTTP_STATUS_CODES, "2??,301"),
             (a::IPV4, "1.2.3.4"),
             (a::IPV6, "::1"),
