@@ -3,6 +3,8 @@
 //! Services and load balancers of the tests.
 #![allow(dead_code)]
 
+pub mod traffic;
+
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::Arc;
