@@ -273,6 +273,7 @@ fn bench_report_is_well_formed() -> anyhow::Result<()> {
         nodes: None,
         services: None,
         routes: None,
+        action_ms: None,
         churn_minutes: None,
         robot_nodes: None,
         profile: "dev".into(),

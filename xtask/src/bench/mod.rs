@@ -83,6 +83,9 @@ pub struct BenchArgs {
     /// `routes`: number of servers, Nodes and routes [default: 1000, 100 with --quick].
     #[arg(long)]
     pub routes: Option<usize>,
+    /// `routes`: how long each route action runs in cloud-sim, in milliseconds [default: 50].
+    #[arg(long)]
+    pub action_ms: Option<u64>,
     /// `system`: minutes of kubelet status churn [default: 10, 1 with --quick].
     #[arg(long)]
     pub churn_minutes: Option<f64>,

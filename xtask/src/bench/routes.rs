@@ -1,6 +1,6 @@
 //! `cargo xtask bench routes`: pod-CIDR routes at scale.
 //!
-//! cloud-sim with actions taking 50 ms and one network `10.0.0.0/8` (subnet `10.0.0.0/16`) that
+//! cloud-sim with actions taking 50 ms (`--action-ms`) and one network `10.0.0.0/8` (subnet `10.0.0.0/16`) that
 //! may hold N routes (Hetzner allows 100); N servers attached to it; the route-controller binary
 //! with `--cluster-cidr=10.128.0.0/9` and `--route-reconciliation-period=10s`. Then:
 //! 1. N Nodes are created at once, each with `hcloud://<id>`, its own /24 of the cluster CIDR
@@ -31,6 +31,7 @@ use testenv::KubeletNode;
 use super::plot::Curve;
 use super::{BenchArgs, Calls, Env, Memory, PROBE_QUERY, create_nodes, mib};
 
+/// How long a route action runs unless `--action-ms` says otherwise.
 const ACTION: Duration = Duration::from_millis(50);
 const NETWORK: &str = "10.0.0.0/8";
 const SUBNET: &str = "10.0.0.0/16";
@@ -138,9 +139,10 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
         (1..=MAX_NODES).contains(&n),
         "--routes must be 1..={MAX_NODES}"
     );
+    let action = args.action_ms.map_or(ACTION, Duration::from_millis);
     let env = Env::start_with(cloud_sim::SimConfig {
         max_routes_per_network: n,
-        ..Env::sim_config(Some(ACTION))
+        ..Env::sim_config(Some(action))
     })
     .await?;
     let world = env.sim.world();
@@ -164,7 +166,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     create_nodes(&env.client, nodes).await;
     let nodes_created = start.elapsed();
     ensure_addresses(&env, &servers).await?;
-    let timeout = Duration::from_secs(120) + ACTION * 6 * n as u32;
+    let timeout = Duration::from_secs(120) + action * 6 * n as u32;
     let (mut first_route_s, mut all_routes_s, mut in_network) = (None, None, 0);
     let mut convergence = Curve::new(format!("routes: {n} in the network"), n);
     ctl.wait_until(timeout, async || {
@@ -194,7 +196,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
         all_nodes_route_created_s: all_routed_at.map(|t| (t - start).as_secs_f64()),
         nodes_route_created,
         condition_writes,
-        target_s: target::CONVERGENCE_FACTOR * n as f64 * ACTION.as_secs_f64(),
+        target_s: target::CONVERGENCE_FACTOR * n as f64 * action.as_secs_f64(),
         calls_per_route: calls.total as f64 / n as f64,
         locked_423: calls.status(423),
         calls,
@@ -208,7 +210,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     let per_hour = calls.total as f64 * 3600.0 / idle.as_secs_f64();
     let figures = Figures {
         routes: n,
-        action_ms: ACTION.as_millis(),
+        action_ms: action.as_millis(),
         cluster_cidr: CLUSTER_CIDR,
         profile: args.profile.clone(),
         burst,
