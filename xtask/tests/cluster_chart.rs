@@ -619,7 +619,12 @@ fn hccm_values_files_install_as_they_are(node: &str, endpoint: &str) {
             &format!("{file}: a Ready pod per controller"),
             Duration::from_secs(120),
             || {
-                let items = release_pods("hccm");
+                // The previous file's release had the same name: its pods may still be
+                // terminating after `helm uninstall --wait` (their Deployments are gone).
+                let items: Vec<Value> = release_pods("hccm")
+                    .into_iter()
+                    .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                    .collect();
                 let mut ready = std::collections::BTreeMap::<String, usize>::new();
                 for p in &items {
                     let component = p["metadata"]["labels"]["app.kubernetes.io/component"]
