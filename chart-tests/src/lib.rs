@@ -43,10 +43,7 @@ pub fn values_key(controller: &str) -> String {
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("chart-tests lives in the workspace")
-        .to_path_buf()
+    testenv::workspace_root()
 }
 
 /// `charts/cloud-controllers`.

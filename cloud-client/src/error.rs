@@ -91,6 +91,12 @@ pub enum CloudError {
     #[error("invalid configuration: {}", problems.join("; "))]
     InvalidConfig { problems: Vec<String> },
 
+    /// The request is valid on its own but collides with another Service's use of a shared
+    /// resource (a listen port, a shared load balancer's settings or capacity). `message` names
+    /// the other Service. Nothing was written; it may clear when the other Service changes.
+    #[error("conflict: {message}")]
+    Conflict { message: String },
+
     /// The cloud returned something contradictory (e.g. two load balancers carry the same Service UID label).
     #[error("inconsistent cloud state: {message}")]
     Inconsistent { message: String },
@@ -141,8 +147,14 @@ impl CloudError {
             | CloudError::DryRun { .. }
             | CloudError::InvalidInput { .. }
             | CloudError::InvalidConfig { .. }
+            | CloudError::Conflict { .. }
             | CloudError::Inconsistent { .. } => ErrorClass::Permanent,
         }
+    }
+
+    /// True when another Service holds what this one asks for ([`CloudError::Conflict`]).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, CloudError::Conflict { .. })
     }
 
     /// True when shadow mode planned the write instead of making it.

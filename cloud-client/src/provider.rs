@@ -197,7 +197,46 @@ pub struct ServiceRef {
     pub ports: Vec<ServicePort>,
     /// `spec.externalTrafficPolicy`, with the port kube-proxy answers health checks on for `Local`.
     pub traffic_policy: TrafficPolicy,
+    /// Other Services by UID, for messages that name the Service a request conflicts with.
+    pub names: ServiceNames,
 }
+
+/// Finds a Service's `namespace/name` by UID (the controller's Service cache), so a refusal can
+/// name the Service it conflicts with. Looked up only when a message needs it.
+#[derive(Clone, Default)]
+pub struct ServiceNames(Option<Arc<NameLookup>>);
+
+/// UID → `namespace/name`.
+type NameLookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+impl ServiceNames {
+    pub fn new(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(lookup)))
+    }
+
+    /// `Service namespace/name`, or `Service UID <uid>` when the cache does not know it.
+    pub fn describe(&self, uid: &str) -> String {
+        match self.0.as_ref().and_then(|f| f(uid)) {
+            Some(name) => format!("Service {name}"),
+            None => format!("Service UID {uid}"),
+        }
+    }
+}
+
+impl std::fmt::Debug for ServiceNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServiceNames")
+    }
+}
+
+/// A lookup is not part of a Service's identity.
+impl PartialEq for ServiceNames {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ServiceNames {}
 
 /// Which nodes can serve a Service's traffic (`spec.externalTrafficPolicy`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

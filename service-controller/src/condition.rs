@@ -5,6 +5,9 @@
 //! - `True`, reason `EnsuredLoadBalancer`: the load balancer matches the Service and has targets;
 //! - `False`, reason `InvalidLoadBalancerInput`: an annotation or field the controller refuses
 //!   (the message names it, quotes the value and says what is accepted); nothing was written;
+//! - `False`, reason `LoadBalancerConflict`: on a shared load balancer, what this Service asks
+//!   for (a listen port, a setting, room under the type's limit) is another Service's; the
+//!   message names it; nothing was written; retried with backoff;
 //! - `False`, reason `SyncLoadBalancerFailed`: the cloud (or the apiserver) failed; retried with
 //!   backoff, the message is the error;
 //! - `False`, reason `UnAvailableLoadBalancer`: no eligible node, so no target;
@@ -94,6 +97,8 @@ impl Want {
     pub fn failed(err: &Error) -> Want {
         let reason = if err.is_bad_input() {
             reasons::INVALID_INPUT
+        } else if err.is_conflict() {
+            reasons::CONFLICT
         } else {
             reasons::SYNC_FAILED
         };

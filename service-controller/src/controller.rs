@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cloud_client::{LbNode, LoadBalancers, Warning};
+use cloud_client::{LbNode, LoadBalancers, ServiceRef, Warning};
 use controller_kit::backoff::{Backoff, PerObject};
 use controller_kit::{Events, KitMetrics, Reporters};
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -45,6 +45,8 @@ pub struct ServiceReconciler {
     failures: PerObject<String>,
     /// Shadow mode (`--dry-run`): writes are planned, conditions left alone.
     pub dry_run: bool,
+    /// The Service cache, to name the Service a shared load balancer's conflict is with.
+    services: Option<Store<Service>>,
 }
 
 impl std::fmt::Debug for ServiceReconciler {
@@ -81,7 +83,23 @@ impl ServiceReconciler {
                 Duration::from_secs(300),
             )),
             dry_run: false,
+            services: None,
         }
+    }
+
+    /// Conflict messages name other Services from this cache (else by UID).
+    pub fn with_services(mut self, services: Store<Service>) -> Self {
+        self.services = Some(services);
+        self
+    }
+
+    /// The Service as the load-balancer provider sees it.
+    fn service_ref(&self, svc: &Service) -> ServiceRef {
+        let mut r = service::service_ref(svc);
+        if let Some(store) = &self.services {
+            r.names = service::names(store.clone());
+        }
+        r
     }
 
     /// Shadow mode: writes are planned (see [`cloud_client::shadow`]), conditions left alone.
@@ -116,6 +134,9 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<ServiceReconciler>) -> Result
                 timer.set_result(e.metric_label());
                 if e.is_bad_input() {
                     ctx.kit.count_warning(reasons::INVALID_INPUT);
+                }
+                if e.is_conflict() {
+                    ctx.kit.count_warning(reasons::CONFLICT);
                 }
             }
         }
@@ -253,7 +274,7 @@ async fn ensure(
             )
             .await;
     }
-    let sref = service::service_ref(svc);
+    let sref = ctx.service_ref(svc);
     let outcome = match ctx.lbs.ensure(&sref, nodes).await {
         Ok(o) => o,
         Err(source) => {
@@ -309,7 +330,7 @@ async fn update_targets(
     nodes: &[LbNode],
 ) -> Result<(), Error> {
     let key = service::key(svc);
-    let sref = service::service_ref(svc);
+    let sref = ctx.service_ref(svc);
     ctx.metrics.loadbalancer_sync.inc();
     let started = std::time::Instant::now();
     let result = ctx.lbs.update_targets(&sref, nodes).await;
@@ -402,7 +423,7 @@ async fn cleanup(svc: &Service, ctx: &ServiceReconciler) -> Result<(), Error> {
             "Deleting load balancer".into(),
         )
         .await;
-    let outcome = match ctx.lbs.delete(&service::service_ref(svc)).await {
+    let outcome = match ctx.lbs.delete(&ctx.service_ref(svc)).await {
         Ok(o) => o,
         Err(source) => {
             let e = Error::Cloud {

@@ -36,6 +36,7 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Cloud { .. } if self.is_bad_input() => "invalid_input",
+            Error::Cloud { .. } if self.is_conflict() => "conflict",
             Error::Cloud { .. } if self.is_dry_run() => "planned",
             Error::Cloud { .. } => "cloud_error",
             Error::Kube { .. } => "kube_error",
@@ -51,6 +52,12 @@ impl Error {
                 ..
             }
         )
+    }
+
+    /// True when another Service holds what this one asks for on a shared load balancer: nothing
+    /// was written, and it may clear when that Service changes, so it is retried with backoff.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Cloud { source, .. } if source.is_conflict())
     }
 
     /// True when shadow mode planned the write instead of making it.

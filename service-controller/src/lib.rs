@@ -266,7 +266,8 @@ pub async fn run(
             ctx.reporters(),
             metrics,
         )
-        .in_dry_run(cfg.plan.is_some()),
+        .in_dry_run(cfg.plan.is_some())
+        .with_services(svc_store.clone()),
     );
     let results = Controller::for_stream(svc_stream, svc_store.clone())
         .reconcile_all_on(trigger_rx)

@@ -20,3 +20,6 @@ pub const DELETED: &str = "DeletedLoadBalancer";
 pub const INVALID_INPUT: &str = "InvalidLoadBalancerInput";
 /// Condition reason: the load balancer's health checks fail on every target it has.
 pub const NO_HEALTHY_TARGETS: &str = "NoHealthyTargets";
+/// Condition reason and metric label: a shared load balancer's port, settings or capacity are
+/// another Service's (the event itself uses [`SYNC_FAILED`], as every failed sync).
+pub const CONFLICT: &str = "LoadBalancerConflict";

@@ -4,10 +4,11 @@
 use std::hash::{Hash, Hasher};
 
 use cloud_client::{
-    IpMode, LoadBalancerStatus, PortProtocol, ServicePort, ServiceRef, TrafficPolicy,
+    IpMode, LoadBalancerStatus, PortProtocol, ServiceNames, ServicePort, ServiceRef, TrafficPolicy,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use kube::ResourceExt;
+use kube::runtime::reflector::Store;
 
 use crate::patches::FINALIZER;
 
@@ -84,7 +85,19 @@ pub fn service_ref(svc: &Service) -> ServiceRef {
         annotations: svc.annotations().clone(),
         ports,
         traffic_policy: traffic_policy(svc),
+        names: ServiceNames::default(),
     }
+}
+
+/// Other Services' names by UID, from the Service cache (looked up only for a conflict message).
+pub fn names(store: Store<Service>) -> ServiceNames {
+    ServiceNames::new(move |uid| {
+        store
+            .state()
+            .iter()
+            .find(|s| s.metadata.uid.as_deref() == Some(uid))
+            .map(|s| key(s))
+    })
 }
 
 /// `Local` only when set so (the apiserver's default is `Cluster`).

@@ -182,6 +182,22 @@ pub const CASES: &[Case] = &[
         R
     ),
     case!(
+        "b-shared",
+        [("name", "team-lb"), ("shared", "yes")],
+        "shared",
+        "yes",
+        BOOL,
+        R
+    ),
+    case!(
+        "s-shared-unnamed",
+        [("shared", "true")],
+        "shared",
+        "true",
+        "load-balancer.hetzner.cloud/name set as well",
+        R
+    ),
+    case!(
         "b-kube-proxy",
         [("health-check-kube-proxy", "on")],
         "health-check-kube-proxy",
@@ -526,7 +542,7 @@ macro_rules! accepted {
     };
 }
 
-/// Accepted values of every annotation the controller knows (the 39 keys of cloud-client's
+/// Accepted values of every annotation the controller knows (the 40 keys of cloud-client's
 /// `annotations::ALL`).
 pub const ACCEPTED: &[Accepted] = &[
     accepted!(
@@ -568,6 +584,7 @@ pub const ACCEPTED: &[Accepted] = &[
         &["tcp", "http", "https", "TCP", "HTTP", "Https", " http ", ""],
         &[("http-certificates", "my-cert")]
     ),
+    accepted!("shared", BOOLS, &[("name", "team-lb")]),
     accepted!("uses-proxyprotocol", BOOLS),
     accepted!("ipv6-disabled", BOOLS),
     accepted!("disable-public-network", BOOLS),

@@ -192,7 +192,7 @@ pub async fn chart_service_account(
 
 /// Path of `controller`'s chart RBAC file.
 pub fn rbac_file(controller: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../charts/cloud-controllers/files/rbac")
+    testenv::workspace_root()
+        .join("charts/cloud-controllers/files/rbac")
         .join(format!("{controller}.yaml"))
 }

@@ -7,7 +7,7 @@
 //! root, as CI does; otherwise it says what to install.
 
 use std::fs::{self, File};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use crate::binaries::home_cache;
@@ -148,7 +148,7 @@ pub fn ensure_podman() -> Result<Podman> {
     // not throw away gigabytes of image layers and compiled dependencies.
     let store = home_cache().join("containers");
     let podman = Podman {
-        conf: Path::new(env!("CARGO_MANIFEST_DIR")).join("../dev/podman/containers.conf"),
+        conf: crate::workspace_root().join("dev/podman/containers.conf"),
         root: store.join("storage"),
         runroot: std::env::temp_dir().join(format!("cloud-controllers-containers-{}", uid())),
         tmp: store.join("tmp"),

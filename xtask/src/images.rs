@@ -125,10 +125,7 @@ pub(crate) fn remove_leftovers(podman: &testenv::Podman) {
 }
 
 pub(crate) fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+    testenv::workspace_root()
 }
 
 /// The local stand-ins for the Dockerfile's base images, built once and kept in the image store.

@@ -225,8 +225,7 @@ async fn pair(
 /// The chart's policy and binding, rendered from its defaults by helm.
 fn render() -> anyhow::Result<(ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding)> {
     let helm = testenv::ensure_helm().map_err(|e| anyhow::anyhow!("helm: {e}"))?;
-    let chart =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts/cloud-controllers");
+    let chart = testenv::workspace_root().join("charts/cloud-controllers");
     let out = std::process::Command::new(helm)
         .args(["template", "cloud-controllers"])
         .arg(chart)

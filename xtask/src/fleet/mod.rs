@@ -57,8 +57,8 @@ pub async fn authorize(
     admin: &kube::Client,
     dir: &Path,
 ) -> anyhow::Result<PathBuf> {
-    let rbac = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../charts/cloud-controllers/files/rbac")
+    let rbac = testenv::workspace_root()
+        .join("charts/cloud-controllers/files/rbac")
         .join(format!("{}.yaml", spec.name));
     testenv::bind_chart_rbac(admin, &rbac, NAMESPACE, spec.name)
         .await

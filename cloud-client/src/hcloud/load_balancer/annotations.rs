@@ -60,6 +60,9 @@ annotations! {
     /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY`): `GET /healthz` on the Service's
     /// `healthCheckNodePort` for `externalTrafficPolicy: Local`, on kube-proxy's port 10256 otherwise.
     HEALTH_CHECK_KUBE_PROXY = "health-check-kube-proxy";
+    /// Ours: `true` shares the load balancer named by the `name` annotation with every other
+    /// Service that shares it by the same name; each Service owns its own listen ports on it.
+    SHARED = "shared";
     /// Read-only in HCCM, never written or read.
     IPV4 = "ipv4";
     /// Read-only in HCCM, never written or read.

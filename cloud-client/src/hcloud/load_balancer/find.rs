@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::ownership::{SERVICE_UID_LABEL, service_uid_selector};
+use super::ownership::{SERVICE_UID_LABEL, member_label, service_uid_selector};
 use crate::error::CloudError;
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
@@ -91,7 +91,12 @@ impl Finder {
                 return Ok(Some((lb, Found::Owned)));
             }
             match self.get_lb(id).await {
-                Ok(lb) if lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid) => {
+                // A shared one only while the Service still names it.
+                Ok(lb)
+                    if lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid)
+                        || (lb.labels.contains_key(&member_label(&svc.uid))
+                            && name == Some(lb.name.as_str())) =>
+                {
                     self.remember(&svc.uid, &lb);
                     return Ok(Some((lb, Found::Owned)));
                 }
@@ -127,6 +132,18 @@ impl Finder {
             Some(name) => self.find_by_name(name).await,
             None => Ok(None),
         }
+    }
+
+    /// The shared load balancer that carries `uid`'s member label, wherever its name went
+    /// (a Service that left it keeps no other trace of it).
+    pub(super) async fn find_member(&self, uid: &str) -> Result<Option<LoadBalancer>, CloudError> {
+        let found: Vec<LoadBalancer> = list_all::<LoadBalancersPage>(
+            &self.transport,
+            Req::get("/load_balancers", "/load_balancers")
+                .query("label_selector", member_label(uid)),
+        )
+        .await?;
+        Ok(found.into_iter().next())
     }
 
     /// A load balancer named `name` (pre-existing, hand-made, or another Service's), to adopt.

@@ -8,6 +8,9 @@
 //! [`certificates`] and [`catalog`] (what the spec names must exist) →
 //! [`plan`] (desired vs. actual → [`ops::Op`]s, pure) → [`ops`] (each op as its HTTP request) →
 //! [`apply`] (the requests, one at a time, actions waited for) → [`status`].
+//! A load balancer shared by several Services (annotation `shared`) adds [`sharing`] (who may
+//! join and what each owns, checked before any write) between plan input and plan, and
+//! [`locks`] (one reconcile at a time per shared load balancer).
 //! This module only wires them together behind the provider trait.
 
 pub mod annotations;
@@ -16,11 +19,15 @@ pub mod catalog;
 mod certificates;
 mod find;
 mod health;
+mod locks;
 pub mod ops;
 mod ownership;
 pub mod plan;
+pub mod sharing;
 pub mod spec;
 pub mod status;
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
@@ -38,7 +45,9 @@ use crate::robot::RobotClient;
 use apply::{Applier, TargetLimit};
 use certificates::Certificates;
 use find::{Finder, note_adoption};
+use locks::Locks;
 use ops::Op;
+use ownership::{Owners, SERVICE_UID_LABEL};
 use plan::{Desired, PlanInput, RobotTargets};
 use spec::LbSpec;
 
@@ -56,6 +65,7 @@ pub struct HcloudLoadBalancers {
     /// targeted by IP.
     robot_enabled: bool,
     robot: Option<RobotClient>,
+    shared: Locks,
 }
 
 impl HcloudLoadBalancers {
@@ -75,6 +85,7 @@ impl HcloudLoadBalancers {
             transport,
             robot_enabled: false,
             robot: None,
+            shared: Locks::default(),
         }
     }
 
@@ -157,7 +168,12 @@ impl HcloudLoadBalancers {
         let (placement, zone_ignored) = spec.placement()?;
         warnings.extend(zone_ignored);
         let desired = self.desired(svc, spec, nodes, None, warnings).await?;
-        let (new, no_type) = plan::plan_create(spec, &svc.uid, placement, self.network, &desired);
+        let labels = if spec.shared {
+            sharing::new_labels(svc, spec, &desired.services)?
+        } else {
+            BTreeMap::from([(SERVICE_UID_LABEL.to_string(), svc.uid.clone())])
+        };
+        let (new, no_type) = plan::plan_create(spec, labels, placement, self.network, &desired);
         warnings.extend(no_type);
         let created = self.applier.create(&new).await?;
         self.finder.remember_id(&svc.uid, created.id);
@@ -179,12 +195,19 @@ impl HcloudLoadBalancers {
         warnings: &mut Vec<Warning>,
     ) -> Result<(LoadBalancer, u32), CloudError> {
         let service = svc.key();
+        let membership = if spec.shared {
+            Some(sharing::join(&lb, svc, spec, &desired.services)?)
+        } else {
+            refuse_if_shared(&lb, svc)?;
+            None
+        };
         let input = PlanInput {
             uid: &svc.uid,
             service: &service,
             network: self.network,
             services: &desired.services,
             targets: &desired.targets,
+            shared: membership.as_ref(),
         };
         let (ops, plan_warnings) = plan::plan(&lb, spec, &input);
         warnings.extend(plan_warnings);
@@ -261,6 +284,10 @@ impl LoadBalancers for HcloudLoadBalancers {
             .stats()
             .record_operation("hcloud/loadBalancers.EnsureLoadBalancer");
         let spec = self.spec(svc)?;
+        let _shared = self
+            .shared
+            .hold(spec.shared.then_some(spec.name.as_str()))
+            .await;
         let mut warnings = Vec::new();
         // HCCM also looks an unlabelled LB up by name. With the default name (`a` + this Service's
         // UID) only a label-less LB from before labels could be found that way, so the list is
@@ -279,7 +306,9 @@ impl LoadBalancers for HcloudLoadBalancers {
         let desired = self
             .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
             .await?;
-        note_adoption(svc, &lb, &how, &mut warnings);
+        if !spec.shared {
+            note_adoption(svc, &lb, &how, &mut warnings);
+        }
         let (lb, writes) = self
             .reconcile_existing(svc, &spec, lb, &desired, &mut warnings)
             .await?;
@@ -295,9 +324,14 @@ impl LoadBalancers for HcloudLoadBalancers {
             .stats()
             .record_operation("hcloud/loadBalancers.UpdateLoadBalancer");
         let spec = self.spec(svc)?;
+        let _shared = self
+            .shared
+            .hold(spec.shared.then_some(spec.name.as_str()))
+            .await;
         let mut warnings = Vec::new();
         let named = spec.name_annotated.then_some(spec.name.as_str());
-        let Some((lb, how)) = self.finder.find(svc, named, true).await? else {
+        // Another member may have changed a shared load balancer since we last saw it.
+        let Some((lb, how)) = self.finder.find(svc, named, !spec.shared).await? else {
             return Ok(UpdateOutcome {
                 found: false,
                 warnings,
@@ -307,7 +341,9 @@ impl LoadBalancers for HcloudLoadBalancers {
         let desired = self
             .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
             .await?;
-        note_adoption(svc, &lb, &how, &mut warnings);
+        if !spec.shared {
+            note_adoption(svc, &lb, &how, &mut warnings);
+        }
         let (lb, writes) = self
             .reconcile_existing(svc, &spec, lb, &desired, &mut warnings)
             .await?;
@@ -324,13 +360,41 @@ impl LoadBalancers for HcloudLoadBalancers {
         self.transport
             .stats()
             .record_operation("hcloud/loadBalancers.EnsureLoadBalancerDeleted");
-        // Only our label identifies what we may delete; a same-named foreign LB is never touched.
-        let Some((lb, _)) = self.finder.find(svc, None, false).await? else {
-            return Ok(DeleteOutcome {
+        // Only our labels identify what we may delete; a same-named foreign LB is never touched.
+        let own = self.finder.find(svc, None, false).await?.map(|(lb, _)| lb);
+        if let Some(lb) = own
+            .as_ref()
+            .filter(|lb| !Owners::of(&lb.labels).is_shared())
+        {
+            let mut outcome = self.delete_own(svc, lb).await?;
+            // A Service that once shared a load balancer may still have ports there.
+            if let Some(shared) = self.finder.find_member(&svc.uid).await? {
+                let left = self.leave_shared(svc, &shared).await?;
+                outcome.warnings.extend(left.warnings);
+            }
+            return Ok(outcome);
+        }
+        let shared = match own {
+            Some(lb) => Some(lb),
+            None => self.finder.find_member(&svc.uid).await?,
+        };
+        match shared {
+            Some(lb) => self.leave_shared(svc, &lb).await,
+            None => Ok(DeleteOutcome {
                 deleted: false,
                 warnings: Vec::new(),
-            });
-        };
+            }),
+        }
+    }
+}
+
+impl HcloudLoadBalancers {
+    /// Deletes the Service's own (not shared) load balancer, unless it is delete-protected.
+    async fn delete_own(
+        &self,
+        svc: &ServiceRef,
+        lb: &LoadBalancer,
+    ) -> Result<DeleteOutcome, CloudError> {
         if lb.protection.as_ref().is_some_and(|p| p.delete) {
             return Ok(DeleteOutcome {
                 deleted: false,
@@ -357,6 +421,130 @@ impl LoadBalancers for HcloudLoadBalancers {
             Err(e) => Err(e),
         }
     }
+
+    /// A Service leaves shared load balancer `id`: its own ports are deleted and its label
+    /// removed, and the load balancer itself is deleted only by the last Service on it, and only
+    /// when no port made by hand or by another tool is left on it.
+    async fn leave_shared(
+        &self,
+        svc: &ServiceRef,
+        found: &LoadBalancer,
+    ) -> Result<DeleteOutcome, CloudError> {
+        let _shared = self.shared.hold(Some(&found.name)).await;
+        // Read again under the lock: another Service on it may have just written.
+        let lb = self.finder.get_lb(found.id).await?;
+        let owners = Owners::of(&lb.labels);
+        if !owners.members.contains_key(&svc.uid) {
+            return Ok(DeleteOutcome {
+                deleted: false,
+                warnings: Vec::new(),
+            });
+        }
+        let claimed = sharing::claimed(&lb, &svc.uid);
+        let foreign: Vec<u16> = lb
+            .services
+            .iter()
+            .map(|s| s.listen_port)
+            .filter(|p| !claimed.contains(p) && owners.owner_of(*p).is_none())
+            .collect();
+        let last = owners.others(&svc.uid).next().is_none();
+        let protected = lb.protection.as_ref().is_some_and(|p| p.delete);
+        self.finder.forget(&svc.uid);
+        if last && foreign.is_empty() && !protected {
+            return match self.applier.delete(lb.id).await {
+                Ok(()) => Ok(DeleteOutcome {
+                    deleted: true,
+                    warnings: Vec::new(),
+                }),
+                Err(e) if e.is_not_found() => Ok(DeleteOutcome {
+                    deleted: false,
+                    warnings: Vec::new(),
+                }),
+                Err(e) => Err(e),
+            };
+        }
+        let mut ops: Vec<Op> = lb
+            .services
+            .iter()
+            .filter(|s| claimed.contains(&s.listen_port))
+            .map(|s| Op::DeleteService(s.listen_port))
+            .collect();
+        ops.push(Op::Update {
+            name: None,
+            labels: Some(sharing::labels_without(&lb, &svc.uid)),
+        });
+        let none = plan::DesiredTargets::default();
+        let limit = TargetLimit {
+            max: 0,
+            desired: &none,
+            service: &svc.key(),
+        };
+        let mut warnings = Vec::new();
+        self.applier
+            .apply(lb.id, &ops, &limit, &mut warnings)
+            .await?;
+        if last {
+            let why = if protected {
+                "it has delete protection".to_string()
+            } else {
+                let ports: Vec<String> = foreign.iter().map(u16::to_string).collect();
+                format!(
+                    "port(s) {} on it were not made by a Service",
+                    ports.join(", ")
+                )
+            };
+            warnings.push(Warning::new(
+                "LoadBalancerKept",
+                format!(
+                    "this Service was the last on shared load balancer {} ({}); its ports were \
+                     removed and the load balancer left in place: {why}",
+                    lb.name, lb.id
+                ),
+            ));
+        }
+        Ok(DeleteOutcome {
+            deleted: false,
+            warnings,
+        })
+    }
+}
+
+/// A Service that does not share is refused a load balancer other Services share (found by its
+/// `name` annotation): taking it over would delete their ports.
+fn refuse_if_shared(lb: &LoadBalancer, svc: &ServiceRef) -> Result<(), CloudError> {
+    let owners = Owners::of(&lb.labels);
+    if !owners.is_shared() {
+        return Ok(());
+    }
+    if owners.members.contains_key(&svc.uid) {
+        return Err(CloudError::Conflict {
+            message: format!(
+                "this Service has ports on shared load balancer {} ({}) but no longer sets \
+                 annotation {}: \"true\"; set it again, or remove {} to get a load balancer of \
+                 its own (its ports on {} go when the Service is deleted)",
+                lb.name,
+                lb.id,
+                annotations::SHARED,
+                annotations::NAME,
+                lb.name
+            ),
+        });
+    }
+    let members: Vec<String> = owners
+        .members
+        .keys()
+        .map(|uid| svc.names.describe(uid))
+        .collect();
+    Err(CloudError::Conflict {
+        message: format!(
+            "load balancer {} ({}) is shared by {}; set annotation {}: \"true\" to share it \
+             too, or choose another name",
+            lb.name,
+            lb.id,
+            members.join(", "),
+            annotations::SHARED
+        ),
+    })
 }
 
 fn outcome(

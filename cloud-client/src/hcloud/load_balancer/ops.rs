@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::ownership::SERVICE_UID_LABEL;
 use super::spec::{LbAlgorithm, Placement};
 use crate::hcloud::transport::Req;
 use crate::hcloud::wire::LbService;
@@ -15,7 +14,8 @@ use crate::hcloud::wire::LbService;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewLb {
     pub name: String,
-    pub uid: String,
+    /// Its ownership labels (see [`super::ownership`]).
+    pub labels: BTreeMap<String, String>,
     pub lb_type: String,
     pub placement: Placement,
     pub algorithm: Option<LbAlgorithm>,
@@ -167,7 +167,7 @@ impl NewLb {
         let mut body = json!({
             "name": self.name,
             "load_balancer_type": self.lb_type,
-            "labels": {SERVICE_UID_LABEL: self.uid},
+            "labels": self.labels,
             "services": self.services,
         });
         match &self.placement {

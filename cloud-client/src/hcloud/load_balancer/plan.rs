@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::annotations as a;
 use super::ops::{NewLb, Op};
 use super::ownership::SERVICE_UID_LABEL;
+use super::sharing::Membership;
 use super::spec::{LbProtocol, LbSpec, Placement};
 use crate::error::CloudError;
 use crate::hcloud::provider_id::ProviderId;
@@ -433,7 +434,7 @@ pub struct Desired {
 /// The create request for a new load balancer, plus a warning when no type is configured.
 pub fn plan_create(
     spec: &LbSpec,
-    uid: &str,
+    labels: BTreeMap<String, String>,
     placement: Placement,
     network: Option<i64>,
     desired: &Desired,
@@ -459,7 +460,7 @@ pub fn plan_create(
     });
     let new = NewLb {
         name: spec.name.clone(),
-        uid: uid.to_string(),
+        labels,
         lb_type,
         placement,
         algorithm: spec.algorithm,
@@ -481,18 +482,39 @@ pub struct PlanInput<'a> {
     pub network: Option<i64>,
     pub services: &'a DesiredServices,
     pub targets: &'a DesiredTargets,
+    /// On a shared load balancer: what this Service owns there and the labels that say so.
+    pub shared: Option<&'a Membership>,
 }
 
 /// The writes needed to turn `lb` into the desired state, in a safe order, plus warnings.
 pub fn plan(lb: &LoadBalancer, spec: &LbSpec, input: &PlanInput<'_>) -> (Vec<Op>, Vec<Warning>) {
     let mut ops = Vec::new();
     let mut warnings = Vec::new();
-    // Identity first, so a crash after this point still finds the LB by label next time.
-    ops.extend(identity_op(lb, spec, input.uid));
-    ops.extend(settings_ops(lb, spec));
+    // Identity first, so a crash after this point still finds the LB by label next time (and
+    // on a shared one, a port about to be added is already claimed).
+    match input.shared {
+        None => ops.extend(identity_op(lb, spec, input.uid)),
+        Some(m) => ops.extend(labels_op(lb, spec, &m.labels_during)),
+    }
+    // Other Services on a shared load balancer: its settings stay as they are (a member that
+    // disagrees was refused before).
+    if input.shared.is_none_or(|m| m.alone) {
+        ops.extend(settings_ops(lb, spec));
+    }
     warnings.extend(deprecation_warning(lb));
     ops.extend(network_ops(lb, spec, input.network));
-    ops.extend(service_ops(lb, input.services));
+    ops.extend(service_ops(
+        lb,
+        input.services,
+        input.shared.map(|m| &m.claimed),
+    ));
+    if let Some(m) = input.shared.filter(|m| m.labels_after != m.labels_during) {
+        // Ports it dropped are deleted: release their claim.
+        ops.push(Op::Update {
+            name: None,
+            labels: Some(m.labels_after.clone()),
+        });
+    }
     let max = max_targets_after(lb, spec);
     let (target_ops, skipped) = target_ops(lb, spec, input.targets, max);
     ops.extend(target_ops);
@@ -518,6 +540,13 @@ fn identity_op(lb: &LoadBalancer, spec: &LbSpec, uid: &str) -> Option<Op> {
         l.insert(SERVICE_UID_LABEL.to_string(), uid.to_string());
         l
     });
+    let name = (spec.name_annotated && lb.name != spec.name).then(|| spec.name.clone());
+    (labels.is_some() || name.is_some()).then_some(Op::Update { name, labels })
+}
+
+/// A shared load balancer's `PUT` to labels `to`, renamed like [`identity_op`].
+fn labels_op(lb: &LoadBalancer, spec: &LbSpec, to: &BTreeMap<String, String>) -> Option<Op> {
+    let labels = (&lb.labels != to).then(|| to.clone());
     let name = (spec.name_annotated && lb.name != spec.name).then(|| spec.name.clone());
     (labels.is_some() || name.is_some()).then_some(Op::Update { name, labels })
 }
@@ -598,12 +627,18 @@ fn network_ops(lb: &LoadBalancer, spec: &LbSpec, network: Option<i64>) -> Vec<Op
 }
 
 /// Delete services of removed ports, update changed ones, add new ones. Untouched ports (no
-/// nodePort) are neither: never delete what we cannot build again.
-fn service_ops(lb: &LoadBalancer, desired: &DesiredServices) -> Vec<Op> {
+/// nodePort) are neither: never delete what we cannot build again. On a shared load balancer
+/// only the `claimed` ports are this Service's to delete.
+fn service_ops(
+    lb: &LoadBalancer,
+    desired: &DesiredServices,
+    claimed: Option<&BTreeSet<u16>>,
+) -> Vec<Op> {
     let mut ops = Vec::new();
     let wanted: BTreeSet<u16> = desired.services.iter().map(|s| s.listen_port).collect();
     for a in &lb.services {
-        if !wanted.contains(&a.listen_port) && !desired.untouched.contains(&a.listen_port) {
+        let ours = claimed.is_none_or(|c| c.contains(&a.listen_port));
+        if ours && !wanted.contains(&a.listen_port) && !desired.untouched.contains(&a.listen_port) {
             ops.push(Op::DeleteService(a.listen_port));
         }
     }
@@ -765,6 +800,7 @@ mod tests {
             network: None,
             services,
             targets,
+            shared: None,
         }
     }
 

@@ -6,6 +6,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use super::annotations as a;
+use super::ownership::fingerprint;
 use crate::error::CloudError;
 use crate::hcloud::config::LbDefaults;
 use crate::label_selector::LabelSelector;
@@ -181,6 +182,11 @@ pub struct LbSpec {
     /// The `name` annotation set `name`. Only then is an existing load balancer renamed: HCCM's
     /// `changeHCLBInfo` renames on the annotation alone, so an adopted LB keeps its own name.
     pub name_annotated: bool,
+    /// Annotation `shared`: the load balancer named `name` is shared with other Services.
+    pub shared: bool,
+    /// What a shared load balancer's members must agree on about targets (node selector and
+    /// private IPs), as a fingerprint.
+    pub target_selection: String,
     /// `None` = neither annotation nor env set: `lb11` is used and a warning emitted.
     pub lb_type: Option<String>,
     /// Create-only; each from its annotation (an empty one clears the env default) or env. Both may
@@ -497,6 +503,18 @@ fn parse_identity(r: &mut Reader<'_>, s: &mut LbSpec, uid: &str, defaults: &LbDe
         let n = s.name.clone();
         r.fail(a::NAME, &n, "a name of at most 63 characters");
     }
+    s.shared = r.bool(a::SHARED).unwrap_or(false);
+    if s.shared && !s.name_annotated {
+        let raw = r.raw(a::SHARED).unwrap_or_default();
+        r.fail(
+            a::SHARED,
+            raw,
+            format!(
+                "{} set as well: a shared load balancer is the one with that name",
+                a::NAME
+            ),
+        );
+    }
     let lb_type = r.string(a::TYPE);
     s.lb_type = r.or_env(a::TYPE, lb_type, defaults.lb_type.clone());
     s.location = r.string_or_default(a::LOCATION, &defaults.location);
@@ -581,12 +599,27 @@ fn parse_network(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDefaults) {
         );
         s.private_subnet_ip_range = None;
     }
-    if let Some(sel) = r.string(a::NODE_SELECTOR) {
-        match LabelSelector::parse(&format!("annotation {}", a::NODE_SELECTOR), &sel) {
+    let selector = r.string(a::NODE_SELECTOR);
+    if let Some(sel) = &selector {
+        match LabelSelector::parse(&format!("annotation {}", a::NODE_SELECTOR), sel) {
             Ok(x) => s.node_selector = Some(x),
             Err(e) => r.errors.push(e),
         }
     }
+    s.target_selection = target_selection(selector.as_deref(), s.use_private_ip);
+}
+
+/// The fingerprint of a target selection: the selector's requirements in order, so that
+/// `a=1,b=2` and `b=2, a=1` agree, and whether targets are reached by private IP.
+fn target_selection(selector: Option<&str>, use_private_ip: bool) -> String {
+    let mut parts: Vec<&str> = selector
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    parts.sort_unstable();
+    fingerprint(&format!("{}|private={use_private_ip}", parts.join(",")))
 }
 
 fn parse_http(r: &mut Reader<'_>, uid: &str) -> HttpSpec {
@@ -1178,7 +1211,7 @@ mod tests {
 
     #[test]
     fn known_annotation_list_is_complete() {
-        assert_eq!(a::ALL.len(), 40);
+        assert_eq!(a::ALL.len(), 41);
         assert!(a::ALL.iter().all(|k| k.starts_with(a::PREFIX)));
     }
 }
