@@ -22,6 +22,8 @@ pub mod plan;
 pub mod spec;
 pub mod status;
 
+pub use health::target_health_json;
+
 use async_trait::async_trait;
 
 use crate::error::CloudError;
