@@ -2,19 +2,19 @@
 //! faults, listener lifecycle, and the `health_status` contract. Every wait polls with a
 //! deadline (`eventually`); nothing sleeps to synchronise.
 //!
-//! Targets are stood in for by `Responder`s: tiny HTTP servers bound to
-//! `sim.local_address(<the target's simulated IP>)` on the service's destination port, answering
-//! `server=<name> client=<PROXY source or -> lb=<PROXY destination or ->` and, on `/healthz`,
-//! a status code the test switches.
+//! Targets are stood in for by `cloud_sim::stand_in::NodeStandIn`s serving an app, bound to
+//! `sim.local_address(<the target's simulated IP>)` on the service's destination port: `GET /`
+//! answers `<name>\n` (plus `client=<PROXY source>\n`), `/healthz` a status code the test
+//! switches, any other path 404; each records the requests it answered (path, `Host`, PROXY
+//! header).
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cloud_sim::stand_in::{self, NodeStandIn, ProxyHeader};
 use cloud_sim::world::SimClient;
 use cloud_sim::{DataPlaneConfig, Sim, SimConfig, TargetFault};
 use common::{eventually, send};
@@ -73,203 +73,57 @@ async fn bind_group(ips: &[IpAddr]) -> (u16, Vec<TcpListener>) {
     panic!("no common free port on {ips:?}");
 }
 
-/// A stand-in for a node's NodePort: answers HTTP with its name and the PROXY addresses it saw.
-struct Responder {
-    /// What `/healthz` answers.
-    health_code: Arc<AtomicU16>,
-    /// Requests served other than `/healthz`.
-    requests: Arc<AtomicUsize>,
-    /// `Host` headers of `/healthz` requests.
-    health_hosts: Arc<Mutex<Vec<String>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Responder {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Responder {
-    fn serve(name: &str, listener: TcpListener) -> Responder {
-        let health_code = Arc::new(AtomicU16::new(200));
-        let requests = Arc::new(AtomicUsize::new(0));
-        let health_hosts = Arc::new(Mutex::new(Vec::new()));
-        let (name, code, reqs, hosts) = (
-            name.to_owned(),
-            health_code.clone(),
-            requests.clone(),
-            health_hosts.clone(),
-        );
-        let task = tokio::spawn(async move {
-            let mut conns = JoinSet::new();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                conns.spawn(answer(
-                    stream,
-                    name.clone(),
-                    code.clone(),
-                    reqs.clone(),
-                    hosts.clone(),
-                ));
-                while conns.try_join_next().is_some() {}
-            }
-        });
-        Responder {
-            health_code,
-            requests,
-            health_hosts,
-            task,
-        }
-    }
-
-    fn set_health(&self, code: u16) {
-        self.health_code.store(code, Ordering::SeqCst);
-    }
-
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-}
-
-const V2_SIGNATURE: &[u8] = b"\r\n\r\n\0\r\nQUIT\n";
-
-/// One connection: an optional PROXY header (v1 or v2), then one HTTP request.
-async fn answer(
-    mut stream: TcpStream,
-    name: String,
-    health_code: Arc<AtomicU16>,
-    requests: Arc<AtomicUsize>,
-    health_hosts: Arc<Mutex<Vec<String>>>,
-) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 2048];
-    let (proxy, head) = loop {
-        if let Some(parsed) = parse(&buf) {
-            break parsed;
-        }
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return, // a TCP health check, or a client that gave up
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let (status, body) = if path == "/healthz" {
-        let host = head
-            .lines()
-            .find_map(|l| l.strip_prefix("Host: "))
-            .unwrap_or("")
-            .to_owned();
-        health_hosts.lock().unwrap().push(host);
-        let code = health_code.load(Ordering::SeqCst);
-        (code, "ok".to_owned())
-    } else if path == "/" {
-        requests.fetch_add(1, Ordering::SeqCst);
-        let (version, client, lb) = match proxy {
-            Some((v, c, l)) => (format!("v{v}"), c, l),
-            None => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
-        };
-        (
-            200,
-            format!("server={name} proxy={version} client={client} lb={lb}"),
-        )
-    } else {
-        (404, "not found".to_owned())
-    };
-    let resp = format!(
-        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = stream.write_all(resp.as_bytes()).await;
-    let _ = stream.shutdown().await;
-}
-
-/// What a PROXY header said: (version, source, destination).
-type Proxy = Option<(u8, String, String)>;
-
-/// `Some((PROXY header, request head))` once the buffer holds a whole request.
-fn parse(buf: &[u8]) -> Option<(Proxy, String)> {
-    let (proxy, rest): (Proxy, &[u8]) = if buf.starts_with(b"PROXY ") {
-        let end = buf.windows(2).position(|w| w == b"\r\n")?;
-        let line = String::from_utf8_lossy(&buf[..end]).into_owned();
-        let f: Vec<&str> = line.split(' ').collect();
-        (
-            Some((
-                1,
-                format!("{}:{}", f[2], f[4]),
-                format!("{}:{}", f[3], f[5]),
-            )),
-            &buf[end + 2..],
-        )
-    } else if buf.starts_with(V2_SIGNATURE) || V2_SIGNATURE.starts_with(buf) && !buf.is_empty() {
-        if buf.len() < 16 {
-            return None;
-        }
-        assert_eq!(buf[12], 0x21, "version 2, PROXY command");
-        assert_eq!(buf[13], 0x11, "TCP over IPv4");
-        let len = u16::from_be_bytes([buf[14], buf[15]]) as usize;
-        if buf.len() < 16 + len {
-            return None;
-        }
-        let a = &buf[16..16 + len];
-        let ip = |o: usize| format!("{}.{}.{}.{}", a[o], a[o + 1], a[o + 2], a[o + 3]);
-        let port = |o: usize| u16::from_be_bytes([a[o], a[o + 1]]);
-        (
-            Some((
-                2,
-                format!("{}:{}", ip(0), port(8)),
-                format!("{}:{}", ip(4), port(10)),
-            )),
-            &buf[16 + len..],
-        )
-    } else {
-        (None, buf)
-    };
-    let end = rest.windows(4).position(|w| w == b"\r\n\r\n")?;
-    Some((proxy, String::from_utf8_lossy(&rest[..end]).into_owned()))
+/// A node's stand-in on `listener` (bound at its local address): `GET /` answers with its name
+/// (and `client=` with a PROXY header's source), `/healthz` with the status the test sets, any
+/// other path 404.
+fn responder(name: &str, listener: TcpListener) -> NodeStandIn {
+    let mut node = NodeStandIn::new(name, listener.local_addr().unwrap().ip());
+    node.serve_app_on(listener).unwrap();
+    node
 }
 
 /// What a request through a listener brought back.
 #[derive(Debug, Clone, PartialEq)]
 struct Answer {
     server: String,
-    /// PROXY header version seen: `v1`, `v2`, or `-` for none.
-    proxy: String,
-    client: String,
-    lb: String,
+    /// The source a PROXY header named, as the answer says.
+    client: Option<SocketAddr>,
     /// The client's own address for this connection.
     local: SocketAddr,
 }
 
-/// `GET /` through `addr`; `None` when the connection closed without an answer.
+/// `GET /` through `addr`; `None` when the connection was refused or closed without an answer.
 async fn get(addr: SocketAddr) -> Option<Answer> {
-    let mut s = TcpStream::connect(addr).await.ok()?;
-    let local = s.local_addr().unwrap();
-    s.write_all(b"GET / HTTP/1.1\r\nHost: lb\r\nConnection: close\r\n\r\n")
-        .await
-        .ok()?;
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out))
-        .await
-        .expect("an answer or a close within 5 s")
-        .ok()?;
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let body = text.split("\r\n\r\n").nth(1)?;
-    let field = |k: &str| {
-        body.split(' ')
-            .find_map(|f| f.strip_prefix(&format!("{k}=")))
-            .unwrap_or("")
-            .to_owned()
+    let reply = match stand_in::request(addr, Duration::from_secs(5)).await {
+        Ok(reply) => reply,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            panic!("an answer or a close within 5 s")
+        }
+        Err(_) => return None,
     };
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let mut lines = reply.body.lines();
     Some(Answer {
-        server: field("server"),
-        proxy: field("proxy"),
-        client: field("client"),
-        lb: field("lb"),
-        local,
+        server: lines.next().unwrap_or_default().to_owned(),
+        client: lines
+            .find_map(|l| l.strip_prefix("client="))
+            .map(|c| c.parse().unwrap()),
+        local: reply.local,
     })
+}
+
+/// The PROXY header in front of the last request `node` answered.
+fn last_proxy(node: &NodeStandIn) -> Option<ProxyHeader> {
+    node.seen().last().expect("a request answered").proxy
+}
+
+/// The `Host` headers of the `/healthz` requests `node` answered.
+fn health_hosts(node: &NodeStandIn) -> Vec<Option<String>> {
+    node.seen()
+        .into_iter()
+        .filter(|s| s.path == "/healthz")
+        .map(|s| s.host)
+        .collect()
 }
 
 /// The listener of `lb` on `port`, once the data plane has opened it.
@@ -326,7 +180,7 @@ async fn servers_with_responders(
     sim: &Sim,
     w: &SimClient,
     names: &[&str],
-) -> (Vec<u64>, u16, Vec<Responder>) {
+) -> (Vec<u64>, u16, Vec<NodeStandIn>) {
     let mut ids = Vec::new();
     let mut locals = Vec::new();
     for n in names {
@@ -338,7 +192,7 @@ async fn servers_with_responders(
     let responders = names
         .iter()
         .zip(listeners)
-        .map(|(n, l)| Responder::serve(n, l))
+        .map(|(n, l)| responder(n, l))
         .collect();
     (ids, port, responders)
 }
@@ -370,8 +224,13 @@ async fn a_request_through_the_listener_reaches_the_target() {
 
     let a = get(addr).await.expect("an answer");
     assert_eq!(a.server, "s1");
-    assert_eq!(a.proxy, "-", "no PROXY header without proxyprotocol");
-    assert_eq!(responders[0].requests(), 1);
+    assert_eq!(a.client, None);
+    assert_eq!(
+        last_proxy(&responders[0]),
+        None,
+        "no PROXY header without proxyprotocol"
+    );
+    assert_eq!(responders[0].served(), 1);
 
     // The listener as `/_sim` publishes it, through the client and through `Sim`.
     let listeners = w.listeners(lb).await.unwrap();
@@ -436,7 +295,7 @@ async fn round_robin_spreads_requests_evenly() {
     assert_eq!(
         responders
             .iter()
-            .map(Responder::requests)
+            .map(NodeStandIn::served)
             .collect::<Vec<_>>(),
         [10, 10, 10]
     );
@@ -481,7 +340,7 @@ async fn least_connections_prefers_the_idle_target() {
     let mut out = Vec::new();
     held.read_to_end(&mut out).await.unwrap();
     assert!(
-        String::from_utf8_lossy(&out).contains("server=a"),
+        String::from_utf8_lossy(&out).ends_with("\r\n\r\na\n"),
         "{}",
         String::from_utf8_lossy(&out)
     );
@@ -521,7 +380,7 @@ async fn removing_a_target_drains_its_connections() {
     let mut out = Vec::new();
     held.read_to_end(&mut out).await.unwrap();
     assert!(
-        String::from_utf8_lossy(&out).contains("server=a"),
+        String::from_utf8_lossy(&out).ends_with("\r\n\r\na\n"),
         "{}",
         String::from_utf8_lossy(&out)
     );
@@ -540,7 +399,7 @@ async fn proxy_protocol_carries_the_client_address() {
         })
         .await;
         let w = sim.world();
-        let (ids, port, _responders) = servers_with_responders(&sim, &w, &["s1"]).await;
+        let (ids, port, responders) = servers_with_responders(&sim, &w, &["s1"]).await;
         let lb = lb_with(
             &w,
             "proxy",
@@ -561,13 +420,21 @@ async fn proxy_protocol_carries_the_client_address() {
         wait_status(&w, lb, "/targets/0", 443, "healthy").await;
         let a = get(addr).await.expect("an answer");
         assert_eq!(a.server, "s1");
-        assert_eq!(a.proxy, format!("v{version}"));
-        assert_eq!(a.client, a.local.to_string(), "PROXY v{version} source");
-        assert_eq!(a.lb, format!("{lb_ip}:443"), "PROXY v{version} destination");
+        assert_eq!(a.client, Some(a.local), "PROXY v{version} source");
+        assert_eq!(
+            last_proxy(&responders[0]),
+            Some(ProxyHeader {
+                version,
+                source: Some(a.local),
+                destination: Some(format!("{lb_ip}:443").parse().unwrap()),
+            }),
+            "PROXY v{version}"
+        );
         // The other service has proxyprotocol off: no header.
         let plain = listener(&sim, lb, 80).await;
         wait_status(&w, lb, "/targets/0", 80, "healthy").await;
-        assert_eq!(get(plain).await.expect("an answer").proxy, "-");
+        assert_eq!(get(plain).await.expect("an answer").client, None);
+        assert_eq!(last_proxy(&responders[0]), None);
     }
 }
 
@@ -597,28 +464,25 @@ async fn http_health_checks_follow_path_status_codes_and_response() {
     wait_status(&w, lb, "/targets/0", 80, "healthy").await;
     wait_status(&w, lb, "/targets/1", 80, "healthy").await;
     // The checks asked for the path, with the domain as Host.
-    assert!(!responders[0].health_hosts.lock().unwrap().is_empty());
+    let hosts = health_hosts(&responders[0]);
+    assert!(!hosts.is_empty());
     assert!(
-        responders[0]
-            .health_hosts
-            .lock()
-            .unwrap()
+        hosts
             .iter()
-            .all(|h| h == "health.example.com"),
-        "{:?}",
-        responders[0].health_hosts.lock().unwrap()
+            .all(|h| h.as_deref() == Some("health.example.com")),
+        "{hosts:?}"
     );
 
     // a answers 503: after retries + 1 = 3 failures it is unhealthy, and gets no traffic.
-    responders[0].set_health(503);
+    responders[0].set_healthz_status(503);
     wait_status(&w, lb, "/targets/0", 80, "unhealthy").await;
-    let before = responders[0].requests();
+    let before = responders[0].served();
     for _ in 0..6 {
         assert_eq!(get(addr).await.expect("an answer").server, "b");
     }
-    assert_eq!(responders[0].requests(), before);
+    assert_eq!(responders[0].served(), before);
     // Back to 200: healthy after one pass, and served again.
-    responders[0].set_health(200);
+    responders[0].set_healthz_status(200);
     wait_status(&w, lb, "/targets/0", 80, "healthy").await;
     let answers = [get(addr).await.unwrap(), get(addr).await.unwrap()];
     assert_eq!(
@@ -634,7 +498,7 @@ async fn http_health_checks_follow_path_status_codes_and_response() {
     )
     .await
     .unwrap();
-    responders[1].set_health(204);
+    responders[1].set_healthz_status(204);
     wait_status(&w, lb, "/targets/1", 80, "unhealthy").await;
     // The listener kept its address through the update.
     assert_eq!(sim.listener(lb, 80), Some(addr));
@@ -716,9 +580,9 @@ async fn tcp_health_checks_decide_after_retries_and_follow_the_speedup() {
     let l = TcpListener::bind(SocketAddr::new(local, port))
         .await
         .unwrap();
-    let _late = Responder::serve("down", l);
+    let _late = responder("down", l);
     wait_status(&w, lb, "/targets/1", 80, "healthy").await;
-    assert_eq!(responders[0].requests(), 3);
+    assert_eq!(responders[0].served(), 3);
     // A speedup that is not a positive number is refused.
     assert!(w.set_health_check_speedup(0.0).await.is_err());
 }
@@ -887,8 +751,8 @@ async fn use_private_ip_targets_are_reached_at_their_private_ip() {
     let public = sim.local_address(server_ip(&w, s).await);
     assert_ne!(private, public);
     let (port, mut ls) = bind_group(&[private, public]).await;
-    let _public = Responder::serve("public", ls.pop().unwrap());
-    let _private = Responder::serve("private", ls.pop().unwrap());
+    let _public = responder("public", ls.pop().unwrap());
+    let _private = responder("private", ls.pop().unwrap());
     let lb = lb_with(
         &w,
         "private",
@@ -922,7 +786,7 @@ async fn ip_targets_are_reached_at_their_ip() {
     assert!(local.is_loopback(), "{local}");
     assert_eq!(sim.local_address(ip), local);
     let (port, mut ls) = bind_group(&[local]).await;
-    let _r = Responder::serve("robot", ls.pop().unwrap());
+    let _r = responder("robot", ls.pop().unwrap());
     let lb = lb_with(
         &w,
         "ip",
@@ -1033,7 +897,7 @@ async fn target_faults_refuse_hang_and_fail_health() {
     wait_status(&w, lb, "/targets/0", 81, "healthy").await;
 
     // hang: checks time out; a connection opens but nothing comes back, and it stays open.
-    let served = responders[0].requests();
+    let served = responders[0].served();
     w.set_target_fault(ip, TargetFault::Hang).await.unwrap();
     wait_status(&w, lb, "/targets/0", 81, "unhealthy").await;
     let mut s = TcpStream::connect(addr).await.unwrap();
@@ -1044,7 +908,7 @@ async fn target_faults_refuse_hang_and_fail_health() {
     // An absence can only be shown by waiting: nothing (not even a close) within 500 ms.
     let read = tokio::time::timeout(Duration::from_millis(500), s.read(&mut buf)).await;
     assert!(read.is_err(), "expected silence, got {read:?}");
-    assert_eq!(responders[0].requests(), served);
+    assert_eq!(responders[0].served(), served);
     assert_eq!(sim.listeners(lb)[0].connections.active, 1);
     drop(s);
     w.clear_target_fault(ip).await.unwrap();

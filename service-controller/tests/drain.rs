@@ -116,15 +116,15 @@ async fn drain_run(manager: &Manager) -> Vec<StepCount> {
 
     hold().await;
 
-    // The two ways a node is marked as going, each set (`true`) or taken back (`false`).
+    // The two ways a node is marked as going: the label, set (`true`) or taken back (`false`),
+    // and cluster-autoscaler's taint.
     let exclude = |on: bool| {
         let label = "node.kubernetes.io/exclude-from-external-load-balancers";
         json!({"metadata": {"labels": {label: on.then_some("true")}}})
     };
-    let to_be_deleted = |on: bool| {
-        let taint = json!([{"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}]);
-        json!({"spec": {"taints": if on { taint } else { Value::Null }}})
-    };
+    let to_be_deleted = json!({"spec": {"taints": [
+        {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}
+    ]}});
 
     step.store(1, Ordering::SeqCst);
     patch(&nodes_api, &gone.name, exclude(true)).await;
@@ -150,7 +150,7 @@ async fn drain_run(manager: &Manager) -> Vec<StepCount> {
     // cluster-autoscaler taints the node, drains it, and deletes its server. kube-proxy's
     // /healthz turns 503 with the taint (KEP-3836); the node stops serving before the server
     // is gone (shutdown), and the cloud drops the target with the server.
-    patch(&nodes_api, &gone.name, to_be_deleted(true)).await;
+    patch(&nodes_api, &gone.name, to_be_deleted).await;
     stand_ins[2].set_healthy(false);
     tokio::time::sleep(Duration::from_secs(3)).await;
     stand_ins[2].stop();

@@ -11,6 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use cloud_client::hcloud::load_balancer::target_health_json;
 use cloud_sim::stand_in::{self, NodeStandIn};
 use cloud_sim::{DataPlaneConfig, Sim, SimConfig};
 use serde::Serialize;
@@ -88,12 +89,8 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Figures> {
     // Every target passes its first check before anything is measured.
     wait_for(|| async {
         let lb = world.get_load_balancer(lb).await.ok()?;
-        let healthy = lb["targets"]
-            .as_array()?
-            .iter()
-            .filter(|t| t["health_status"][0]["status"] == "healthy")
-            .count();
-        (healthy == SERVERS).then_some(())
+        let healthy = target_health_json(&lb).ok()?.healthy;
+        (healthy as usize == SERVERS).then_some(())
     })
     .await?;
     let direct_addr = SocketAddr::new(stand_ins[0].ip(), NODE_PORT);

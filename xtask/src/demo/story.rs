@@ -9,6 +9,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
+use cloud_client::hcloud::load_balancer::target_health_json;
 use cloud_sim::stand_in::NodeStandIn;
 
 use super::progress::Progress;
@@ -275,13 +276,9 @@ impl Story<'_> {
                 .get_load_balancer(id)
                 .await
                 .map_err(|e| anyhow::anyhow!("reading the load balancer: {e}"))?;
-            let all_healthy = lb["targets"].as_array().is_some_and(|t| {
-                t.iter().all(|t| {
-                    t["health_status"].as_array().is_some_and(|h| {
-                        !h.is_empty() && h.iter().all(|h| h["status"] == "healthy")
-                    })
-                })
-            });
+            // Counted by the rule the controller reports target health with.
+            let health = target_health_json(&lb)?;
+            let all_healthy = health.healthy > 0 && health.healthy == health.total();
             Ok(all_healthy.then_some(lb))
         })
         .await?;

@@ -1,13 +1,28 @@
 //! How many of a load balancer's targets pass their health checks, read from the `health_status`
 //! the API returns with every load balancer (so it costs no call of its own).
 
+use serde::Deserialize;
+
 use crate::hcloud::wire::{LbTarget, LoadBalancer};
 use crate::provider::TargetHealth;
 
 /// Counts each server and IP target once; a label selector's resolved servers count one by one.
 pub fn target_health(lb: &LoadBalancer) -> TargetHealth {
+    of_targets(&lb.targets)
+}
+
+/// The same count (`target_health`, what the controller reports) of a load balancer as JSON: the
+/// API's `load_balancer` object, or cloud-sim's as `cloud_sim::world` reads it. For tools that
+/// hold the JSON rather than this crate's types, such as the demo. No `targets` counts nothing;
+/// malformed ones are an error.
+pub fn target_health_json(lb: &serde_json::Value) -> Result<TargetHealth, serde_json::Error> {
+    let targets = Option::<Vec<LbTarget>>::deserialize(&lb["targets"])?;
+    Ok(of_targets(&targets.unwrap_or_default()))
+}
+
+fn of_targets(targets: &[LbTarget]) -> TargetHealth {
     let mut h = TargetHealth::default();
-    for t in &lb.targets {
+    for t in targets {
         if t.kind == "label_selector" {
             t.targets.iter().for_each(|t| count(&mut h, t));
         } else {
@@ -72,5 +87,36 @@ mod tests {
         ]));
         assert_eq!(target_health(&lb).healthy, 2);
         assert_eq!(target_health(&lb).total(), 2);
+    }
+
+    #[test]
+    fn json_is_counted_by_the_same_rule() {
+        let targets = serde_json::json!([
+            {"type": "server", "server": {"id": 1},
+             "health_status": [{"listen_port": 80, "status": "healthy"}, {"listen_port": 443, "status": "unhealthy"}]},
+            {"type": "label_selector", "label_selector": {"selector": "role=web"},
+             "targets": [
+                {"type": "server", "server": {"id": 2}, "health_status": [{"listen_port": 80, "status": "healthy"}]},
+                {"type": "server", "server": {"id": 3}, "health_status": []},
+             ]},
+        ]);
+        let json = serde_json::json!({"id": 1, "name": "lb", "targets": targets});
+        assert_eq!(
+            target_health_json(&json).unwrap(),
+            TargetHealth {
+                healthy: 1,
+                unhealthy: 1,
+                unknown: 1
+            }
+        );
+        assert_eq!(
+            target_health_json(&json).unwrap(),
+            target_health(&lb(targets))
+        );
+        assert_eq!(
+            target_health_json(&serde_json::json!({"id": 1})).unwrap(),
+            TargetHealth::default()
+        );
+        assert!(target_health_json(&serde_json::json!({"targets": "none"})).is_err());
     }
 }

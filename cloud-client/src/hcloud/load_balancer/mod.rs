@@ -29,6 +29,8 @@ pub mod status;
 
 use std::collections::BTreeMap;
 
+pub use health::target_health_json;
+
 use async_trait::async_trait;
 
 use crate::error::CloudError;
