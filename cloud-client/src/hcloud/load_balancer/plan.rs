@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::annotations as a;
 use super::ops::{NewLb, Op};
 use super::ownership::SERVICE_UID_LABEL;
-use super::sharing::Membership;
 use super::spec::{LbProtocol, LbSpec, Placement};
 use crate::error::CloudError;
 use crate::hcloud::provider_id::ProviderId;
@@ -471,6 +470,21 @@ pub fn plan_create(
         use_private_ip: spec.use_private_ip,
     };
     (new, warning)
+}
+
+/// A Service's place on a shared load balancer, as the plan needs it (decided by
+/// [`super::sharing::join`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    /// Listen ports this Service made (and may change or delete).
+    pub claimed: BTreeSet<u16>,
+    /// No other Service is on the load balancer: its settings follow this Service.
+    pub alone: bool,
+    /// Labels while ports are added: the claim covers old and new ports, so a crash between two
+    /// writes never leaves a port that no label claims.
+    pub labels_during: BTreeMap<String, String>,
+    /// Labels once the ports this Service dropped are deleted.
+    pub labels_after: BTreeMap<String, String>,
 }
 
 /// Inputs of [`plan`] that do not come from the spec.

@@ -14,25 +14,11 @@ use super::annotations as a;
 use super::ownership::{
     MEMBER_LABEL_PREFIX, Owners, SERVICE_UID_LABEL, SHARED_TARGETS_LABEL, member_label, ports_value,
 };
-use super::plan::{DesiredServices, known_max_services};
+use super::plan::{DesiredServices, Membership, known_max_services};
 use super::spec::{LbSpec, Source};
 use crate::error::CloudError;
 use crate::hcloud::wire::LoadBalancer;
 use crate::provider::ServiceRef;
-
-/// A Service's place on a shared load balancer, as the plan needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Membership {
-    /// Listen ports this Service made (and may change or delete).
-    pub claimed: BTreeSet<u16>,
-    /// No other Service is on the load balancer: its settings follow this Service.
-    pub alone: bool,
-    /// Labels while ports are added: the claim covers old and new ports, so a crash between two
-    /// writes never leaves a port that no label claims.
-    pub labels_during: BTreeMap<String, String>,
-    /// Labels once the ports this Service dropped are deleted.
-    pub labels_after: BTreeMap<String, String>,
-}
 
 /// The ports `uid` owns on `lb`: its member label's, or every port of a load balancer that is
 /// still its own alone (HCCM's label), which it made before it opted into sharing.
