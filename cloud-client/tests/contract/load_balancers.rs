@@ -389,6 +389,59 @@ async fn lb_https_with_uploaded_and_managed_certificates() {
     assert_eq!(sim.requests("POST", "/certificates"), 0);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lb_settings_per_port_over_the_service_wide_ones() {
+    let sim = sim_fast().await;
+    let nodes = sim
+        .world()
+        .create_servers(1, "pp", "cx22", "fsn1")
+        .await
+        .unwrap();
+    let cert = sim
+        .world()
+        .create_certificate("port-cert", CERT_PEM, KEY_PEM)
+        .await
+        .unwrap();
+    let p = provider(&sim, |_| {}).await;
+    let lbs = p.load_balancers().unwrap();
+    // 80: the Service-wide http, PROXY protocol for this port only; 443: https with its own
+    // certificate and an HTTP health check on /ready.
+    let s = svc(
+        "per-port",
+        &[
+            ("location", "fsn1"),
+            ("protocol", "http"),
+            ("uses-proxyprotocol.80", "true"),
+            ("protocol.443", "https"),
+            ("http-certificates.443", "port-cert"),
+            ("health-check-protocol.443", "http"),
+            ("health-check-http-path.443", "/ready"),
+        ],
+    );
+    lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap();
+    let lb = &sim.world().list_load_balancers().await.unwrap()[0];
+    let by_port = |port: u64| {
+        lb["services"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["listen_port"] == port)
+            .cloned()
+            .unwrap()
+    };
+    let (p80, p443) = (by_port(80), by_port(443));
+    assert_eq!(p80["protocol"], "http");
+    assert_eq!(p80["proxyprotocol"], true);
+    assert_eq!(p80["health_check"]["protocol"], "tcp");
+    assert_eq!(p443["protocol"], "https");
+    assert_eq!(p443["proxyprotocol"], false);
+    assert_eq!(p443["http"]["certificates"][0].as_u64(), Some(cert));
+    assert_eq!(p443["health_check"]["protocol"], "http");
+    assert_eq!(p443["health_check"]["http"]["path"], "/ready");
+    // As asked: nothing more to write.
+    assert_eq!(lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap().writes, 0);
+}
+
 // The simulator checks only the PEM framing, so a stub pair is enough.
 const CERT_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ2FsbGVkIGJ5IHRlc3RzAAAAAAAAAAAwCgYIKoZIzj0EAwIw\n-----END CERTIFICATE-----\n";
 const KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n";

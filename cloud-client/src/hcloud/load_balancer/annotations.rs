@@ -70,3 +70,40 @@ annotations! {
     /// Reserved by HCCM, never written or read.
     ID = "id";
 }
+
+/// What may be set for one port by suffixing the annotation with `.<port>` (the Service port,
+/// which is the listen port): `protocol.443: https`. The Service-wide annotation is the default
+/// of every port that has no port-scoped one.
+pub const PER_PORT: &[&str] = &[
+    PROTOCOL,
+    USES_PROXYPROTOCOL,
+    HTTP_CERTIFICATES,
+    HTTP_REDIRECT_HTTP,
+    HTTP_STICKY_SESSIONS,
+    HTTP_COOKIE_NAME,
+    HTTP_COOKIE_LIFETIME,
+    HTTP_TIMEOUT_IDLE,
+    HEALTH_CHECK_PROTOCOL,
+    HEALTH_CHECK_PORT,
+    HEALTH_CHECK_INTERVAL,
+    HEALTH_CHECK_TIMEOUT,
+    HEALTH_CHECK_RETRIES,
+    HEALTH_CHECK_HTTP_DOMAIN,
+    HEALTH_CHECK_HTTP_PATH,
+    HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE,
+    HTTP_STATUS_CODES,
+    HEALTH_CHECK_KUBE_PROXY,
+];
+
+/// `key.port`, the port-scoped form of a [`PER_PORT`] annotation.
+pub fn for_port(key: &str, port: u16) -> String {
+    format!("{key}.{port}")
+}
+
+/// A port-scoped key split into its annotation and port: `("…/protocol", 443)`. Any key of ours
+/// that ends in `.<digits>` is meant as one, known or not.
+pub fn split_port(key: &str) -> Option<(&str, &str)> {
+    let (base, port) = key.strip_prefix(PREFIX).and(key.rsplit_once('.'))?;
+    (!port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && base.len() > PREFIX.len())
+        .then_some((base, port))
+}

@@ -125,7 +125,12 @@ impl HcloudLoadBalancers {
                 .await?;
         }
         let certs = self.certificates.ids(svc, spec, lb).await?;
-        services.services = plan::with_certificates(std::mem::take(&mut services.services), &certs);
+        let mut by_port = BTreeMap::new();
+        for (port, port_spec) in &spec.ports {
+            by_port.insert(*port, self.certificates.ids(svc, port_spec, lb).await?);
+        }
+        services.services =
+            plan::with_certificates(std::mem::take(&mut services.services), &certs, &by_port);
         let robot = self.robot_targets(nodes).await?;
         let mut targets = plan::desired_targets(spec, nodes, &robot);
         warnings.append(&mut services.warnings);

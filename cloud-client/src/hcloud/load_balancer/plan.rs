@@ -78,19 +78,26 @@ pub fn desired_services(spec: &LbSpec, ports: &[ServicePort]) -> DesiredServices
                 ),
             ));
         } else {
-            d.services.push(service_for(spec, p));
+            d.services.push(service_for(spec.for_port(p.port), p));
         }
     }
     d
 }
 
-/// Sets the resolved certificate ids on the https services.
-pub fn with_certificates(mut services: Vec<LbService>, certificates: &[i64]) -> Vec<LbService> {
+/// Sets the resolved certificate ids on the https services: a port's own, else the Service's.
+pub fn with_certificates(
+    mut services: Vec<LbService>,
+    certificates: &[i64],
+    by_port: &BTreeMap<u16, Vec<i64>>,
+) -> Vec<LbService> {
     for s in &mut services {
         if s.protocol == LbProtocol::Https.as_str()
             && let Some(h) = &mut s.http
         {
-            h.certificates = certificates.to_vec();
+            h.certificates = by_port
+                .get(&s.listen_port)
+                .map_or(certificates, Vec::as_slice)
+                .to_vec();
         }
     }
     services

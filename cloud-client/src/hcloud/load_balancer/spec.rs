@@ -1,7 +1,7 @@
 //! Annotations + `HCLOUD_LOAD_BALANCERS_*` defaults → one typed, validated [`LbSpec`].
 //! Parsing happens before any cloud call, so bad input never leaves a half-built load balancer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -211,6 +211,9 @@ pub struct LbSpec {
     pub http: HttpSpec,
     pub health_check: HealthCheckSpec,
     pub provenance: Provenance,
+    /// Ports with port-scoped annotations (`protocol.443`), each the whole spec as that port
+    /// sees it: its own values over the Service-wide ones.
+    pub ports: BTreeMap<u16, LbSpec>,
 }
 
 /// Upstream `DefaultLoadBalancerName`: `a` + UID without dashes, at most 32 characters.
@@ -239,11 +242,21 @@ struct Reader<'a> {
     ann: &'a BTreeMap<String, String>,
     errors: Vec<CloudError>,
     provenance: Provenance,
+    /// Reading the spec of this port: its port-scoped annotations come first.
+    port: Option<u16>,
 }
 
 impl<'a> Reader<'a> {
+    /// The port-scoped key that sets `key` for the port being read, if there is one.
+    fn scoped(&self, key: &str) -> Option<String> {
+        let port = self.port.filter(|_| a::PER_PORT.contains(&key))?;
+        let k = a::for_port(key, port);
+        self.ann.contains_key(&k).then_some(k)
+    }
+
     fn raw(&self, key: &str) -> Option<&'a str> {
-        self.ann.get(key).map(String::as_str)
+        let key = self.scoped(key).unwrap_or_else(|| key.to_string());
+        self.ann.get(&key).map(String::as_str)
     }
 
     fn record(&mut self, key: &'static str, source: Source) {
@@ -282,8 +295,9 @@ impl<'a> Reader<'a> {
     }
 
     fn fail(&mut self, key: &str, value: &str, expected: impl Into<String>) {
+        let shown = self.scoped(key).unwrap_or_else(|| key.to_string());
         self.errors.push(CloudError::invalid_input(
-            format!("annotation {key}"),
+            format!("annotation {shown}"),
             value,
             expected,
         ));
@@ -392,10 +406,30 @@ impl LbSpec {
     /// Parses all annotations of `svc` over `defaults`. Every invalid annotation is reported (the first
     /// as the error, the rest appended to its message) naming the key, the value and what is accepted.
     pub fn parse(svc: &ServiceRef, defaults: &LbDefaults) -> Result<Self, CloudError> {
+        let mut spec = Self::parse_for(svc, defaults, None)?;
+        for port in scoped_ports(svc)? {
+            spec.ports
+                .insert(port, Self::parse_for(svc, defaults, Some(port))?);
+        }
+        Ok(spec)
+    }
+
+    /// The spec of `port` (its port-scoped annotations over the Service-wide ones), or of the
+    /// whole Service.
+    pub fn for_port(&self, port: u16) -> &LbSpec {
+        self.ports.get(&port).unwrap_or(self)
+    }
+
+    fn parse_for(
+        svc: &ServiceRef,
+        defaults: &LbDefaults,
+        port: Option<u16>,
+    ) -> Result<Self, CloudError> {
         let mut r = Reader {
             ann: &svc.annotations,
             errors: Vec::new(),
             provenance: Provenance::default(),
+            port,
         };
         let mut s = LbSpec::default();
         parse_identity(&mut r, &mut s, &svc.uid, defaults);
@@ -492,6 +526,48 @@ impl LbSpec {
             })
             .collect()
     }
+}
+
+/// The ports that have port-scoped annotations. One for a key that cannot be set per port, or
+/// for a port the Service does not have, is refused (it would silently do nothing).
+fn scoped_ports(svc: &ServiceRef) -> Result<BTreeSet<u16>, CloudError> {
+    let mut ports = BTreeSet::new();
+    for key in svc.annotations.keys() {
+        let Some((base, port)) = a::split_port(key) else {
+            continue;
+        };
+        if !a::PER_PORT.contains(&base) {
+            let settable: Vec<&str> = a::PER_PORT
+                .iter()
+                .map(|k| k.trim_start_matches(a::PREFIX))
+                .collect();
+            return Err(CloudError::invalid_input(
+                format!("annotation {key}"),
+                &svc.annotations[key],
+                format!(
+                    "no port suffix: only these can be set for one port: {}",
+                    settable.join(", ")
+                ),
+            ));
+        }
+        match port.parse::<u16>() {
+            Ok(p) if svc.ports.iter().any(|sp| sp.port == p) => {
+                ports.insert(p);
+            }
+            _ => {
+                let have: Vec<String> = svc.ports.iter().map(|p| p.port.to_string()).collect();
+                return Err(CloudError::invalid_input(
+                    format!("annotation {key}"),
+                    &svc.annotations[key],
+                    format!(
+                        "a port suffix that is one of the Service's ports ({})",
+                        have.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(ports)
 }
 
 /// Name, type, placement and algorithm.
@@ -761,16 +837,20 @@ fn check_https_certificates(r: &mut Reader<'_>, s: &LbSpec) {
         && s.http.certificate_type == CertificateType::Uploaded
         && s.http.certificates.is_empty()
     {
-        r.fail(
-            a::HTTP_CERTIFICATES,
+        // https set for one port asks for that port's certificates (or the Service's).
+        let (protocol, certificates) = match (r.port, r.scoped(a::PROTOCOL)) {
+            (Some(port), Some(protocol)) => (protocol, a::for_port(a::HTTP_CERTIFICATES, port)),
+            _ => (a::PROTOCOL.to_string(), a::HTTP_CERTIFICATES.to_string()),
+        };
+        r.errors.push(CloudError::invalid_input(
+            format!("annotation {certificates}"),
             "",
             format!(
-                "at least one certificate id or name when {}=https (or {}=managed with {})",
-                a::PROTOCOL,
+                "at least one certificate id or name when {protocol}=https (or {}=managed with {})",
                 a::CERTIFICATE_TYPE,
                 a::HTTP_MANAGED_CERTIFICATE_DOMAINS
             ),
-        );
+        ));
     }
 }
 
@@ -1213,5 +1293,78 @@ mod tests {
     fn known_annotation_list_is_complete() {
         assert_eq!(a::ALL.len(), 41);
         assert!(a::ALL.iter().all(|k| k.starts_with(a::PREFIX)));
+    }
+
+    fn with_ports(pairs: &[(&str, &str)], ports: &[u16]) -> Result<LbSpec, CloudError> {
+        let mut s = svc(pairs);
+        s.ports = ports
+            .iter()
+            .map(|p| crate::provider::ServicePort {
+                name: None,
+                protocol: crate::provider::PortProtocol::Tcp,
+                port: *p,
+                node_port: 30_000 + p % 1000,
+            })
+            .collect();
+        LbSpec::parse(&s, &LbDefaults::default())
+    }
+
+    #[test]
+    fn a_port_scoped_annotation_wins_for_its_port_only() {
+        let https = a::for_port(a::PROTOCOL, 443);
+        let certs = a::for_port(a::HTTP_CERTIFICATES, 443);
+        let proxy = a::for_port(a::USES_PROXYPROTOCOL, 80);
+        let s = with_ports(
+            &[
+                (a::PROTOCOL, "http"),
+                (&https, "https"),
+                (&certs, "web-cert"),
+                (a::USES_PROXYPROTOCOL, "false"),
+                (&proxy, "true"),
+            ],
+            &[80, 443, 8080],
+        )
+        .unwrap();
+        assert_eq!(s.protocol, LbProtocol::Http);
+        assert_eq!(s.for_port(8080).protocol, LbProtocol::Http);
+        assert_eq!(s.for_port(443).protocol, LbProtocol::Https);
+        assert_eq!(s.for_port(443).http.certificates, ["web-cert"]);
+        assert_eq!(s.for_port(443).proxy_protocol, Some(false));
+        assert_eq!(s.for_port(80).proxy_protocol, Some(true));
+        assert_eq!(s.for_port(80).protocol, LbProtocol::Http);
+        assert_eq!(s.ports.keys().copied().collect::<Vec<_>>(), [80, 443]);
+    }
+
+    #[test]
+    fn port_scoped_mistakes_name_the_scoped_annotation() {
+        let bad = a::for_port(a::HEALTH_CHECK_INTERVAL, 443);
+        let e = with_ports(&[(&bad, "soon")], &[443])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("invalid value \"soon\" for annotation {bad}:")),
+            "{e}"
+        );
+        // https on one port needs certificates for that port.
+        let https = a::for_port(a::PROTOCOL, 443);
+        let e = with_ports(&[(&https, "https")], &[80, 443])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("annotation {}.443", a::HTTP_CERTIFICATES)),
+            "{e}"
+        );
+        // A port the Service does not have, or a key that is per load balancer.
+        let e = with_ports(&[(&a::for_port(a::PROTOCOL, 8443), "http")], &[80])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one of the Service's ports (80)"), "{e}");
+        let e = with_ports(&[(&a::for_port(a::TYPE, 80), "lb21")], &[80])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("only these can be set for one port: protocol,"),
+            "{e}"
+        );
     }
 }
