@@ -124,7 +124,8 @@ async fn external_traffic_policy_local_with_kube_proxy_checks_sends_everything_t
     let message = eventually("the condition to count the targets", T, || async {
         let s = fx.get("local").await?;
         let c = service_condition(&s)?;
-        (c.0 == "True" && c.2.contains("1 of 3 targets healthy")).then_some(c.2)
+        // Every target checked: the other two unhealthy, none "not checked yet".
+        (c.0 == "True" && c.2.ends_with("1 of 3 targets healthy")).then_some(c.2)
     })
     .await;
     eprintln!("condition: {message}");

@@ -6,7 +6,10 @@
 //! - a clashing port, and a port past the type's limit, are refused naming who holds what, with
 //!   0 writes; a restart makes 0 writes;
 //! - two Services created at once naming the same new load balancer: one load balancer, 20 times;
-//! - a Service that owns its load balancer opts into sharing it with one label write.
+//! - a Service that owns its load balancer opts into sharing it with one label write; one that
+//!   does not share, selects other nodes or asks for another type is refused;
+//! - shadow mode plans the port on the shared load balancer; a Service that stops sharing is
+//!   refused, and its port goes when it is deleted.
 
 mod support;
 
@@ -430,6 +433,37 @@ async fn a_service_opts_into_sharing_its_own_load_balancer_with_one_label_write(
         c.message
     );
     assert_eq!(lbs_named(&fx, "team-lb").await.len(), 1);
+
+    // Other nodes, or another type, than the load balancer's: refused, naming who is on it.
+    let mark = fx.mark();
+    let picky = [
+        ("name", "team-lb"),
+        ("shared", "true"),
+        ("node-selector", "pool=gpu"),
+    ];
+    fx.service("picky", &[9091], &picky).await;
+    let c = wait_condition(&fx, "picky", "False", "LoadBalancerConflict").await;
+    eprintln!("picky: {}", c.message);
+    assert!(
+        c.message.contains("selects its targets differently"),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.message.contains(&format!("{}/mate", fx.ns)),
+        "{}",
+        c.message
+    );
+    let bigger = [("name", "team-lb"), ("shared", "true"), ("type", "lb21")];
+    fx.service("bigger", &[9092], &bigger).await;
+    let c = wait_condition(&fx, "bigger", "False", "LoadBalancerConflict").await;
+    eprintln!("bigger: {}", c.message);
+    assert!(
+        c.message.contains("it has type lb11, where annotation"),
+        "{}",
+        c.message
+    );
+    assert_eq!(fx.writes_since(&mark), [], "refusals write nothing");
     wait_ports(&fx, "team-lb", &[80, 8080]).await;
 }
 

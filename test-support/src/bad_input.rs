@@ -198,6 +198,38 @@ pub const CASES: &[Case] = &[
         R
     ),
     case!(
+        "b-proxy-per-port",
+        [("uses-proxyprotocol.80", "maybe")],
+        "uses-proxyprotocol.80",
+        "maybe",
+        BOOL,
+        R
+    ),
+    case!(
+        "d-interval-per-port",
+        [("health-check-interval.80", "soon")],
+        "health-check-interval.80",
+        "soon",
+        DURATION,
+        R
+    ),
+    case!(
+        "s-per-port-key",
+        [("type.80", "lb21")],
+        "type.80",
+        "lb21",
+        "no port suffix: only these can be set for one port",
+        R
+    ),
+    case!(
+        "s-per-port-port",
+        [("protocol.8443", "http")],
+        "protocol.8443",
+        "http",
+        "a port suffix that is one of the Service",
+        R
+    ),
+    case!(
         "b-kube-proxy",
         [("health-check-kube-proxy", "on")],
         "health-check-kube-proxy",
@@ -906,6 +938,27 @@ pub const VALID_SERVICES: &[Shape] = &[
         ports: WEB,
     },
     Shape {
+        name: "per-port",
+        source: "contract/load_balancers",
+        ann: &[
+            ("location", "fsn1"),
+            ("protocol", "http"),
+            ("uses-proxyprotocol.80", "true"),
+            ("protocol.443", "https"),
+            ("http-certificates.443", "port-cert"),
+            ("health-check-protocol.443", "http"),
+            ("health-check-http-path.443", "/ready"),
+            ("health-check-interval.443", "15s"),
+        ],
+        ports: WEB,
+    },
+    Shape {
+        name: "shared",
+        source: "shared",
+        ann: &[("name", "team-lb"), ("shared", "true")],
+        ports: WEB,
+    },
+    Shape {
         name: "hccm-managed",
         source: "hccm_migration",
         ann: &[
@@ -1056,12 +1109,25 @@ pub fn annotations<'a>(
 /// message. The parser looks at nothing but the Service; what it refuses the admission policy may
 /// refuse too, and nothing else.
 pub fn parse_error(annotations: &BTreeMap<String, String>) -> Option<String> {
+    parse_error_on(annotations, &[80, 443])
+}
+
+/// [`parse_error`] for a Service with TCP `ports` (what port-scoped annotations may name).
+pub fn parse_error_on(annotations: &BTreeMap<String, String>, ports: &[i32]) -> Option<String> {
     let svc = ServiceRef {
         uid: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".into(),
         namespace: "default".into(),
         name: "web".into(),
         annotations: annotations.clone(),
-        ports: Vec::new(),
+        ports: ports
+            .iter()
+            .map(|p| cloud_client::ServicePort {
+                name: None,
+                protocol: cloud_client::PortProtocol::Tcp,
+                port: u16::try_from(*p).unwrap_or(0),
+                node_port: 30_000,
+            })
+            .collect(),
         ..Default::default()
     };
     LbSpec::parse(&svc, &LbDefaults::default())
@@ -1080,7 +1146,11 @@ mod tests {
     #[test]
     fn refused_at_admission_is_exactly_what_the_parser_refuses() {
         for c in CASES {
-            let err = parse_error(&annotations(c.ann));
+            let ports = match c.ports {
+                Ports::Tcp(p) => p,
+                Ports::Udp(_) => &[],
+            };
+            let err = parse_error_on(&annotations(c.ann), ports);
             match c.admission {
                 Admission::Refused => {
                     let err = err.unwrap_or_else(|| panic!("{}: the parser accepts it", c.name));
@@ -1107,7 +1177,12 @@ mod tests {
             }
         }
         for s in VALID_SERVICES {
-            assert_eq!(parse_error(&annotations(s.ann)), None, "{}", s.name);
+            assert_eq!(
+                parse_error_on(&annotations(s.ann), s.ports),
+                None,
+                "{}",
+                s.name
+            );
         }
     }
 

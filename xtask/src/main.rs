@@ -272,6 +272,7 @@ fn bench_report_is_well_formed() -> anyhow::Result<()> {
         quick: true,
         nodes: None,
         services: None,
+        shared: false,
         routes: None,
         action_ms: None,
         churn_minutes: None,

@@ -14,6 +14,7 @@ mod nodes;
 pub mod plot;
 mod routes;
 mod services;
+mod shared;
 pub mod system;
 
 use std::collections::BTreeMap;
@@ -80,6 +81,10 @@ pub struct BenchArgs {
     /// 500, 50 with --quick].
     #[arg(long)]
     pub services: Option<usize>,
+    /// `services`: instead, the same Services (one port each) on one shared load balancer
+    /// against a load balancer each, side by side.
+    #[arg(long)]
+    pub shared: bool,
     /// `routes`: number of servers, Nodes and routes [default: 1000, 100 with --quick].
     #[arg(long)]
     pub routes: Option<usize>,
@@ -218,10 +223,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if matches!(args.scenario, Scenario::Services | Scenario::All) {
         let binary = controller_binary("service-controller", &args)?;
-        let f = rt.block_on(services::run(&args, &binary))?;
-        curves.push(f.convergence.clone());
-        rows.push(f.row());
-        figures.insert("services", serde_json::to_value(f)?);
+        if args.shared {
+            let f = rt.block_on(shared::run(&args, &binary))?;
+            figures.insert("services_shared", serde_json::to_value(f)?);
+        } else {
+            let f = rt.block_on(services::run(&args, &binary))?;
+            curves.push(f.convergence.clone());
+            rows.push(f.row());
+            figures.insert("services", serde_json::to_value(f)?);
+        }
     }
     if matches!(args.scenario, Scenario::Routes | Scenario::All) {
         let binary = controller_binary("route-controller", &args)?;

@@ -23,10 +23,10 @@ use serde::Serialize;
 use super::plot::Curve;
 use super::{BenchArgs, Calls, Env, Memory, PROBE_QUERY, create_nodes, mib};
 
-const NODES: usize = 10;
+pub(super) const NODES: usize = 10;
 const PORTS: [i32; 2] = [80, 443];
-const ACTION: Duration = Duration::from_millis(500);
-const NAMESPACE: &str = "default";
+pub(super) const ACTION: Duration = Duration::from_millis(500);
+pub(super) const NAMESPACE: &str = "default";
 /// How long phase 1 and 2 may take before the benchmark reports them as never done.
 const TIMEOUT: Duration = Duration::from_secs(300);
 /// Pause after a phase converged, so its trailing calls (a last action poll) are counted in it.
@@ -200,7 +200,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
 }
 
 /// Creates a Ready Node with providerID `hcloud://<id>` for each server.
-async fn add_nodes(env: &Env, servers: &[(u64, String)]) -> anyhow::Result<()> {
+pub(super) async fn add_nodes(env: &Env, servers: &[(u64, String)]) -> anyhow::Result<()> {
     let nodes = servers.iter().map(|(id, name)| {
         let mut node = Node::default();
         node.metadata.name = Some(name.clone());
@@ -251,7 +251,7 @@ fn load_balancer_service(i: usize) -> Service {
     s
 }
 
-fn has_ingress(s: &Service) -> bool {
+pub(super) fn has_ingress(s: &Service) -> bool {
     s.status
         .as_ref()
         .and_then(|s| s.load_balancer.as_ref()?.ingress.as_ref())

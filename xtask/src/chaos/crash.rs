@@ -1,6 +1,7 @@
 //! Crashes: `kill -9` a random controller at random moments while the world converges (15
 //! times) and while its Services are deleted (5 times), restarting it at once each time, as a
-//! kubelet restarts a crashed container in the same pod.
+//! kubelet restarts a crashed container in the same pod. The `shared` variant runs it with the
+//! Services of each node pool on one shared load balancer.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -17,10 +18,20 @@ pub async fn run(
     binaries: &[PathBuf],
     logs: &Path,
     scan: &mut Scanner,
+    shared: bool,
 ) -> anyhow::Result<Row> {
     let size = args.size();
-    let world = ChaosCluster::build(size, cloud::sim_config()).await?;
-    let mut fleet = start_fleet(&world, binaries, 1, "debug", &log_dir(logs, "crash")).await?;
+    let (world, name) = if shared {
+        let w = ChaosCluster::build_shared(size, cloud::sim_config()).await?;
+        (w, "crash, shared LBs")
+    } else {
+        (
+            ChaosCluster::build(size, cloud::sim_config()).await?,
+            "crash",
+        )
+    };
+    let dir = if shared { "crash-shared" } else { "crash" };
+    let mut fleet = start_fleet(&world, binaries, 1, "debug", &log_dir(logs, dir)).await?;
     // Seeded, so a failing run can be repeated; printed so it can be.
     let seed = std::process::id() as u64;
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -40,7 +51,7 @@ pub async fn run(
         fleet.crash_and_restart(i).await?;
     }
     let last_kill = started.elapsed();
-    let converged_s = await_convergence(&world, &fleet, args, "crash")
+    let converged_s = await_convergence(&world, &fleet, args, name)
         .await?
         .map(|_| started.elapsed().as_secs_f64());
     let audit = world.audit().await?;
@@ -68,7 +79,7 @@ pub async fn run(
         })
         .collect();
     Ok(Row {
-        scenario: "crash".into(),
+        scenario: name.into(),
         faults: format!("kill -9 ×{} (seed {seed})", killed.len()),
         size: size.to_string(),
         converged_s,
@@ -79,9 +90,10 @@ pub async fn run(
         wrong_deletions: after.wrong_deletions,
         crashes: end.exited.len(),
         notes: format!(
-            "last kill while converging at {:.1} s; killed {}; {}{}",
+            "last kill while converging at {:.1} s; killed {}; {} ports lost; {}{}",
             last_kill.as_secs_f64(),
             per_controller.join(", "),
+            audit.ports_lost + after.ports_lost,
             if cleaned.is_ok() {
                 "every load balancer deleted"
             } else {

@@ -38,6 +38,8 @@ pub enum Scenario {
     Cloud,
     /// `kill -9` a random controller at random points, 20 times, restarting it each time.
     Crash,
+    /// The crash scenario with each node pool's Services on one shared load balancer.
+    CrashShared,
     /// Stop and start kube-apiserver on the same etcd during reconciliation.
     Apiserver,
     /// Two replicas per controller: kill -9, then SIGTERM, the leader; the takeover gaps.
@@ -175,7 +177,12 @@ async fn suite(args: &ChaosArgs, binaries: &[PathBuf]) -> anyhow::Result<Report>
         }
     }
     if all || args.scenario == Scenario::Crash {
-        let row = crash::run(args, binaries, &logs, &mut scan).await?;
+        let row = crash::run(args, binaries, &logs, &mut scan, false).await?;
+        print_row(&row);
+        report.rows.push(row);
+    }
+    if all || args.scenario == Scenario::CrashShared {
+        let row = crash::run(args, binaries, &logs, &mut scan, true).await?;
         print_row(&row);
         report.rows.push(row);
     }

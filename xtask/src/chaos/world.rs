@@ -23,6 +23,8 @@ pub const NAMESPACE: &str = "chaos";
 const POOL_LABEL: &str = "chaos.cloud-controllers.dev/pool";
 /// The ownership label HCCM and we put on a Service's load balancer.
 const SERVICE_UID: &str = "hcloud-ccm/service-uid";
+/// A shared load balancer's label per Service on it (`<prefix><uid>=<ports>`).
+const MEMBER_PREFIX: &str = "shared.cloud-controllers/";
 const UNINITIALIZED: &str = demo_world::UNINITIALIZED;
 /// Servers and Nodes created at once while building.
 const PARALLEL: usize = 16;
@@ -51,6 +53,8 @@ pub struct ChaosCluster {
     /// Index of the next server (`demo-<i>`, pod CIDR `10.244.<i>.0/24`).
     next: usize,
     pools: usize,
+    /// The Services of a pool share one load balancer (see [`ChaosCluster::build_shared`]).
+    shared: bool,
 }
 
 impl ChaosCluster {
@@ -58,6 +62,23 @@ impl ChaosCluster {
     /// with their Nodes (Ready, uninitialized) and `size.services` Services. The sim's counters
     /// are reset afterwards, so they count what the controllers do.
     pub async fn build(size: Size, sim: cloud_sim::SimConfig) -> anyhow::Result<ChaosCluster> {
+        Self::build_as(size, sim, false).await
+    }
+
+    /// [`ChaosCluster::build`] with the Services of each pool on one shared lb31 named after the
+    /// pool, each with a listen port of its own.
+    pub async fn build_shared(
+        size: Size,
+        sim: cloud_sim::SimConfig,
+    ) -> anyhow::Result<ChaosCluster> {
+        Self::build_as(size, sim, true).await
+    }
+
+    async fn build_as(
+        size: Size,
+        sim: cloud_sim::SimConfig,
+        shared: bool,
+    ) -> anyhow::Result<ChaosCluster> {
         anyhow::ensure!(
             size.nodes < 250,
             "at most 249 nodes: pod CIDRs are 10.244.<i>.0/24"
@@ -76,6 +97,7 @@ impl ChaosCluster {
             servers: BTreeMap::new(),
             next: 1,
             pools: size.nodes.div_ceil(POOL).max(1),
+            shared,
         };
         world.add_nodes(size.nodes).await?;
         Api::<Namespace>::all(world.admin.clone())
@@ -131,9 +153,24 @@ impl ChaosCluster {
             .map_err(|e| anyhow::anyhow!("deleting server {name}: {e}"))
     }
 
-    /// Service `svc-<i>`: one TCP port, targeting pool `i % pools`.
+    /// Service `svc-<i>`: one TCP port, targeting pool `i % pools`; shared, port `8000 + i` on
+    /// the pool's load balancer.
     pub async fn create_service(&self, i: usize) -> anyhow::Result<()> {
-        let svc = demo_world::pool_service(i, POOL_LABEL, &format!("p{}", i % self.pools));
+        let pool = format!("p{}", i % self.pools);
+        let mut svc = demo_world::pool_service(i, POOL_LABEL, &pool);
+        if self.shared {
+            let ann = svc.metadata.annotations.get_or_insert_default();
+            for (k, v) in [
+                ("name", format!("shared-{pool}")),
+                ("shared", "true".to_string()),
+                ("type", "lb31".to_string()),
+            ] {
+                ann.insert(format!("load-balancer.hetzner.cloud/{k}"), v);
+            }
+            if let Some(p) = svc.spec.as_mut().and_then(|s| s.ports.as_mut()) {
+                p[0].port = 8000 + i as i32;
+            }
+        }
         self.services()
             .create(&PostParams::default(), &svc)
             .await
@@ -229,6 +266,8 @@ pub struct Audit {
     pub leaks: usize,
     /// Nodes missing whose server still exists.
     pub wrong_deletions: usize,
+    /// Listen ports of Services missing from the load balancer that serves them.
+    pub ports_lost: usize,
     /// Up to five examples of what is off, for the report.
     pub problems: Vec<String>,
 }
@@ -299,10 +338,21 @@ impl Audit {
             }
         }
 
+        // A load balancer is its Service's, or each of its members' when shared.
         let mut lbs: BTreeMap<&str, Vec<&cloud_sim::LoadBalancerItem>> = BTreeMap::new();
         for lb in &inventory.load_balancers {
-            let owner = lb.labels.get(SERVICE_UID).map_or("", String::as_str);
-            lbs.entry(owner).or_default().push(lb);
+            let members: Vec<&str> = lb
+                .labels
+                .keys()
+                .filter_map(|k| k.strip_prefix(MEMBER_PREFIX))
+                .collect();
+            if members.is_empty() {
+                let owner = lb.labels.get(SERVICE_UID).map_or("", String::as_str);
+                lbs.entry(owner).or_default().push(lb);
+            }
+            for m in members {
+                lbs.entry(m).or_default().push(lb);
+            }
         }
         let mut owners = BTreeSet::new();
         for svc in services {
@@ -323,10 +373,23 @@ impl Audit {
                 .and_then(|lb| lb.ingress.as_ref())
                 .is_some_and(|i| !i.is_empty());
             let wanted = pool_servers(svc, nodes, servers);
+            let ports: Vec<u16> = svc
+                .spec
+                .iter()
+                .flat_map(|s| s.ports.iter().flatten())
+                .filter_map(|p| u16::try_from(p.port).ok())
+                .collect();
             match mine {
                 [lb] if has_ingress => {
                     let got: BTreeSet<u64> = lb.target_servers.iter().copied().collect();
-                    if got == wanted {
+                    let lost: Vec<&u16> = ports.iter().filter(|p| !lb.ports.contains(p)).collect();
+                    if !lost.is_empty() {
+                        a.ports_lost += lost.len();
+                        problem(
+                            &mut a,
+                            format!("{}: ports {lost:?} missing", svc.name_any()),
+                        );
+                    } else if got == wanted {
                         a.served += 1;
                     } else {
                         problem(
@@ -344,6 +407,7 @@ impl Audit {
             }
         }
         for (owner, list) in &lbs {
+            // A member label of a Service that is gone is a leak on a load balancer that stays.
             if !owners.contains(*owner) {
                 a.leaks += list.len();
                 problem(
@@ -363,13 +427,14 @@ impl Audit {
             && self.served == self.services
             && self.duplicates == 0
             && self.leaks == 0
+            && self.ports_lost == 0
     }
 
     /// One line: `180/200 initialized, …`.
     pub fn summary(&self) -> String {
         format!(
             "{}/{} initialized, {}/{} routed, {}/{} network-ready, {}/{} Services served, \
-             {} duplicates, {} leaks, {} wrong deletions{}",
+             {} duplicates, {} leaks, {} wrong deletions, {} ports lost{}",
             self.initialized,
             self.nodes,
             self.routed,
@@ -381,6 +446,7 @@ impl Audit {
             self.duplicates,
             self.leaks,
             self.wrong_deletions,
+            self.ports_lost,
             if self.problems.is_empty() {
                 String::new()
             } else {

@@ -194,6 +194,10 @@ async fn summary(
     for line in &outcome.traffic {
         println!("  {line}");
     }
+    println!("\nTwo Services on one shared load balancer");
+    for line in &outcome.shared {
+        println!("  {line}");
+    }
     println!("\nServices and their condition cloud-controllers.github.io/LoadBalancerReady");
     let w = outcome
         .conditions

@@ -50,6 +50,8 @@ pub struct Outcome {
     /// A request through demo/web's load balancer: where it went and what came back, then each
     /// target's health as the API reports it.
     pub traffic: Vec<String>,
+    /// Two Services on one shared load balancer: its ports, owners and their ingress.
+    pub shared: Vec<String>,
 }
 
 /// The demo world's handles.
@@ -138,6 +140,12 @@ impl Story<'_> {
             .step(
                 "Service demo/typo with a bad annotation → no load balancer, its condition says why",
                 self.bad_service_is_refused(),
+            )
+            .await?;
+        outcome.shared = progress
+            .step(
+                "Services demo/shop and demo/shop-api share one load balancer; each leaves with its own port",
+                self.services_share_a_load_balancer(),
             )
             .await?;
         progress
@@ -358,6 +366,95 @@ impl Story<'_> {
             Ok(Some(rows))
         })
         .await
+    }
+
+    /// Two Services name one load balancer with `shared`: one load balancer with both ports and
+    /// a label per Service, the same ingress for both; deleting the first removes only its port,
+    /// the second deletes the load balancer.
+    async fn services_share_a_load_balancer(&self) -> anyhow::Result<Vec<String>> {
+        const LB: &str = "shop-lb";
+        let shared = |name: &str, port: i32| {
+            let mut svc = Service::default();
+            svc.metadata.name = Some(name.into());
+            svc.metadata.annotations = Some(BTreeMap::from([
+                ("load-balancer.hetzner.cloud/name".into(), LB.into()),
+                ("load-balancer.hetzner.cloud/shared".into(), "true".into()),
+            ]));
+            svc.spec = Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                selector: Some(BTreeMap::from([("app".into(), name.into())])),
+                ports: Some(vec![ServicePort {
+                    name: Some("http".into()),
+                    port,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            svc
+        };
+        let pp = PostParams::default();
+        self.services().create(&pp, &shared("shop", 80)).await?;
+        self.services()
+            .create(&pp, &shared("shop-api", 8080))
+            .await?;
+        let shop_lb = async || -> anyhow::Result<Option<Value>> {
+            Ok(self
+                .load_balancers()
+                .await?
+                .into_iter()
+                .find(|lb| lb["name"] == LB))
+        };
+        let ports = |lb: &Value| -> Vec<u64> {
+            let mut p: Vec<u64> = lb["services"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["listen_port"].as_u64())
+                .collect();
+            p.sort_unstable();
+            p
+        };
+        let mut lines = until(async || {
+            let Some(lb) = shop_lb().await? else {
+                return Ok(None);
+            };
+            let mut lines = Vec::new();
+            for name in ["shop", "shop-api"] {
+                let ips = ingress(&self.services().get(name).await?);
+                if ips.is_empty() {
+                    return Ok(None);
+                }
+                lines.push(format!("{NAMESPACE}/{name}: ingress {}", ips.join(", ")));
+            }
+            if ports(&lb) != [80, 8080] || self.load_balancers().await?.len() != 2 {
+                return Ok(None);
+            }
+            lines.insert(
+                0,
+                format!(
+                    "load balancer {LB} ({}), ports {:?}, labels {}",
+                    lb["id"],
+                    ports(&lb),
+                    lb["labels"]
+                ),
+            );
+            Ok(Some(lines))
+        })
+        .await?;
+        let dp = DeleteParams::default();
+        self.services().delete("shop", &dp).await?;
+        let left = until(async || {
+            Ok(shop_lb()
+                .await?
+                .filter(|lb| ports(lb) == [8080])
+                .map(|lb| format!("after deleting demo/shop: ports {:?}", ports(&lb))))
+        })
+        .await?;
+        lines.push(left);
+        self.services().delete("shop-api", &dp).await?;
+        until(async || Ok(shop_lb().await?.is_none().then_some(()))).await?;
+        lines.push("after deleting demo/shop-api: load balancer deleted".into());
+        Ok(lines)
     }
 
     async fn routed(&self) -> anyhow::Result<()> {

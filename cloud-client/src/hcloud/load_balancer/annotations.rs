@@ -107,3 +107,11 @@ pub fn split_port(key: &str) -> Option<(&str, &str)> {
     (!port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && base.len() > PREFIX.len())
         .then_some((base, port))
 }
+
+/// Whether the Service says `shared: "true"` (for a delete, which reads no other annotation).
+pub fn is_shared(svc: &crate::provider::ServiceRef) -> bool {
+    svc.annotations
+        .get(SHARED)
+        .and_then(|v| crate::values::parse_bool(v.trim()))
+        .unwrap_or(false)
+}

@@ -134,6 +134,32 @@ impl Finder {
         }
     }
 
+    /// A shared load balancer is found by its name first (the label search would find only a
+    /// load balancer the Service owns alone, about to be shared): the remembered one while it
+    /// still has the name, the one named so, else the Service's own by label.
+    pub(super) async fn find_shared(
+        &self,
+        svc: &ServiceRef,
+        name: &str,
+    ) -> Result<Option<(LoadBalancer, Found)>, CloudError> {
+        let known = self.known().get(&svc.uid).map(|k| k.id);
+        if let Some(id) = known {
+            match self.get_lb(id).await {
+                Ok(lb) if lb.name == name || lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid) => {
+                    return Ok(Some((lb, Found::Owned)));
+                }
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+            self.forget(&svc.uid);
+        }
+        if let Some(found) = self.find_by_name(name).await? {
+            return Ok(Some(found));
+        }
+        self.find(svc, None, false).await
+    }
+
     /// The shared load balancer that carries `uid`'s member label, wherever its name went
     /// (a Service that left it keeps no other trace of it).
     pub(super) async fn find_member(&self, uid: &str) -> Result<Option<LoadBalancer>, CloudError> {

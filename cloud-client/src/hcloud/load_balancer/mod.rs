@@ -161,6 +161,20 @@ impl HcloudLoadBalancers {
         Ok(robot)
     }
 
+    /// The Service's load balancer (see [`Finder`]); `trust_known` for a target update.
+    async fn find(
+        &self,
+        svc: &ServiceRef,
+        spec: &LbSpec,
+        trust_known: bool,
+    ) -> Result<Option<(LoadBalancer, find::Found)>, CloudError> {
+        if spec.shared {
+            return self.finder.find_shared(svc, &spec.name).await;
+        }
+        let named = spec.name_annotated.then_some(spec.name.as_str());
+        self.finder.find(svc, named, trust_known).await
+    }
+
     /// Creates the load balancer with everything the request can carry, then plans the rest
     /// against a fresh read, not the create response, which may not show everything yet (HCCM's
     /// Create re-reads by id too). Usually that plan is empty. Returns the LB and the writes made.
@@ -298,13 +312,14 @@ impl LoadBalancers for HcloudLoadBalancers {
         let mut warnings = Vec::new();
         // HCCM also looks an unlabelled LB up by name. With the default name (`a` + this Service's
         // UID) only a label-less LB from before labels could be found that way, so the list is
-        // saved and made only when the create says the name is taken.
-        let named = spec.name_annotated.then_some(spec.name.as_str());
-        let (lb, how) = match self.finder.find(svc, named, false).await? {
+        // saved and made only when the create says the name is taken. A shared one taken in the
+        // meantime (by another process) is joined the same way.
+        let by_name_after_all = !spec.name_annotated || spec.shared;
+        let (lb, how) = match self.find(svc, &spec, false).await? {
             Some(found) => found,
             None => match self.create_and_plan(svc, &spec, nodes, &mut warnings).await {
                 Ok((lb, writes)) => return Ok(outcome(&lb, &spec, warnings, writes)),
-                Err(e) if e.code() == Some("uniqueness_error") && named.is_none() => {
+                Err(e) if e.code() == Some("uniqueness_error") && by_name_after_all => {
                     self.finder.find_by_name(&spec.name).await?.ok_or(e)?
                 }
                 Err(e) => return Err(e),
@@ -336,9 +351,8 @@ impl LoadBalancers for HcloudLoadBalancers {
             .hold(spec.shared.then_some(spec.name.as_str()))
             .await;
         let mut warnings = Vec::new();
-        let named = spec.name_annotated.then_some(spec.name.as_str());
         // Another member may have changed a shared load balancer since we last saw it.
-        let Some((lb, how)) = self.finder.find(svc, named, !spec.shared).await? else {
+        let Some((lb, how)) = self.find(svc, &spec, !spec.shared).await? else {
             return Ok(UpdateOutcome {
                 found: false,
                 warnings,
@@ -367,6 +381,13 @@ impl LoadBalancers for HcloudLoadBalancers {
         self.transport
             .stats()
             .record_operation("hcloud/loadBalancers.EnsureLoadBalancerDeleted");
+        // A shared Service's load balancer by its name, where its member label says it is ours.
+        if annotations::is_shared(svc)
+            && let Some((lb, _)) = self.finder.find_shared(svc, &spec::name(svc)).await?
+            && lb.labels.contains_key(&ownership::member_label(&svc.uid))
+        {
+            return self.leave_shared(svc, &lb).await;
+        }
         // Only our labels identify what we may delete; a same-named foreign LB is never touched.
         let own = self.finder.find(svc, None, false).await?.map(|(lb, _)| lb);
         if let Some(lb) = own
