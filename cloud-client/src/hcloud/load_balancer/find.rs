@@ -25,10 +25,13 @@ pub(super) enum Found {
     ByName { owner: Option<String> },
 }
 
-#[derive(Debug, Clone)]
-struct Known {
-    id: i64,
-    lb: Option<(Instant, LoadBalancer)>,
+/// What we remember: each Service's load balancer id, and each load balancer as we last read or
+/// wrote it. By id, not by Service: the Services on a shared load balancer see each other's
+/// writes (they are made one at a time, under its lock).
+#[derive(Debug, Default)]
+struct Memory {
+    ids: HashMap<String, i64>,
+    lbs: HashMap<i64, (Instant, LoadBalancer)>,
 }
 
 /// How long `update_targets` trusts the remembered LB instead of reading it. `ensure` always reads, so
@@ -40,38 +43,53 @@ pub(super) struct Finder {
     transport: Transport,
     /// Service UID → LB id (so steady-state reconciles skip the label-selector search) and the LB
     /// as last read or written by us (so a node-set change costs only the target writes).
-    known: Mutex<HashMap<String, Known>>,
+    memory: Mutex<Memory>,
 }
 
 impl Finder {
     pub(super) fn new(transport: Transport) -> Self {
         Self {
             transport,
-            known: Mutex::new(HashMap::new()),
+            memory: Mutex::new(Memory::default()),
         }
     }
 
-    fn known(&self) -> MutexGuard<'_, HashMap<String, Known>> {
-        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    fn memory(&self) -> MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn remember(&self, uid: &str, lb: &LoadBalancer) {
-        self.known().insert(
-            uid.to_string(),
-            Known {
-                id: lb.id,
-                lb: Some((Instant::now(), lb.clone())),
-            },
-        );
+        let mut m = self.memory();
+        m.ids.insert(uid.to_string(), lb.id);
+        m.lbs.insert(lb.id, (Instant::now(), lb.clone()));
     }
 
     /// Keep the id, drop the object (it no longer reflects the cloud).
     pub(super) fn remember_id(&self, uid: &str, id: i64) {
-        self.known().insert(uid.to_string(), Known { id, lb: None });
+        let mut m = self.memory();
+        m.ids.insert(uid.to_string(), id);
+        m.lbs.remove(&id);
     }
 
     pub(super) fn forget(&self, uid: &str) {
-        self.known().remove(uid);
+        let mut m = self.memory();
+        if let Some(id) = m.ids.remove(uid)
+            && !m.ids.values().any(|other| *other == id)
+        {
+            m.lbs.remove(&id);
+        }
+    }
+
+    /// The remembered id of `uid`'s load balancer, and the object while it is fresh enough.
+    fn known(&self, uid: &str) -> Option<(i64, Option<LoadBalancer>)> {
+        let m = self.memory();
+        let id = *m.ids.get(uid)?;
+        let lb = m
+            .lbs
+            .get(&id)
+            .filter(|(at, _)| at.elapsed() < KNOWN_LB_MAX_AGE)
+            .map(|(_, lb)| lb.clone());
+        Some((id, lb))
     }
 
     /// Remembered object (only if `trust_known`), remembered id (verified by GET), then UID label, then
@@ -82,12 +100,8 @@ impl Finder {
         name: Option<&str>,
         trust_known: bool,
     ) -> Result<Option<(LoadBalancer, Found)>, CloudError> {
-        let known = self.known().get(&svc.uid).cloned();
-        if let Some(Known { id, lb }) = known {
-            if trust_known
-                && let Some((at, lb)) = lb
-                && at.elapsed() < KNOWN_LB_MAX_AGE
-            {
+        if let Some((id, lb)) = self.known(&svc.uid) {
+            if trust_known && let Some(lb) = lb {
                 return Ok(Some((lb, Found::Owned)));
             }
             match self.get_lb(id).await {
@@ -141,11 +155,18 @@ impl Finder {
         &self,
         svc: &ServiceRef,
         name: &str,
+        trust_known: bool,
     ) -> Result<Option<(LoadBalancer, Found)>, CloudError> {
-        let known = self.known().get(&svc.uid).map(|k| k.id);
-        if let Some(id) = known {
+        let ours = |lb: &LoadBalancer| {
+            lb.name == name || lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid)
+        };
+        if let Some((id, lb)) = self.known(&svc.uid) {
+            if trust_known && let Some(lb) = lb.filter(|lb| ours(lb)) {
+                return Ok(Some((lb, Found::Owned)));
+            }
             match self.get_lb(id).await {
-                Ok(lb) if lb.name == name || lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid) => {
+                Ok(lb) if ours(&lb) => {
+                    self.remember(&svc.uid, &lb);
                     return Ok(Some((lb, Found::Owned)));
                 }
                 Ok(_) => {}

@@ -169,7 +169,7 @@ impl HcloudLoadBalancers {
         trust_known: bool,
     ) -> Result<Option<(LoadBalancer, find::Found)>, CloudError> {
         if spec.shared {
-            return self.finder.find_shared(svc, &spec.name).await;
+            return self.finder.find_shared(svc, &spec.name, trust_known).await;
         }
         let named = spec.name_annotated.then_some(spec.name.as_str());
         self.finder.find(svc, named, trust_known).await
@@ -351,8 +351,7 @@ impl LoadBalancers for HcloudLoadBalancers {
             .hold(spec.shared.then_some(spec.name.as_str()))
             .await;
         let mut warnings = Vec::new();
-        // Another member may have changed a shared load balancer since we last saw it.
-        let Some((lb, how)) = self.find(svc, &spec, !spec.shared).await? else {
+        let Some((lb, how)) = self.find(svc, &spec, true).await? else {
             return Ok(UpdateOutcome {
                 found: false,
                 warnings,
@@ -381,9 +380,10 @@ impl LoadBalancers for HcloudLoadBalancers {
         self.transport
             .stats()
             .record_operation("hcloud/loadBalancers.EnsureLoadBalancerDeleted");
-        // A shared Service's load balancer by its name, where its member label says it is ours.
+        // A shared Service's load balancer by its name, where its member label says it is ours
+        // (the remembered object will do: leaving reads it again under the lock).
         if annotations::is_shared(svc)
-            && let Some((lb, _)) = self.finder.find_shared(svc, &spec::name(svc)).await?
+            && let Some((lb, _)) = self.finder.find_shared(svc, &spec::name(svc), true).await?
             && lb.labels.contains_key(&ownership::member_label(&svc.uid))
         {
             return self.leave_shared(svc, &lb).await;
