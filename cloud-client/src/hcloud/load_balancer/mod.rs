@@ -435,9 +435,14 @@ impl HcloudLoadBalancers {
                 )],
             });
         }
-        let r = self.applier.delete(lb.id).await;
+        let r = self.delete_lb(lb.id).await;
         self.finder.forget(&svc.uid);
-        match r {
+        r
+    }
+
+    /// `DELETE`; one already gone counts as not deleted by us.
+    async fn delete_lb(&self, id: i64) -> Result<DeleteOutcome, CloudError> {
+        match self.applier.delete(id).await {
             Ok(()) => Ok(DeleteOutcome {
                 deleted: true,
                 warnings: Vec::new(),
@@ -479,17 +484,7 @@ impl HcloudLoadBalancers {
         let protected = lb.protection.as_ref().is_some_and(|p| p.delete);
         self.finder.forget(&svc.uid);
         if last && foreign.is_empty() && !protected {
-            return match self.applier.delete(lb.id).await {
-                Ok(()) => Ok(DeleteOutcome {
-                    deleted: true,
-                    warnings: Vec::new(),
-                }),
-                Err(e) if e.is_not_found() => Ok(DeleteOutcome {
-                    deleted: false,
-                    warnings: Vec::new(),
-                }),
-                Err(e) => Err(e),
-            };
+            return self.delete_lb(lb.id).await;
         }
         let mut ops: Vec<Op> = lb
             .services
