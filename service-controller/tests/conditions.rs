@@ -96,7 +96,16 @@ async fn an_unchanged_resync_patches_nothing_and_a_condition_costs_no_cloud_call
     .await;
     let nodes = fx.nodes(1).await;
     fx.service("web", &[80], &[]).await;
-    let svc = wait_condition(&fx, "web", "True", "EnsuredLoadBalancer").await;
+    wait_condition(&fx, "web", "True", "EnsuredLoadBalancer").await;
+    // Created, the target is not checked yet; the first drift check reads it healthy.
+    let svc = eventually("the target checked", T, || async {
+        let svc = fx.get("web").await?;
+        condition(&svc)?
+            .message
+            .ends_with("1 of 1 targets healthy")
+            .then_some(svc)
+    })
+    .await;
     let version = svc.metadata.resource_version.clone();
 
     // Drift checks (each a full reconcile reading the load balancer) come and go...

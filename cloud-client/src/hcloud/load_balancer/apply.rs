@@ -20,10 +20,10 @@ pub(super) struct TargetLimit<'a> {
     pub service: &'a str,
 }
 
-/// A created load balancer, its action still running.
+/// A created load balancer as the create answered it, its action still running.
 #[derive(Debug)]
 pub(super) struct Created {
-    pub id: i64,
+    pub lb: LoadBalancer,
     pub action: Option<Action>,
 }
 
@@ -43,7 +43,7 @@ impl Applier {
     pub(super) async fn create(&self, new: &NewLb) -> Result<Created, CloudError> {
         let r: LoadBalancerResponse = self.transport.call(&new.to_req()).await?;
         Ok(Created {
-            id: r.load_balancer.id,
+            lb: r.load_balancer,
             action: r.action,
         })
     }

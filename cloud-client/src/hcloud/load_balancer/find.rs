@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::ownership::{SERVICE_UID_LABEL, member_label, service_uid_selector};
+use super::ownership::{
+    MEMBER_LABEL_PREFIX, SERVICE_UID_LABEL, member_label, service_uid_selector,
+};
 use crate::error::CloudError;
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
@@ -44,13 +46,32 @@ pub(super) struct Finder {
     /// Service UID → LB id (so steady-state reconciles skip the label-selector search) and the LB
     /// as last read or written by us (so a node-set change costs only the target writes).
     memory: Mutex<Memory>,
+    /// When the project's load balancers were last listed (see [`Finder::refresh_index`]).
+    index: tokio::sync::Mutex<Index>,
 }
+
+/// The last list of every load balancer, which put each owned one in [`Memory`].
+#[derive(Debug, Default)]
+struct Index {
+    listed: Option<Instant>,
+    /// Service UIDs whose label several load balancers carry.
+    duplicates: HashMap<String, usize>,
+}
+
+/// How long a list of every load balancer stands in for a label search: as long as a burst of new
+/// Services takes to start reconciling, so a burst costs one list instead of one search each. A
+/// load balancer made by someone else is missed for no longer than by a search made this much
+/// earlier; our own creates and deletes are remembered anyway, and a new process (after a crash
+/// mid-create) lists first. A default name is the Service UID's, so a create that missed one
+/// finds it taken and adopts it instead of making a second.
+const INDEX_MAX_AGE: Duration = Duration::from_secs(3);
 
 impl Finder {
     pub(super) fn new(transport: Transport) -> Self {
         Self {
             transport,
             memory: Mutex::new(Memory::default()),
+            index: tokio::sync::Mutex::new(Index::default()),
         }
     }
 
@@ -78,6 +99,38 @@ impl Finder {
         {
             m.lbs.remove(&id);
         }
+    }
+
+    /// Lists every load balancer (paged) once it is [`INDEX_MAX_AGE`] old or was never listed, and
+    /// remembers each one by the Service UIDs its labels name. One caller lists; the others wait
+    /// for its result.
+    async fn refresh_index(&self) -> Result<(), CloudError> {
+        let mut index = self.index.lock().await;
+        if index.listed.is_some_and(|at| at.elapsed() < INDEX_MAX_AGE) {
+            return Ok(());
+        }
+        let all: Vec<LoadBalancer> = list_all::<LoadBalancersPage>(
+            &self.transport,
+            Req::get("/load_balancers", "/load_balancers"),
+        )
+        .await?;
+        let mut owners: HashMap<String, usize> = HashMap::new();
+        for lb in &all {
+            if let Some(uid) = lb.labels.get(SERVICE_UID_LABEL) {
+                *owners.entry(uid.clone()).or_default() += 1;
+                self.remember(uid, lb);
+            }
+            for key in lb.labels.keys() {
+                if let Some(uid) = key.strip_prefix(MEMBER_LABEL_PREFIX)
+                    && !lb.labels.contains_key(SERVICE_UID_LABEL)
+                {
+                    self.remember(uid, lb);
+                }
+            }
+        }
+        index.duplicates = owners.into_iter().filter(|(_, n)| *n > 1).collect();
+        index.listed = Some(Instant::now());
+        Ok(())
     }
 
     /// The remembered id of `uid`'s load balancer, and the object while it is fresh enough.
@@ -120,27 +173,21 @@ impl Finder {
             }
             self.forget(&svc.uid);
         }
-        let by_label: Vec<LoadBalancer> = list_all::<LoadBalancersPage>(
-            &self.transport,
-            Req::get("/load_balancers", "/load_balancers")
-                .query("label_selector", service_uid_selector(&svc.uid)),
-        )
-        .await?;
-        match by_label.len() {
-            0 => {}
-            1 => {
-                let lb = by_label.into_iter().next().unwrap_or_default();
-                self.remember(&svc.uid, &lb);
-                return Ok(Some((lb, Found::Owned)));
-            }
-            n => {
-                return Err(CloudError::Inconsistent {
-                    message: format!(
-                        "{n} load balancers carry label {}; expected at most one",
-                        service_uid_selector(&svc.uid)
-                    ),
-                });
-            }
+        // Not remembered: the index (one list of the project's load balancers) says whether one
+        // carries our label, instead of a label search per Service.
+        self.refresh_index().await?;
+        if let Some(n) = self.index.lock().await.duplicates.get(&svc.uid) {
+            return Err(CloudError::Inconsistent {
+                message: format!(
+                    "{n} load balancers carry label {}; expected at most one",
+                    service_uid_selector(&svc.uid)
+                ),
+            });
+        }
+        if let Some((_, Some(lb))) = self.known(&svc.uid)
+            && lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid)
+        {
+            return Ok(Some((lb, Found::Owned)));
         }
         match name {
             Some(name) => self.find_by_name(name).await,
@@ -229,7 +276,8 @@ pub(super) fn note_adoption(
     warnings: &mut Vec<Warning>,
 ) {
     let Found::ByName { owner } = how else { return };
-    match owner {
+    match owner.as_ref().filter(|o| **o != svc.uid) {
+        // Unlabelled, or already ours (found by name after a create found the name taken).
         None => {
             tracing::info!(service = %svc.key(), lb = lb.id, "adopting load balancer found by name")
         }

@@ -176,8 +176,8 @@ impl HcloudLoadBalancers {
     }
 
     /// Creates the load balancer with everything the request can carry, then plans the rest
-    /// against a fresh read, not the create response, which may not show everything yet (HCCM's
-    /// Create re-reads by id too). Usually that plan is empty. Returns the LB and the writes made.
+    /// against the create's answer when it shows what was asked (HCCM always reads it again by
+    /// id). Usually that plan is empty. Returns the LB and the writes made.
     async fn create_and_plan(
         &self,
         svc: &ServiceRef,
@@ -197,9 +197,16 @@ impl HcloudLoadBalancers {
         let (new, no_type) = plan::plan_create(spec, labels, placement, self.network, &desired);
         warnings.extend(no_type);
         let created = self.applier.create(&new).await?;
-        self.finder.remember_id(&svc.uid, created.id);
+        self.finder.remember_id(&svc.uid, created.lb.id);
         self.applier.wait(created.action.as_ref()).await?;
-        let lb = self.finder.get_lb(created.id).await?;
+        // The answer usually shows everything created (services, targets, addresses), and the plan
+        // against it is empty. An answer without them (seen from the API) is read again, or the
+        // plan would add them a second time.
+        let lb = if new.shown_in(&created.lb) {
+            created.lb
+        } else {
+            self.finder.get_lb(created.lb.id).await?
+        };
         let (lb, more) = self
             .reconcile_existing(svc, spec, lb, &desired, warnings)
             .await?;

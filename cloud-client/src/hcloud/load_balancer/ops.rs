@@ -162,6 +162,20 @@ impl Op {
 }
 
 impl NewLb {
+    /// Whether `lb` (the create's answer) shows every service and inline target asked for.
+    pub(crate) fn shown_in(&self, lb: &crate::hcloud::wire::LoadBalancer) -> bool {
+        let services = self
+            .services
+            .iter()
+            .all(|s| lb.services.iter().any(|a| a.listen_port == s.listen_port));
+        let targets = self.targets.iter().flatten().all(|id| {
+            lb.targets
+                .iter()
+                .any(|t| t.server.as_ref().is_some_and(|s| s.id == *id))
+        });
+        services && targets
+    }
+
     /// `POST /load_balancers` with everything inline.
     pub(crate) fn to_req(&self) -> Req {
         let mut body = json!({
