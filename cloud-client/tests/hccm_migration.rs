@@ -1027,8 +1027,17 @@ async fn a_load_balancer_made_since_the_last_list_is_adopted_not_duplicated() {
         .ensure(&svc(UID, web_ports(), &ann), &lb_nodes(&servers))
         .await
         .unwrap();
-    assert_eq!(sim.requests("GET", "/load_balancers"), 1, "{:?}", sim.request_counts());
-    assert_eq!(writes(&sim), ["POST /load_balancers"], "the create, refused: name taken");
+    assert_eq!(
+        sim.requests("GET", "/load_balancers"),
+        1,
+        "{:?}",
+        sim.request_counts()
+    );
+    assert_eq!(
+        writes(&sim),
+        ["POST /load_balancers"],
+        "the create, refused: name taken"
+    );
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     let mine: Vec<Value> = w
         .list_load_balancers()
