@@ -157,21 +157,15 @@ impl Finder {
             if trust_known && let Some(lb) = lb {
                 return Ok(Some((lb, Found::Owned)));
             }
-            match self.get_lb(id).await {
-                // A shared one only while the Service still names it.
-                Ok(lb)
-                    if lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid)
-                        || (lb.labels.contains_key(&member_label(&svc.uid))
-                            && name == Some(lb.name.as_str())) =>
-                {
-                    self.remember(&svc.uid, &lb);
-                    return Ok(Some((lb, Found::Owned)));
-                }
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e),
+            // A shared one only while the Service still names it.
+            let ours = |lb: &LoadBalancer| {
+                lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid)
+                    || (lb.labels.contains_key(&member_label(&svc.uid))
+                        && name == Some(lb.name.as_str()))
+            };
+            if let Some(lb) = self.read_remembered(&svc.uid, id, ours).await? {
+                return Ok(Some((lb, Found::Owned)));
             }
-            self.forget(&svc.uid);
         }
         // Not remembered: the index (one list of the project's load balancers) says whether one
         // carries our label, instead of a label search per Service.
@@ -195,6 +189,27 @@ impl Finder {
         }
     }
 
+    /// Reads `uid`'s remembered load balancer `id`: kept (and remembered afresh) while `ours`
+    /// says it still belongs to the Service, forgotten when it does not or is gone.
+    async fn read_remembered(
+        &self,
+        uid: &str,
+        id: i64,
+        ours: impl Fn(&LoadBalancer) -> bool,
+    ) -> Result<Option<LoadBalancer>, CloudError> {
+        match self.get_lb(id).await {
+            Ok(lb) if ours(&lb) => {
+                self.remember(uid, &lb);
+                return Ok(Some(lb));
+            }
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+        self.forget(uid);
+        Ok(None)
+    }
+
     /// A shared load balancer is found by its name first (the label search would find only a
     /// load balancer the Service owns alone, about to be shared): the remembered one while it
     /// still has the name, the one named so, else the Service's own by label.
@@ -211,16 +226,9 @@ impl Finder {
             if trust_known && let Some(lb) = lb.filter(|lb| ours(lb)) {
                 return Ok(Some((lb, Found::Owned)));
             }
-            match self.get_lb(id).await {
-                Ok(lb) if ours(&lb) => {
-                    self.remember(&svc.uid, &lb);
-                    return Ok(Some((lb, Found::Owned)));
-                }
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e),
+            if let Some(lb) = self.read_remembered(&svc.uid, id, ours).await? {
+                return Ok(Some((lb, Found::Owned)));
             }
-            self.forget(&svc.uid);
         }
         if let Some(found) = self.find_by_name(name).await? {
             return Ok(Some(found));
