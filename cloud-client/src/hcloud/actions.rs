@@ -48,6 +48,9 @@ struct Pending {
     interval: Duration,
     next_poll: Instant,
     deadline: Instant,
+    /// When we started waiting: a kind that never finished by its first poll learns from how
+    /// long this one took.
+    since: Instant,
     /// Set until the first poll that was due for this action (not one it rode along on).
     first: Option<FirstPollTry>,
 }
@@ -117,6 +120,15 @@ impl FirstPoll {
         }
     }
 
+    /// Learns from an action of a kind that has never finished by its first poll: it took at
+    /// most `took`, so the next first poll waits that long instead of creeping up on it a
+    /// quarter at a time (one extra poll per action while it does).
+    fn learn_duration(&mut self, took: Duration, max: Duration) {
+        if self.hits == 0 && took > self.delay {
+            self.delay = took.min(max);
+        }
+    }
+
     /// Learns from a first poll: `finished` says whether the action was done by then. Returns
     /// the delay to the next poll when it was not (close behind, once the kind is known to
     /// finish around this time).
@@ -182,6 +194,7 @@ impl ActionWaiter {
                 interval: first.delay,
                 next_poll: now + first.delay,
                 deadline: now + policy.timeout,
+                since: now,
                 first: Some(first),
             });
             p.waiters.push(tx);
@@ -318,6 +331,11 @@ fn finish_or_reschedule(
     match finished {
         Some(r) => {
             if let Some(p) = s.pending.remove(&id) {
+                if r.is_ok()
+                    && let Some(kind) = s.first_poll.get_mut(&p.command)
+                {
+                    kind.learn_duration(now - p.since, policy.max);
+                }
                 for w in p.waiters {
                     let _ = w.send(clone_result(&r));
                 }
