@@ -79,7 +79,7 @@ struct FirstPoll {
 
 /// Every this many first polls, one probe tries a shorter delay (more often while learning).
 const PROBE_EVERY: u32 = 32;
-const PROBE_EVERY_WHILE_LEARNING: u32 = 4;
+const PROBE_EVERY_WHILE_LEARNING: u32 = 16;
 /// Hits after which a kind counts as learned.
 const LEARNED_AFTER: u32 = 32;
 /// Shortest first-poll delay (an action takes at least a round trip).
