@@ -62,9 +62,10 @@ struct FirstPollTry {
     probe: bool,
 }
 
-/// When to poll an action of one kind first. Starts at the policy's initial delay; a first poll
-/// that finds the action still running lengthens it by a quarter. Every 32nd first poll (every
-/// 4th while learning) probes shorter: halfway down to the longest probe that missed (15 % less
+/// When to poll an action of one kind first. Starts at the policy's initial delay; until one first
+/// poll found its action done, the delay jumps to how long the last action took, and after that a
+/// first poll that finds the action still running lengthens it by a quarter. Every 32nd first poll
+/// (every 16th while learning) probes shorter: halfway down to the longest probe that missed (15 % less
 /// before any did), keeping the shorter delay when it hits. So the delay closes in on the usual
 /// action time from above, at the price of about one extra poll in sixty-four.
 #[derive(Debug, Clone, Copy)]
@@ -420,6 +421,7 @@ mod tests {
                 extra += 1;
             }
             fp.learn(tried, hit, policy().max);
+            fp.learn_duration(took, policy().max);
         }
         (fp, extra)
     }
@@ -437,10 +439,29 @@ mod tests {
         let (delay, extra) = run(Duration::from_millis(50), 1000);
         assert!(delay >= Duration::from_millis(50), "{delay:?}");
         assert!(delay <= Duration::from_millis(53), "{delay:?}");
-        // At most one probe in 32 misses once learned, one in 4 while learning.
+        // At most one probe in 32 misses once learned, one in 16 while learning.
         let bound =
             (1000 - LEARNED_AFTER) / PROBE_EVERY + LEARNED_AFTER / PROBE_EVERY_WHILE_LEARNING;
         assert!(extra <= bound + 5, "{extra} extra polls (bound {bound})");
+    }
+
+    #[test]
+    fn a_kind_that_never_finished_by_its_first_poll_waits_as_long_as_one_took() {
+        let mut fp = FirstPoll::new(&policy());
+        let took = policy().initial * 5;
+        let first = fp.next();
+        assert!(first.delay < took);
+        fp.learn(first, false, policy().max);
+        fp.learn_duration(took, policy().max);
+        assert_eq!(
+            fp.next().delay,
+            took,
+            "one miss, then the observed duration"
+        );
+        // Once a first poll hit, durations no longer move the delay: probes do.
+        fp.learn(fp.next(), true, policy().max);
+        fp.learn_duration(took * 2, policy().max);
+        assert_eq!(fp.delay, took);
     }
 
     #[test]
