@@ -262,8 +262,10 @@ impl ServiceRef {
 pub struct LbNode {
     pub name: String,
     pub provider_id: Option<String>,
-    /// Node labels (for provider-level node selectors).
-    pub labels: BTreeMap<String, String>,
+    /// Node labels (for provider-level node selectors). Shared: a controller rebuilds its node
+    /// set on every change while reconciles still hold the previous ones, and each Node's labels
+    /// are the bulk of a set.
+    pub labels: Arc<BTreeMap<String, String>>,
     /// `InternalIP` addresses from `node.status.addresses`.
     pub internal_ips: Vec<String>,
 }

@@ -7,7 +7,6 @@
 mod common;
 
 use common::provider;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,7 +52,7 @@ fn lb_nodes(ids: &[u64]) -> Vec<LbNode> {
         .map(|id| LbNode {
             name: format!("node-{id}"),
             provider_id: Some(format!("hcloud://{id}")),
-            labels: BTreeMap::new(),
+            labels: Default::default(),
             internal_ips: vec![],
         })
         .collect()
@@ -993,7 +992,7 @@ async fn hccm_lb_with_robot_ip_targets_is_taken_over_without_a_write() {
     nodes.push(LbNode {
         name: "bm-1".into(),
         provider_id: Some(format!("hrobot://{number}")),
-        labels: BTreeMap::new(),
+        labels: Default::default(),
         internal_ips: vec![],
     });
     let p = provider(&sim, |c| c.robot = common::robot_config(&sim)).await;

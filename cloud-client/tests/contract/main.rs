@@ -14,7 +14,6 @@ mod robot;
 mod routes;
 mod transport;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cloud_client::{LbNode, PortProtocol, ServicePort, ServiceRef};
@@ -70,7 +69,7 @@ fn lb_nodes(ids: &[u64]) -> Vec<LbNode> {
         .map(|id| LbNode {
             name: format!("n{id}"),
             provider_id: Some(format!("hcloud://{id}")),
-            labels: BTreeMap::new(),
+            labels: Default::default(),
             internal_ips: vec![],
         })
         .collect()

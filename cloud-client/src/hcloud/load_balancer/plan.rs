@@ -1211,12 +1211,12 @@ mod tests {
         let s = svc(&[("load-balancer.hetzner.cloud/node-selector", "role=edge")]);
         let spec = spec_of(&s);
         let mut edge = node(1);
-        edge.labels.insert("role".into(), "edge".into());
+        std::sync::Arc::make_mut(&mut edge.labels).insert("role".into(), "edge".into());
         let mut robot = node(2);
-        robot.labels.insert("role".into(), "edge".into());
+        std::sync::Arc::make_mut(&mut robot.labels).insert("role".into(), "edge".into());
         robot.provider_id = Some("hrobot://7".into());
         let mut aws = node(3);
-        aws.labels.insert("role".into(), "edge".into());
+        std::sync::Arc::make_mut(&mut aws.labels).insert("role".into(), "edge".into());
         aws.provider_id = Some("aws:///i-1".into());
         let t = desired_targets(
             &spec,
