@@ -40,17 +40,25 @@ pub fn tune() {
     }
 }
 
-/// How often [`trim_periodically`] returns free heap pages to the kernel.
+/// How often [`trim_periodically`] returns free heap pages and idle code pages to the kernel.
 pub const TRIM_PERIOD: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Returns the heap's free pages to the kernel every [`TRIM_PERIOD`], until `shutdown`.
+/// Every [`TRIM_PERIOD`] until `shutdown`: returns the heap's free pages to the kernel, and
+/// unmaps the code pages of the binary ([`crate::code_pages`]), so what stays resident is the code
+/// that ran since.
 pub async fn trim_periodically(shutdown: tokio_util::sync::CancellationToken) {
     let mut tick = tokio::time::interval(TRIM_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tick.tick() => trim(),
+            _ = tick.tick() => {
+                trim();
+                match crate::code_pages::release() {
+                    Ok(r) => tracing::debug!(kib = r.kib, mappings = r.mappings, "code pages unmapped"),
+                    Err(e) => tracing::debug!(error = %e, "cannot unmap code pages"),
+                }
+            }
         }
     }
 }

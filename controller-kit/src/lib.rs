@@ -10,6 +10,7 @@ pub mod allocator;
 pub mod backoff;
 pub mod cli;
 pub mod cloud;
+pub mod code_pages;
 pub mod config;
 mod crypto;
 pub mod dry_run;
