@@ -282,6 +282,7 @@ fn bench_report_is_well_formed() -> anyhow::Result<()> {
         extra: Vec::new(),
         env: Vec::new(),
         wrapper: None,
+        hccm: None,
         json: Some(json.clone()),
         plot: Some(plot.clone()),
     })?;

@@ -114,6 +114,11 @@ pub struct BenchArgs {
     /// `--env=MALLOC_ARENA_MAX=1`.
     #[arg(long, value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// hcloud-cloud-controller-manager's binary: `nodes`, `services` and `routes` then also run
+    /// it (with only the matching controller enabled) on the same scenario and print its figures
+    /// beside ours.
+    #[arg(long)]
+    pub hccm: Option<PathBuf>,
     /// Run the controller under a wrapper, e.g. `--wrapper=heaptrack` (the RSS figures are then
     /// the wrapper's, not the controller's).
     #[arg(long)]
@@ -185,7 +190,7 @@ fn print_table(rows: &[Row]) {
         "\nall scenarios (each controller a separate release process; calls of the burst phase)"
     );
     println!(
-        "  {:<9} {:<22} {:>10} {:>7} {:>8} {:>9}  busiest endpoints",
+        "  {:<15} {:<22} {:>10} {:>7} {:>8} {:>9}  busiest endpoints",
         "scenario", "size", "converged", "calls", "423/429", "peak RSS"
     );
     for r in rows {
@@ -193,7 +198,7 @@ fn print_table(rows: &[Row]) {
             .converged_s
             .map_or("never".to_string(), |s| format!("{s:.2} s"));
         println!(
-            "  {:<9} {:<22} {:>10} {:>7} {:>8} {:>5.1} MiB  {}",
+            "  {:<15} {:<22} {:>10} {:>7} {:>8} {:>5.1} MiB  {}",
             r.scenario,
             r.size,
             converged,
@@ -216,10 +221,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     if matches!(args.scenario, Scenario::Nodes | Scenario::All) {
         let binary = controller_binary("node-controller", &args)?;
-        let f = rt.block_on(nodes::run(&args, &binary))?;
+        let f = rt.block_on(nodes::run(&args, Manager::Ours(&binary)))?;
+        let hccm = match &args.hccm {
+            Some(h) => Some(rt.block_on(nodes::run(&args, Manager::Hccm(h)))?),
+            None => None,
+        };
+        nodes::print(&f, hccm.as_ref());
         curves.push(f.convergence.clone());
         rows.push(f.row());
         figures.insert("nodes", serde_json::to_value(f)?);
+        if let Some(h) = hccm {
+            rows.push(h.row());
+            figures.insert("nodes_hccm", serde_json::to_value(h)?);
+        }
     }
     if matches!(args.scenario, Scenario::Services | Scenario::All) {
         let binary = controller_binary("service-controller", &args)?;
@@ -227,18 +241,36 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             let f = rt.block_on(shared::run(&args, &binary))?;
             figures.insert("services_shared", serde_json::to_value(f)?);
         } else {
-            let f = rt.block_on(services::run(&args, &binary))?;
+            let f = rt.block_on(services::run(&args, Manager::Ours(&binary)))?;
+            let hccm = match &args.hccm {
+                Some(h) => Some(rt.block_on(services::run(&args, Manager::Hccm(h)))?),
+                None => None,
+            };
+            services::print(&f, hccm.as_ref());
             curves.push(f.convergence.clone());
             rows.push(f.row());
             figures.insert("services", serde_json::to_value(f)?);
+            if let Some(h) = hccm {
+                rows.push(h.row());
+                figures.insert("services_hccm", serde_json::to_value(h)?);
+            }
         }
     }
     if matches!(args.scenario, Scenario::Routes | Scenario::All) {
         let binary = controller_binary("route-controller", &args)?;
-        let f = rt.block_on(routes::run(&args, &binary))?;
+        let f = rt.block_on(routes::run(&args, Manager::Ours(&binary)))?;
+        let hccm = match &args.hccm {
+            Some(h) => Some(rt.block_on(routes::run(&args, Manager::Hccm(h)))?),
+            None => None,
+        };
+        routes::print(&f, hccm.as_ref());
         curves.push(f.convergence.clone());
         rows.push(f.row());
         figures.insert("routes", serde_json::to_value(f)?);
+        if let Some(h) = hccm {
+            rows.push(h.row());
+            figures.insert("routes_hccm", serde_json::to_value(h)?);
+        }
     }
     if matches!(args.scenario, Scenario::System | Scenario::All) {
         let binaries = crate::fleet::ALL
@@ -280,6 +312,23 @@ fn controller_binary(package: &str, args: &BenchArgs) -> anyhow::Result<PathBuf>
     }
     let mut built = crate::build::build_controllers(&[package], &args.profile, true)?;
     Ok(built.remove(0))
+}
+
+/// What manages a controller scenario's world: one of our controllers, or HCCM (`--hccm`).
+#[derive(Debug, Clone, Copy)]
+pub enum Manager<'a> {
+    Ours(&'a Path),
+    Hccm(&'a Path),
+}
+
+impl Manager<'_> {
+    /// The column heading for its figures.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Manager::Ours(_) => "ours",
+            Manager::Hccm(_) => "HCCM",
+        }
+    }
 }
 
 /// A control plane, its admin client and a cloud-sim: the world a scenario runs in.
@@ -344,6 +393,45 @@ impl Env {
         env: &[(&str, &str)],
     ) -> anyhow::Result<Controller> {
         self.controller_with(args, binary, &[], env).await
+    }
+
+    /// Starts `manager`: ours as [`Env::controller_with`] does, HCCM with only `hccm_controller`
+    /// enabled (its name in `--controllers`), the same flags and environment, and what it needs to
+    /// run outside a cluster (no leader election, no serving port, metrics off).
+    pub async fn launch(
+        &self,
+        args: &BenchArgs,
+        manager: Manager<'_>,
+        hccm_controller: &str,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Controller> {
+        let binary = match manager {
+            Manager::Ours(binary) => return self.controller_with(args, binary, flags, env).await,
+            Manager::Hccm(binary) => binary,
+        };
+        let process = Launch::new(binary, self.plane.kubeconfig())
+            .args([
+                "--cloud-provider=hcloud",
+                &format!("--controllers={hccm_controller}"),
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--allow-untagged-cloud=true",
+                "--bind-address=127.0.0.1",
+            ])
+            .args(flags.iter().copied())
+            .sim(&self.sim)
+            .env("HCLOUD_METRICS_ENABLED", "false");
+        let process = env
+            .iter()
+            .fold(process, |l, (k, v)| l.env(k, v))
+            .output(Output::Log(
+                std::env::temp_dir().join(format!("bench-hccm-{hccm_controller}.log")),
+            ))
+            .spawn()?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        self.sim.reset_counters();
+        Ok(Controller { process })
     }
 
     /// [`Env::controller`] with flags of the scenario's own besides the `--arg`s.

@@ -4,7 +4,7 @@
 //! the time until every Node is initialized, the cloud API calls the controller made and its
 //! peak RSS (VmHWM).
 
-use std::path::Path;
+use std::fmt::Display;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
@@ -14,7 +14,7 @@ use serde::Serialize;
 use testenv::KubeletNode;
 
 use super::plot::Curve;
-use super::{BenchArgs, Calls, Env, Memory, create_nodes, mib};
+use super::{BenchArgs, Calls, Env, Manager, Memory, create_nodes, mib};
 
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
@@ -22,6 +22,8 @@ const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 #[derive(Debug, Serialize)]
 pub struct Figures {
     pub nodes: usize,
+    /// `ours` or `HCCM`.
+    pub manager: &'static str,
     pub profile: String,
     pub created_s: f64,
     /// Until no Node is tainted any more; `None` when that never happened.
@@ -34,11 +36,13 @@ pub struct Figures {
     pub convergence: Curve,
 }
 
-pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
+pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figures> {
     let n = args.nodes.unwrap_or(if args.quick { 100 } else { 1000 });
     let env = Env::start(None).await?;
     let servers = env.servers(n, "bench-node").await?;
-    let mut ctl = env.controller(args, binary, &[]).await?;
+    let mut ctl = env
+        .launch(args, manager, "cloud-node-controller", &[], &[])
+        .await?;
     let memory_before = ctl.memory();
 
     let start = Instant::now();
@@ -63,6 +67,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     let elapsed = start.elapsed();
     let figures = Figures {
         nodes: n,
+        manager: manager.name(),
         profile: args.profile.clone(),
         created_s: created.as_secs_f64(),
         all_initialized_s: done.then_some(elapsed.as_secs_f64()),
@@ -73,7 +78,6 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
         convergence,
     };
     ctl.stop().await;
-    print(&figures, elapsed);
     Ok(figures)
 }
 
@@ -81,7 +85,11 @@ impl Figures {
     /// This scenario's line in the summary table.
     pub fn row(&self) -> super::Row {
         super::Row::new(
-            "nodes",
+            if self.manager == "HCCM" {
+                "nodes, HCCM"
+            } else {
+                "nodes"
+            },
             format!("{} Nodes", self.nodes),
             self.all_initialized_s,
             &self.calls,
@@ -97,39 +105,64 @@ fn tainted(node: &Node) -> bool {
         .is_some_and(|t| t.iter().any(|t| t.key == UNINITIALIZED))
 }
 
-fn print(f: &Figures, elapsed: Duration) {
+/// HCCM (built from source, defaults, `--controllers=cloud-node`) on this scenario at 1000 Nodes,
+/// measured earlier; printed when `--hccm` is not given.
+mod hccm {
+    pub const NODES: usize = 1000;
+    pub const ALL_INITIALIZED_S: u64 = 150;
+    pub const CALLS: u64 = 301;
+    pub const PEAK_RSS_MIB: u64 = 81;
+}
+
+/// Prints our figures beside HCCM's: measured in this run (`--hccm`), else recorded earlier.
+pub fn print(f: &Figures, hccm: Option<&Figures>) {
     let n = f.nodes;
     let (before, after) = (&f.memory_before, &f.memory_after);
     println!(
         "node-controller bench ({n} nodes, {n} servers, profile {})",
         f.profile
     );
-    println!("  nodes created in          {:.2} s", f.created_s);
-    match f.all_initialized_s {
-        Some(s) => println!("  all initialized after     {s:.2} s   (target <= 10 s)"),
-        None => println!(
-            "  NOT all initialized: {} still tainted after {:.1} s",
-            f.still_tainted,
-            elapsed.as_secs_f64()
+    let initialized = |f: &Figures| match f.all_initialized_s {
+        Some(s) => format!("{s:.2} s"),
+        None => format!("never ({} tainted)", f.still_tainted),
+    };
+    let peak = |f: &Figures| format!("{:.1} MiB", mib(f.memory_after.peak_rss_kib));
+    let (heading, h_initialized, h_calls, h_peak) = match hccm {
+        Some(h) => (
+            format!("HCCM, this run ({} Nodes)", h.nodes),
+            initialized(h),
+            h.calls.total.to_string(),
+            peak(h),
         ),
+        None => (
+            format!("HCCM, recorded ({} Nodes)", hccm::NODES),
+            format!("{} s", hccm::ALL_INITIALIZED_S),
+            hccm::CALLS.to_string(),
+            format!("{} MiB", hccm::PEAK_RSS_MIB),
+        ),
+    };
+    #[rustfmt::skip]
+    let rows = [
+        row("",                          "ours",                          &heading,      "target"),
+        row("nodes created in",          format!("{:.2} s", f.created_s), "",            ""),
+        row("all initialized after",     initialized(f),                  &h_initialized, "<= 10 s"),
+        row("cloud API calls",           f.calls.total,                   &h_calls,      "<= 30"),
+        row("threads after the burst",   after.threads,                   "",            ""),
+        row("RSS after: anonymous",      format!("{:.1} MiB", mib(after.rss_anon_kib)), "", ""),
+        row("RSS after: file-backed (code)", format!("{:.1} MiB", mib(after.rss_file_kib)), "", ""),
+        row("RSS before the burst",      format!("{:.1} MiB", mib(before.peak_rss_kib)), "", ""),
+        row("peak RSS (VmHWM)",          peak(f),                         &h_peak,       "<= 25 MiB"),
+    ];
+    for line in rows {
+        println!("{}", line.trim_end());
     }
-    println!(
-        "  cloud API calls           {}   (target <= 30)",
-        f.calls.total
-    );
-    f.calls.print_endpoints("      ");
-    println!("  threads after the burst   {}", after.threads);
-    println!(
-        "  RSS after the burst       {:.1} MiB anonymous + {:.1} MiB file-backed (code)",
-        mib(after.rss_anon_kib),
-        mib(after.rss_file_kib)
-    );
-    println!(
-        "  RSS before the burst      {:.1} MiB",
-        mib(before.peak_rss_kib)
-    );
-    println!(
-        "  peak RSS (VmHWM)          {:.1} MiB   (target <= 25 MiB)",
-        mib(after.peak_rss_kib)
-    );
+    for f in std::iter::once(f).chain(hccm) {
+        println!("  cloud calls by endpoint ({})", f.manager);
+        f.calls.print_endpoints("      ");
+    }
+}
+
+/// One line of the table: figure, ours, HCCM's, target.
+fn row(figure: impl Display, ours: impl Display, hccm: impl Display, target: &str) -> String {
+    format!("  {figure:<32}{ours:<14}{hccm:<26}{target}")
 }

@@ -15,7 +15,6 @@
 
 use std::collections::HashMap;
 use std::fmt::Display;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,7 +28,7 @@ use serde_json::json;
 use testenv::KubeletNode;
 
 use super::plot::Curve;
-use super::{BenchArgs, Calls, Env, Memory, PROBE_QUERY, create_nodes, mib};
+use super::{BenchArgs, Calls, Env, Manager, Memory, PROBE_QUERY, create_nodes, mib};
 
 /// How long a route action runs unless `--action-ms` says otherwise.
 const ACTION: Duration = Duration::from_millis(50);
@@ -58,7 +57,7 @@ mod upstream {
 
 /// The targets (docs/architecture.md, "Targets").
 mod target {
-    pub const CALLS_PER_ROUTE: f64 = 2.1;
+    pub const CALLS_PER_ROUTE: f64 = 2.05;
     /// × routes × action duration.
     pub const CONVERGENCE_FACTOR: f64 = 1.2;
     pub const IDLE_CALLS_PER_HOUR: f64 = 15.0;
@@ -71,6 +70,8 @@ pub struct Figures {
     pub routes: usize,
     pub action_ms: u128,
     pub cluster_cidr: &'static str,
+    /// `ours` or `HCCM`.
+    pub manager: &'static str,
     pub profile: String,
     pub burst: Burst,
     pub idle: Idle,
@@ -124,7 +125,11 @@ impl Figures {
     /// This scenario's line in the summary table (the burst of new Nodes).
     pub fn row(&self) -> super::Row {
         super::Row::new(
-            "routes",
+            if self.manager == "HCCM" {
+                "routes, HCCM"
+            } else {
+                "routes"
+            },
             format!("{} Nodes with podCIDRs", self.routes),
             self.burst.all_nodes_route_created_s,
             &self.burst.calls,
@@ -133,7 +138,7 @@ impl Figures {
     }
 }
 
-pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
+pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figures> {
     let n = args.routes.unwrap_or(if args.quick { 100 } else { 1000 });
     anyhow::ensure!(
         (1..=MAX_NODES).contains(&n),
@@ -154,9 +159,21 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     let network_id = network.to_string();
     let cluster = format!("--cluster-cidr={CLUSTER_CIDR}");
     let resync = format!("--route-reconciliation-period={}s", RESYNC.as_secs());
-    let flags = [cluster.as_str(), resync.as_str()];
+    // HCCM's route controller runs only with both of these (ours ignores them).
+    let hccm_flags = [
+        "--allocate-node-cidrs=true",
+        "--configure-cloud-routes=true",
+    ];
+    let flags = match manager {
+        Manager::Ours(_) => vec![cluster.as_str(), resync.as_str()],
+        Manager::Hccm(_) => [cluster.as_str(), resync.as_str()]
+            .into_iter()
+            .chain(hccm_flags)
+            .collect(),
+    };
+    let network_env = [("HCLOUD_NETWORK", network_id.as_str())];
     let mut ctl = env
-        .controller_with(args, binary, &flags, &[("HCLOUD_NETWORK", &network_id)])
+        .launch(args, manager, "node-route-controller", &flags, &network_env)
         .await?;
     let watch = NodeWatch::start(&env.client, n);
 
@@ -212,6 +229,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
         routes: n,
         action_ms: action.as_millis(),
         cluster_cidr: CLUSTER_CIDR,
+        manager: manager.name(),
         profile: args.profile.clone(),
         burst,
         idle: Idle {
@@ -228,7 +246,6 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
     };
     ctl.stop().await;
     watch.stop();
-    print(&figures);
     if misbehaved(&figures) {
         print_log_sample(&log);
     }
@@ -496,7 +513,8 @@ fn print_log_sample(log: &[cloud_sim::RequestLogEntry]) {
     }
 }
 
-fn print(f: &Figures) {
+/// Prints our figures beside upstream's and HCCM's (measured in this run with `--hccm`).
+pub fn print(f: &Figures, hccm: Option<&Figures>) {
     let (n, b, i) = (f.routes, &f.burst, &f.idle);
     println!(
         "route-controller bench ({n} Nodes and routes, actions {} ms, cluster CIDR {}, profile {})",
@@ -506,55 +524,76 @@ fn print(f: &Figures) {
         Some(s) => format!("{s:.2} s"),
         None => format!("never ({done}/{n} {of})"),
     };
-    let per_route = match (b.first_route_s, b.all_routes_s) {
+    let per_route = |b: &Burst| match (b.first_route_s, b.all_routes_s) {
         (Some(first), Some(all)) if n > 1 => {
             format!("{:.0} ms", (all - first) * 1000.0 / (n - 1) as f64)
         }
         _ => "-".into(),
     };
+    // HCCM's column: a figure of this run's HCCM, or blank.
+    let h = |figure: &dyn Fn(&Figures) -> String| hccm.map_or(String::new(), figure);
     let (idle_s, resync_s, default_s) = (i.seconds, i.resync_s, i.default_resync_s);
     // figure, ours, upstream's, HCCM's, target; a row with only a figure is a heading.
+    let h_idle = match hccm {
+        // HCCM's own default period is the 10 s it ran with.
+        Some(h) => format!("{:.0}", h.idle.calls_per_hour_at_resync),
+        None => format!("~{}", upstream::HCCM_IDLE_CALLS_PER_HOUR),
+    };
     #[rustfmt::skip]
     let rows = [
         row("",                                       "ours",                        "upstream",     "HCCM",         "target"),
         row(format!("{n} Nodes created at once, in"), format!("{:.2} s", b.nodes_created_s), "", "",       ""),
-        row("  first route after",                    secs(b.first_route_s, 0, "routes"), "",        "",             ""),
+        row("  first route after",                    secs(b.first_route_s, 0, "routes"), "",
+                                                                                                     h(&|h| secs(h.burst.first_route_s, 0, "routes")), ""),
         row(format!("  all {n} routes in the network after"),
                                                       secs(b.all_routes_s, b.routes_in_network, "routes"),
-                                                                                     "",             "",             format!("<= {:.1} s", b.target_s)),
-        row("  time per route (first to last)",       per_route,                     "",             "",             format!("{} ms action", f.action_ms)),
+                                                                                     "",             h(&|h| secs(h.burst.all_routes_s, h.burst.routes_in_network, "routes")),
+                                                                                                                     format!("<= {:.1} s", b.target_s)),
+        row("  time per route (first to last)",       per_route(b),                  "",             h(&|h| per_route(&h.burst)), format!("{} ms action", f.action_ms)),
         row("  all Nodes NetworkUnavailable=False after",
                                                       secs(b.all_nodes_route_created_s, b.nodes_route_created, "Nodes"),
-                                                                                     "",             "",             ""),
-        row("  NetworkUnavailable writes",            b.condition_writes,            "",             "",             ""),
-        row("  cloud calls",                          b.calls.total,                 "",             "",             ""),
-        row("  calls per route",                      format!("{:.2}", b.calls_per_route), "",       "",             format!("<= {}", target::CALLS_PER_ROUTE)),
-        row("  423 locked answers",                   b.locked_423,                  "",             "",             "0"),
+                                                                                     "",             h(&|h| secs(h.burst.all_nodes_route_created_s, h.burst.nodes_route_created, "Nodes")), ""),
+        row("  NetworkUnavailable writes",            b.condition_writes,            "",             h(&|h| h.burst.condition_writes.to_string()), ""),
+        row("  cloud calls",                          b.calls.total,                 "",             h(&|h| h.burst.calls.total.to_string()), ""),
+        row("  calls per route",                      format!("{:.2}", b.calls_per_route), "",       h(&|h| format!("{:.2}", h.burst.calls_per_route)), format!("<= {}", target::CALLS_PER_ROUTE)),
+        row("  423 locked answers",                   b.locked_423,                  "",             h(&|h| h.burst.locked_423.to_string()), "0"),
         row(format!("idle {idle_s} s at --route-reconciliation-period={resync_s}s"),
                                                       "",                            "",             "",             ""),
-        row("  cloud calls",                          i.calls.total,                 "",             "",             ""),
+        row("  cloud calls",                          i.calls.total,                 "",             h(&|h| h.idle.calls.total.to_string()), ""),
         row(format!("  per hour at a {resync_s} s period"),
                                                       format!("{:.0}", i.calls_per_hour_at_resync),
                                                                                      format!(">= {}", upstream::IDLE_CALLS_PER_HOUR_AT_LEAST),
-                                                                                                     "",             ""),
+                                                                                                     h(&|h| format!("{:.0}", h.idle.calls_per_hour_at_resync)), ""),
         row(format!("  per hour at our default {} min", default_s / 60),
                                                       format!("{:.0}", i.calls_per_hour_at_default),
                                                                                      format!(">= {}", upstream::IDLE_CALLS_PER_HOUR_AT_LEAST),
-                                                                                                     format!("~{}", upstream::HCCM_IDLE_CALLS_PER_HOUR),
+                                                                                                     h_idle,
                                                                                                                      format!("<= {}", target::IDLE_CALLS_PER_HOUR)),
         row("peak RSS (VmHWM)",                       format!("{:.1} MiB", mib(f.memory.peak_rss_kib)),
-                                                                                     "",             "",             format!("<= {} MiB", target::PEAK_RSS_MIB)),
+                                                                                     "",             h(&|h| format!("{:.1} MiB", mib(h.memory.peak_rss_kib))),
+                                                                                                                     format!("<= {} MiB", target::PEAK_RSS_MIB)),
         row("RSS at the end",                         format!("{:.1} MiB", mib(f.memory.rss_kib)),
-                                                                                     "",             "",             ""),
+                                                                                     "",             h(&|h| format!("{:.1} MiB", mib(h.memory.rss_kib))), ""),
     ];
     for line in rows {
         println!("{}", line.trim_end());
     }
     println!(
-        "  upstream: a full pass every 10 s, each >= 1 network read (HCCM: + a server list); HCCM: measured earlier, 30 s period"
+        "  upstream: a full pass every 10 s, each >= 1 network read (HCCM: + a server list); HCCM: {}",
+        if hccm.is_some() {
+            "this run (its default period is 10 s)"
+        } else {
+            "measured earlier, 30 s period"
+        }
     );
-    println!("  cloud calls by endpoint");
-    for (phase, calls) in [("burst", &b.calls), ("idle", &i.calls)] {
+    for f in std::iter::once(f).chain(hccm) {
+        println!("  cloud calls by endpoint ({})", f.manager);
+        print_endpoints(f);
+    }
+}
+
+fn print_endpoints(f: &Figures) {
+    for (phase, calls) in [("burst", &f.burst.calls), ("idle", &f.idle.calls)] {
         let statuses: Vec<String> = calls
             .by_status
             .iter()
@@ -573,5 +612,5 @@ fn row(
     hccm: impl Display,
     target: impl Display,
 ) -> String {
-    format!("  {figure:<44}{ours:<14}{upstream:<11}{hccm:<8}{target}")
+    format!("  {figure:<44}{ours:<14}{upstream:<11}{hccm:<14}{target}")
 }

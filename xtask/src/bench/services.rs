@@ -10,7 +10,6 @@
 //! Each phase reports its cloud calls; the end, the controller's peak and final RSS.
 
 use std::fmt::Display;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{
@@ -21,7 +20,7 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 
 use super::plot::Curve;
-use super::{BenchArgs, Calls, Env, Memory, PROBE_QUERY, create_nodes, mib};
+use super::{BenchArgs, Calls, Env, Manager, Memory, PROBE_QUERY, create_nodes, mib};
 
 pub(super) const NODES: usize = 10;
 const PORTS: [i32; 2] = [80, 443];
@@ -51,6 +50,8 @@ pub struct Figures {
     pub services: usize,
     pub nodes: usize,
     pub action_ms: u128,
+    /// `ours` or `HCCM`.
+    pub manager: &'static str,
     pub profile: String,
     pub create: Create,
     pub node_join: Join,
@@ -101,7 +102,11 @@ impl Figures {
     /// This scenario's line in the summary table (the creation burst).
     pub fn row(&self) -> super::Row {
         super::Row::new(
-            "services",
+            if self.manager == "HCCM" {
+                "services, HCCM"
+            } else {
+                "services"
+            },
             format!("{} Services, {} nodes", self.services, self.nodes),
             self.create.all_ingress_s,
             &self.create.calls,
@@ -110,7 +115,7 @@ impl Figures {
     }
 }
 
-pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
+pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figures> {
     let n = args.services.unwrap_or(if args.quick { 5 } else { 20 });
     let env = Env::start(Some(ACTION)).await?;
     add_nodes(&env, &env.servers(NODES, "bench-node").await?).await?;
@@ -118,7 +123,9 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
         ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
         ("HCLOUD_LOAD_BALANCERS_TYPE", "lb11"),
     ];
-    let mut ctl = env.controller(args, binary, &lb_env).await?;
+    let mut ctl = env
+        .launch(args, manager, "service-lb-controller", &[], &lb_env)
+        .await?;
     let services: Api<Service> = Api::namespaced(env.client.clone(), NAMESPACE);
 
     // 1. N Services at once.
@@ -184,6 +191,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
         services: n,
         nodes: NODES,
         action_ms: ACTION.as_millis(),
+        manager: manager.name(),
         profile: args.profile.clone(),
         create,
         node_join,
@@ -195,7 +203,6 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
         convergence,
     };
     ctl.stop().await;
-    print(&figures);
     Ok(figures)
 }
 
@@ -277,13 +284,14 @@ async fn load_balancers(env: &Env, targets: usize) -> anyhow::Result<LbCount> {
     })
 }
 
-fn print(f: &Figures) {
-    let (n, c, j, h) = (f.services, &f.create, &f.node_join, hccm::SERVICES);
+/// Prints our figures beside HCCM's: measured in this run (`--hccm`), else recorded earlier.
+pub fn print(f: &Figures, hccm: Option<&Figures>) {
+    let (n, c, j) = (f.services, &f.create, &f.node_join);
     let secs = |s: Option<f64>, done: usize, of: &str| match s {
         Some(s) => format!("{s:.2} s"),
         None => format!("never ({done}/{n} {of} after {} s)", TIMEOUT.as_secs()),
     };
-    let ratio = |calls: u64, of: usize| format!("{:.1}", calls as f64 / of as f64);
+    let ratio = |calls: u64, of: usize| format!("{:.2}", calls as f64 / of as f64);
     let (ports, nodes) = (PORTS.len(), f.nodes);
     println!(
         "service-controller bench ({n} Services x {ports} ports, {nodes} nodes, actions {} ms, profile {})",
@@ -298,47 +306,87 @@ fn print(f: &Figures) {
     let joined = secs(j.all_targets_s, j.load_balancers.complete, "complete");
     let peak = format!("{:.1} MiB", mib(f.memory.peak_rss_kib));
     let end = format!("{:.1} MiB", mib(f.memory.rss_kib));
-    let (h_ingress, h_peak) = (
-        format!("{} s", hccm::ALL_INGRESS_S),
-        format!("{} MiB", hccm::PEAK_RSS_MIB),
-    );
+    // HCCM's column: this run's figures, or the ones recorded with 20 Services.
+    let h = match hccm {
+        Some(h) => Theirs {
+            heading: format!("HCCM, this run ({} Svc)", h.services),
+            ingress: secs(
+                h.create.all_ingress_s,
+                h.create.with_ingress,
+                "with ingress",
+            ),
+            create_calls: h.create.calls.total,
+            per_service: ratio(h.create.calls.total, h.services),
+            join_calls: h.node_join.calls.total,
+            per_changed_lb: ratio(h.node_join.calls.total, h.services),
+            update_service: h.node_join.update_service,
+            idle_calls: h.idle.calls.total,
+            peak: format!("{:.1} MiB", mib(h.memory.peak_rss_kib)),
+        },
+        None => Theirs {
+            heading: format!("HCCM, recorded ({} Svc)", hccm::SERVICES),
+            ingress: format!("{} s", hccm::ALL_INGRESS_S),
+            create_calls: hccm::CREATE_CALLS,
+            per_service: ratio(hccm::CREATE_CALLS, hccm::SERVICES),
+            join_calls: hccm::JOIN_CALLS,
+            per_changed_lb: ratio(hccm::JOIN_CALLS, hccm::SERVICES),
+            update_service: hccm::JOIN_UPDATE_SERVICE,
+            idle_calls: hccm::IDLE_CALLS,
+            peak: format!("{} MiB", hccm::PEAK_RSS_MIB),
+        },
+    };
     // figure, ours, HCCM's, target; a row with only a figure is a heading.
     #[rustfmt::skip]
     let rows = [
-        row("",                                  "ours",                     format!("HCCM ({h} Svc)"),    "target"),
+        row("",                                  "ours",                     &h.heading,                   "target"),
         row(format!("create {n} Services"),      "",                         "",                           ""),
-        row("  all ingress after",               ingress,                    h_ingress,                    "<= 10 s"),
+        row("  all ingress after",               ingress,                    &h.ingress,                   "<= 10 s"),
         row(format!("  all LBs {nodes} targets + {ports} services after"),
                                                  complete,                   "-",                          ""),
         row("  load balancers",                  c.load_balancers.total,     "",                           ""),
-        row("  cloud calls",                     c.calls.total,              hccm::CREATE_CALLS,           ""),
-        row("  calls per Service",               ratio(c.calls.total, n),    ratio(hccm::CREATE_CALLS, h), "<= 4"),
+        row("  cloud calls",                     c.calls.total,              h.create_calls,               ""),
+        row("  calls per Service",               ratio(c.calls.total, n),    &h.per_service,               "<= 1.5"),
         row(format!("1 node joins ({n} LBs change)"), "",                    "",                           ""),
         row(format!("  all LBs {} targets after", nodes + 1),
                                                  joined,                     "-",                          ""),
-        row("  cloud calls",                     j.calls.total,              hccm::JOIN_CALLS,             ""),
-        row("  calls per changed LB",            ratio(j.calls.total, n),    ratio(hccm::JOIN_CALLS, h),   "<= 2"),
-        row("  update_service calls",            j.update_service,           hccm::JOIN_UPDATE_SERVICE,    "0"),
+        row("  cloud calls",                     j.calls.total,              h.join_calls,                 ""),
+        row("  calls per changed LB",            ratio(j.calls.total, n),    &h.per_changed_lb,            "<= 2"),
+        row("  update_service calls",            j.update_service,           h.update_service,             "0"),
         row(format!("idle {} s: cloud calls", f.idle.seconds),
-                                                 f.idle.calls.total,         hccm::IDLE_CALLS,             "0"),
-        row("peak RSS (VmHWM)",                  peak,                       h_peak,                       "<= 25 MiB"),
+                                                 f.idle.calls.total,         h.idle_calls,                 "0"),
+        row("peak RSS (VmHWM)",                  peak,                       &h.peak,                      "<= 25 MiB"),
         row("RSS at the end",                    end,                        "",                           ""),
     ];
     for line in rows {
         println!("{}", line.trim_end());
     }
-    println!("  cloud calls by endpoint");
-    for (phase, calls) in [
-        ("create", &c.calls),
-        ("node join", &j.calls),
-        ("idle", &f.idle.calls),
-    ] {
-        println!("    {phase}: {}", calls.total);
-        calls.print_endpoints("      ");
+    for (who, f) in std::iter::once(f).chain(hccm).map(|f| (f.manager, f)) {
+        println!("  cloud calls by endpoint ({who})");
+        for (phase, calls) in [
+            ("create", &f.create.calls),
+            ("node join", &f.node_join.calls),
+            ("idle", &f.idle.calls),
+        ] {
+            println!("    {phase}: {}", calls.total);
+            calls.print_endpoints("      ");
+        }
     }
+}
+
+/// HCCM's column of [`print`].
+struct Theirs {
+    heading: String,
+    ingress: String,
+    create_calls: u64,
+    per_service: String,
+    join_calls: u64,
+    per_changed_lb: String,
+    update_service: u64,
+    idle_calls: u64,
+    peak: String,
 }
 
 /// One line of the table: figure, ours, HCCM's, target.
 fn row(figure: impl Display, ours: impl Display, hccm: impl Display, target: &str) -> String {
-    format!("  {figure:<42}{ours:<14}{hccm:<15}{target}")
+    format!("  {figure:<42}{ours:<14}{hccm:<26}{target}")
 }

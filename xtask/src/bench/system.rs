@@ -343,6 +343,7 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
             cluster_cidr: CLUSTER_CIDR,
             extra_args: &args.extra,
             extra_env: &extra_env,
+            wrapper: args.wrapper.as_deref(),
             dir: &dir,
         },
     )

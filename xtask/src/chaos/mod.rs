@@ -310,6 +310,7 @@ async fn start_fleet(
             cluster_cidr: crate::demo::world::CLUSTER_CIDR,
             extra_args: &[],
             extra_env: &robot_env,
+            wrapper: None,
             dir,
         },
     )

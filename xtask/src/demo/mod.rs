@@ -104,6 +104,7 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
             cluster_cidr: crate::demo::world::CLUSTER_CIDR,
             extra_args: &[],
             extra_env: &robot_env,
+            wrapper: None,
             dir: &logs,
         },
     )

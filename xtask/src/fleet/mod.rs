@@ -83,6 +83,8 @@ pub struct Options<'a> {
     /// Flags and environment variables every replica gets besides the chart's (experiments).
     pub extra_args: &'a [String],
     pub extra_env: &'a [(String, String)],
+    /// Runs every replica under this, e.g. `heaptrack` (memory figures are then the wrapper's).
+    pub wrapper: Option<&'a str>,
     /// Kubeconfigs and logs go here.
     pub dir: &'a Path,
 }
@@ -180,6 +182,7 @@ impl Fleet {
                 let admin_addr = free_port()?;
                 let log = options.dir.join(format!("{identity}.log"));
                 let mut launch = Launch::new(binary, &kubeconfig)
+                    .wrapper(options.wrapper)
                     .arg(format!("--admin-address={admin_addr}"))
                     .arg(format!("--leader-elect-resource-namespace={NAMESPACE}"))
                     .args(spec.args.iter().copied());
