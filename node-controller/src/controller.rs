@@ -276,8 +276,9 @@ async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> 
     // Addresses right away, with the metadata already fetched, instead of at the next address sync.
     write_addresses(&patched, ctx, &meta.addresses).await;
 
+    // Once per Node: not through the Recorder, whose cache would keep each of them for 6 minutes.
     ctx.events
-        .normal(
+        .once(
             node,
             reasons::SYNCED,
             "InitializeNode",
