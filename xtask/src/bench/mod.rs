@@ -421,7 +421,10 @@ impl Env {
             ])
             .args(flags.iter().copied())
             .sim(&self.sim)
-            .env("HCLOUD_METRICS_ENABLED", "false");
+            .env("HCLOUD_METRICS_ENABLED", "false")
+            // Its start-up check that it runs on a server in the network asks the metadata
+            // service, which a benchmark has none of.
+            .env("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true");
         let process = env
             .iter()
             .fold(process, |l, (k, v)| l.env(k, v))

@@ -164,5 +164,5 @@ pub fn print(f: &Figures, hccm: Option<&Figures>) {
 
 /// One line of the table: figure, ours, HCCM's, target.
 fn row(figure: impl Display, ours: impl Display, hccm: impl Display, target: &str) -> String {
-    format!("  {figure:<32}{ours:<14}{hccm:<26}{target}")
+    format!("  {figure:<32}{ours:<14}{hccm:<29}{target}")
 }
