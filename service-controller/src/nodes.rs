@@ -90,7 +90,7 @@ fn eligible_sharing<'a>(
 /// the sets they started with: with a copy of the labels in each, service-controller's heap peaked
 /// at 18 MiB of labels at 1200 Nodes (`cargo xtask bench system`, heaptrack).
 #[derive(Debug, Default)]
-pub struct SharedLabels(HashMap<String, Arc<BTreeMap<String, String>>>);
+struct SharedLabels(HashMap<String, Arc<BTreeMap<String, String>>>);
 
 impl SharedLabels {
     fn of(&mut self, node: &Node) -> Arc<BTreeMap<String, String>> {

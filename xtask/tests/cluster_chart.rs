@@ -137,13 +137,16 @@ fn helm_install_into_a_real_cluster() {
 
     // Each pod's working set, as the kubelet reports it (kubectl top's figure).
     let pki: PathBuf = layout().root().join("pki");
-    let mut curl = Command::new("curl");
-    curl.args(["-sk", "--cert"])
-        .arg(pki.join("apiserver-kubelet-client.crt"))
-        .arg("--key")
-        .arg(pki.join("apiserver-kubelet-client.key"))
-        .arg(format!("https://{}:10250/metrics/resource", state.node_ip));
-    let metrics = output(curl);
+    let kubelet_get = |path: &str| {
+        let mut curl = Command::new("curl");
+        curl.args(["-sk", "--cert"])
+            .arg(pki.join("apiserver-kubelet-client.crt"))
+            .arg("--key")
+            .arg(pki.join("apiserver-kubelet-client.key"))
+            .arg(format!("https://{}:10250{path}", state.node_ip));
+        output(curl)
+    };
+    let metrics = kubelet_get("/metrics/resource");
     let working_sets: Vec<&str> = metrics
         .lines()
         .filter(|l| {
@@ -152,6 +155,24 @@ fn helm_install_into_a_real_cluster() {
         .collect();
     assert_eq!(working_sets.len(), 4, "{metrics}");
     eprintln!("{}", working_sets.join("\n"));
+    // The same from the kubelet's summary, next to the resident set (RSS counts the binary's code
+    // pages; the working set counts what the pod's cgroup was charged for).
+    let summary: Value =
+        serde_json::from_str(&kubelet_get("/stats/summary")).expect("kubelet summary is JSON");
+    for pod in summary["pods"].as_array().into_iter().flatten() {
+        if pod["podRef"]["namespace"] != "kube-system" {
+            continue;
+        }
+        for c in pod["containers"].as_array().into_iter().flatten() {
+            let mib = |field: &str| c["memory"][field].as_f64().unwrap_or(0.0) / 1048576.0;
+            eprintln!(
+                "{:<22} working set {:5.1} MiB, RSS {:5.1} MiB (kubelet summary)",
+                c["name"].as_str().unwrap_or("?"),
+                mib("workingSetBytes"),
+                mib("rssBytes"),
+            );
+        }
+    }
 
     // lifecycle-controller: a Node whose server is gone is deleted.
     create_node(

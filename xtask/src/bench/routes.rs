@@ -612,5 +612,5 @@ fn row(
     hccm: impl Display,
     target: impl Display,
 ) -> String {
-    format!("  {figure:<44}{ours:<14}{upstream:<11}{hccm:<14}{target}")
+    format!("  {figure:<44}{ours:<14}{upstream:<11}{hccm:<23}{target}")
 }
