@@ -31,12 +31,7 @@ struct ReadinessInner {
 
 impl Readiness {
     /// Marks the caches synced (called by the controller once its reflector stores are ready).
-    /// When they become synced, the code that start-up ran (flags, kubeconfig, the first lists)
-    /// is unmapped right away instead of at the next periodic trim ([`crate::code_pages`]).
     pub fn set_synced(&self, v: bool) {
-        if v && !self.inner.synced.swap(v, Ordering::AcqRel) {
-            let _ = crate::code_pages::release();
-        }
         self.inner.synced.store(v, Ordering::Release);
     }
     /// Marks the process a standby waiting for the Lease.
