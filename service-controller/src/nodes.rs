@@ -66,12 +66,9 @@ fn lb_node(node: &Node, labels: &mut SharedLabels) -> LbNode {
     }
 }
 
-/// The eligible nodes, sorted by name (so equal sets compare and hash equal).
-pub fn eligible<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<LbNode> {
-    eligible_sharing(nodes, &mut SharedLabels::default())
-}
-
-fn eligible_sharing<'a>(
+/// The eligible nodes, sorted by name (so equal sets compare and hash equal), their labels shared
+/// through `labels`.
+fn eligible<'a>(
     nodes: impl IntoIterator<Item = &'a Node>,
     labels: &mut SharedLabels,
 ) -> Vec<LbNode> {
@@ -124,12 +121,8 @@ pub struct EligibleSet {
 }
 
 impl EligibleSet {
-    pub fn of<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Self {
-        Self::sharing(nodes, &mut SharedLabels::default())
-    }
-
-    fn sharing<'a>(nodes: impl IntoIterator<Item = &'a Node>, labels: &mut SharedLabels) -> Self {
-        let nodes = eligible_sharing(nodes, labels);
+    fn of<'a>(nodes: impl IntoIterator<Item = &'a Node>, labels: &mut SharedLabels) -> Self {
+        let nodes = eligible(nodes, labels);
         EligibleSet {
             fingerprint: fingerprint(&nodes),
             nodes,
@@ -189,10 +182,7 @@ impl EligibleCache {
         let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let (set, labels) = &mut *cached;
         if set.fingerprint != fingerprint {
-            *set = Arc::new(EligibleSet::sharing(
-                state.iter().map(|n| n.as_ref()),
-                labels,
-            ));
+            *set = Arc::new(EligibleSet::of(state.iter().map(|n| n.as_ref()), labels));
         }
         set.clone()
     }
@@ -299,7 +289,10 @@ mod tests {
             })
             .collect();
         let of = |nodes: &[Node]| eligible_fingerprint(nodes.iter());
-        assert_eq!(of(&nodes), EligibleSet::of(nodes.iter()).fingerprint);
+        assert_eq!(
+            of(&nodes),
+            EligibleSet::of(nodes.iter(), &mut SharedLabels::default()).fingerprint
+        );
         let before = of(&nodes);
         nodes[0]
             .metadata
@@ -308,7 +301,10 @@ mod tests {
             .unwrap()
             .insert("x".into(), "y".into());
         assert_ne!(of(&nodes), before);
-        assert_eq!(of(&nodes), EligibleSet::of(nodes.iter()).fingerprint);
+        assert_eq!(
+            of(&nodes),
+            EligibleSet::of(nodes.iter(), &mut SharedLabels::default()).fingerprint
+        );
     }
 
     #[test]
@@ -341,7 +337,10 @@ mod tests {
         .registration();
         let mut slimmed = full.clone();
         slim(&mut slimmed);
-        let (a, b) = (EligibleSet::of([&full]), EligibleSet::of([&slimmed]));
+        let (a, b) = (
+            EligibleSet::of([&full], &mut SharedLabels::default()),
+            EligibleSet::of([&slimmed], &mut SharedLabels::default()),
+        );
         assert_eq!(a.fingerprint, b.fingerprint);
         assert_eq!(a.nodes, b.nodes);
         assert_eq!(a.nodes.len(), 1);
@@ -411,17 +410,23 @@ mod tests {
     fn fingerprint_ignores_order_and_status_but_not_labels() {
         let a = node("a", &[]);
         let b = node("bb", &[("role", "edge")]);
-        let one = eligible([&a, &b]);
-        let two = eligible([&b, &a]);
+        let one = eligible([&a, &b], &mut SharedLabels::default());
+        let two = eligible([&b, &a], &mut SharedLabels::default());
         assert_eq!(fingerprint(&one), fingerprint(&two));
         let mut ready = a.clone();
         ready.status = Some(k8s_openapi::api::core::v1::NodeStatus {
             conditions: Some(vec![Default::default()]),
             ..Default::default()
         });
-        assert_eq!(fingerprint(&eligible([&ready, &b])), fingerprint(&one));
+        assert_eq!(
+            fingerprint(&eligible([&ready, &b], &mut SharedLabels::default())),
+            fingerprint(&one)
+        );
         let relabelled = node("a", &[("role", "edge")]);
-        assert_ne!(fingerprint(&eligible([&relabelled, &b])), fingerprint(&one));
+        assert_ne!(
+            fingerprint(&eligible([&relabelled, &b], &mut SharedLabels::default())),
+            fingerprint(&one)
+        );
     }
 
     #[test]
@@ -444,9 +449,9 @@ mod tests {
     fn successive_sets_share_the_labels_of_nodes_that_kept_them() {
         let mut labels = SharedLabels::default();
         let (a, b) = (node("a", &[("pool", "x")]), node("bb", &[("pool", "y")]));
-        let first = EligibleSet::sharing([&a, &b], &mut labels);
+        let first = EligibleSet::of([&a, &b], &mut labels);
         let relabelled = node("bb", &[("pool", "z")]);
-        let second = EligibleSet::sharing([&a, &relabelled], &mut labels);
+        let second = EligibleSet::of([&a, &relabelled], &mut labels);
         assert!(Arc::ptr_eq(&first.nodes[0].labels, &second.nodes[0].labels));
         assert!(!Arc::ptr_eq(
             &first.nodes[1].labels,
@@ -458,7 +463,7 @@ mod tests {
         );
         assert_ne!(first.fingerprint, second.fingerprint);
         // A Node that left is forgotten.
-        EligibleSet::sharing([&a], &mut labels);
+        EligibleSet::of([&a], &mut labels);
         assert_eq!(labels.0.len(), 1);
     }
 }
