@@ -141,6 +141,8 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 #[derive(Debug, Clone)]
 pub struct Row {
     pub scenario: &'static str,
+    /// `ours` or `HCCM` (`--hccm`).
+    pub manager: &'static str,
     pub size: String,
     /// Seconds until everything converged (`None`: not within the timeout).
     pub converged_s: Option<f64>,
@@ -156,6 +158,7 @@ impl Row {
     /// The row of a burst phase measured by `calls`.
     pub fn new(
         scenario: &'static str,
+        manager: &'static str,
         size: String,
         converged_s: Option<f64>,
         calls: &Calls,
@@ -175,6 +178,7 @@ impl Row {
             .sum();
         Self {
             scenario,
+            manager,
             size,
             converged_s,
             calls: calls.total,
@@ -197,9 +201,13 @@ fn print_table(rows: &[Row]) {
         let converged = r
             .converged_s
             .map_or("never".to_string(), |s| format!("{s:.2} s"));
+        let scenario = match r.manager {
+            "ours" => r.scenario.to_string(),
+            other => format!("{}, {other}", r.scenario),
+        };
         println!(
             "  {:<15} {:<22} {:>10} {:>7} {:>8} {:>5.1} MiB  {}",
-            r.scenario,
+            scenario,
             r.size,
             converged,
             r.calls,

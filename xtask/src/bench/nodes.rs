@@ -85,11 +85,8 @@ impl Figures {
     /// This scenario's line in the summary table.
     pub fn row(&self) -> super::Row {
         super::Row::new(
-            if self.manager == "HCCM" {
-                "nodes, HCCM"
-            } else {
-                "nodes"
-            },
+            "nodes",
+            self.manager,
             format!("{} Nodes", self.nodes),
             self.all_initialized_s,
             &self.calls,

@@ -125,11 +125,8 @@ impl Figures {
     /// This scenario's line in the summary table (the burst of new Nodes).
     pub fn row(&self) -> super::Row {
         super::Row::new(
-            if self.manager == "HCCM" {
-                "routes, HCCM"
-            } else {
-                "routes"
-            },
+            "routes",
+            self.manager,
             format!("{} Nodes with podCIDRs", self.routes),
             self.burst.all_nodes_route_created_s,
             &self.burst.calls,

@@ -102,11 +102,8 @@ impl Figures {
     /// This scenario's line in the summary table (the creation burst).
     pub fn row(&self) -> super::Row {
         super::Row::new(
-            if self.manager == "HCCM" {
-                "services, HCCM"
-            } else {
-                "services"
-            },
+            "services",
+            self.manager,
             format!("{} Services, {} nodes", self.services, self.nodes),
             self.create.all_ingress_s,
             &self.create.calls,
