@@ -455,16 +455,19 @@ pub trait Routes: Send + Sync {
     }
 
     /// Make `destination_cidr` point at the target node. No-op when already so; a route with the same
-    /// destination and another gateway is replaced. IPv6 → `CloudError::Unsupported`.
-    async fn create_route(&self, route: &RouteRequest) -> Result<(), CloudError>;
+    /// destination and another gateway is replaced. IPv6 → `CloudError::Unsupported`. Returns the
+    /// route as it now is (`target_node` is the requested node), so a caller can keep its own list
+    /// current without reading the network again.
+    async fn create_route(&self, route: &RouteRequest) -> Result<Route, CloudError>;
 
-    /// [`Routes::create_route`] for a caller that serialises all route writes and has just listed
-    /// the routes (`current`): the provider trusts that list instead of reading the network again.
+    /// [`Routes::create_route`] for a caller that serialises all route writes and keeps the
+    /// routes it listed current with what its writes return (`current`): the provider trusts that
+    /// list instead of reading the network again.
     async fn create_route_in(
         &self,
         route: &RouteRequest,
         current: &[Route],
-    ) -> Result<(), CloudError> {
+    ) -> Result<Route, CloudError> {
         let _ = current;
         self.create_route(route).await
     }

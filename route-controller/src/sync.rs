@@ -2,6 +2,10 @@
 //! loop, one at a time, each awaited: Hetzner locks a network while a route action runs, so
 //! parallel writes would only collect `423 locked` answers. Node events are coalesced into one
 //! pass; a slow resync catches changes made behind our back.
+//!
+//! Because every write is ours and goes through here, the routes read at the start of one pass
+//! stay true for the next once our writes are applied to them: the network is read again only
+//! when something says that view may be wrong — a write failed, or the safety resync is due.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -45,6 +49,9 @@ pub struct RoutePass {
     failures: PerObject<String>,
     /// Problems already reported as events (reported again once they went away and came back).
     reported: Mutex<HashSet<(String, &'static str)>>,
+    /// The network's routes after the last pass, our writes applied. `None`: the next pass reads
+    /// the network (at start, after a failed write, at the safety resync).
+    kept: Mutex<Option<Vec<Route>>>,
 }
 
 impl std::fmt::Debug for RoutePass {
@@ -81,7 +88,31 @@ impl RoutePass {
             metrics,
             failures: PerObject::new(RETRY),
             reported: Mutex::new(HashSet::new()),
+            kept: Mutex::new(None),
         }
+    }
+
+    /// Makes the next pass read the network instead of trusting what the last one left (the
+    /// safety resync: catches routes changed behind our back).
+    pub fn forget_routes(&self) {
+        *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The routes the last pass left, or a fresh read of the network.
+    async fn view(&self) -> Result<View, CloudError> {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Ok(match kept {
+            Some(routes) => View {
+                routes,
+                fresh: false,
+                doubtful: false,
+            },
+            None => View {
+                routes: self.routes.list_routes_unresolved().await?,
+                fresh: true,
+                doubtful: false,
+            },
+        })
     }
 
     fn earliest_retry(&self) -> Option<Instant> {
@@ -158,6 +189,21 @@ impl RoutePass {
     }
 }
 
+/// Whether a failed write says the network may not be what we think: the cloud refused it, or we
+/// cannot tell what happened. A refusal before any call (no such server, IPv6, an InternalIP
+/// outside the network) says nothing about the routes.
+fn puts_routes_in_doubt(e: &CloudError) -> bool {
+    matches!(
+        e,
+        CloudError::Api(_)
+            | CloudError::ActionFailed { .. }
+            | CloudError::RetriesExhausted { .. }
+            | CloudError::Timeout { .. }
+            | CloudError::Transport { .. }
+            | CloudError::Decode { .. }
+    )
+}
+
 /// The Warning reason for a failed create: bad input gets its own reason (and counts as such).
 fn create_failure_reason(e: &CloudError) -> (&'static str, bool) {
     match e {
@@ -173,8 +219,8 @@ fn create_failure_reason(e: &CloudError) -> (&'static str, bool) {
 pub async fn pass(ctx: &RoutePass) -> Result<Option<Instant>, CloudError> {
     ctx.metrics.route_sync.inc();
     let mut timer = ctx.kit.reconcile_timer();
-    let mut routes = match ctx.routes.list_routes_unresolved().await {
-        Ok(r) => r,
+    let mut view = match ctx.view().await {
+        Ok(v) => v,
         Err(e) => {
             timer.set_result("cloud_error");
             if e.is_not_found() {
@@ -187,30 +233,50 @@ pub async fn pass(ctx: &RoutePass) -> Result<Option<Instant>, CloudError> {
         let state = ctx.store.state();
         plan::plan(
             state.iter().map(|n| n.as_ref()),
-            &routes,
+            &view.routes,
             &ctx.cluster,
             |provider_id| ctx.routes.routability(provider_id),
         )
     };
+    // Problems found against a view that a failed write then put in doubt are reported by the
+    // fresh pass that follows at once.
     ctx.report(&plan.problems).await;
 
     let mut written = ctx.set_conditions(&plan.nodes).await;
-    let deletes_failed = delete_stale(ctx, &plan, &mut routes).await;
-    let failed = create_missing(ctx, &plan, &routes, &mut written).await;
+    let deletes_pending = delete_stale(ctx, &plan, &mut view).await;
+    let pending = create_missing(ctx, &plan, &mut view, &mut written).await;
 
     ctx.metrics.routes.set(
-        routes
+        view.routes
             .iter()
             .filter(|r| ctx.cluster.owns(&r.destination_cidr))
             .count() as i64,
     );
-    ctx.metrics.pending.set(failed as i64);
+    ctx.metrics.pending.set(pending as i64);
     timer.set_result("ok");
-    let retry_deletes = deletes_failed.then(|| Instant::now() + RETRY.delay(1));
+    let (doubtful, fresh) = (view.doubtful, view.fresh);
+    if !doubtful {
+        *ctx.kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(view.routes);
+    }
+    // A write that failed against routes this pass did not read may have failed because they
+    // were out of date: read them and try again at once, before anyone is warned.
+    if doubtful && !fresh {
+        return Ok(Some(Instant::now()));
+    }
+    let retry_deletes = deletes_pending.then(|| Instant::now() + RETRY.delay(1));
     Ok(match (ctx.earliest_retry(), retry_deletes) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     })
+}
+
+/// The network's routes as one pass sees them.
+struct View {
+    routes: Vec<Route>,
+    /// Read from the network by this pass, not kept from an earlier one.
+    fresh: bool,
+    /// A write failed: the network may not be what `routes` says.
+    doubtful: bool,
 }
 
 async fn network_not_found(ctx: &RoutePass, e: &CloudError) {
@@ -232,8 +298,8 @@ async fn network_not_found(ctx: &RoutePass, e: &CloudError) {
 }
 
 /// Deletes stale routes first: it frees room under the network's route limit. Returns whether a
-/// delete failed (the pass is then retried soon).
-async fn delete_stale(ctx: &RoutePass, plan: &Plan, routes: &mut Vec<Route>) -> bool {
+/// delete was not made (the pass is then retried soon).
+async fn delete_stale(ctx: &RoutePass, plan: &Plan, view: &mut View) -> bool {
     let mut failed = false;
     for r in &plan.deletes {
         let reason = format!(
@@ -244,12 +310,14 @@ async fn delete_stale(ctx: &RoutePass, plan: &Plan, routes: &mut Vec<Route>) -> 
             Ok(()) => {
                 ctx.metrics.count_write("delete", true);
                 info!(destination = %r.destination_cidr, gateway = %r.gateway, "deleted a route no node wants");
-                routes.retain(|x| x.destination_cidr != r.destination_cidr);
+                view.routes
+                    .retain(|x| x.destination_cidr != r.destination_cidr);
             }
             // Shadow mode: planned, not made; the pass goes on.
             Err(e) if e.is_dry_run() => failed = true,
             Err(e) => {
                 failed = true;
+                view.doubtful = true;
                 ctx.metrics.count_write("delete", false);
                 warn!(destination = %r.destination_cidr, error = %e, "deleting a stale route failed; retrying soon");
             }
@@ -263,16 +331,16 @@ async fn delete_stale(ctx: &RoutePass, plan: &Plan, routes: &mut Vec<Route>) -> 
 async fn create_missing(
     ctx: &RoutePass,
     plan: &Plan,
-    routes: &[Route],
+    view: &mut View,
     written: &mut HashMap<String, Routed>,
 ) -> usize {
     let mut by_node: HashMap<&str, Vec<&Create>> = HashMap::new();
     for c in &plan.creates {
         by_node.entry(c.node.as_str()).or_default().push(c);
     }
-    let mut failed = 0;
+    let mut pending = plan.nodes.iter().filter(|(_, present)| !present).count();
     let mut confirmations = tokio::task::JoinSet::new();
-    for (node, present) in &plan.nodes {
+    'nodes: for (node, present) in &plan.nodes {
         if *present {
             continue;
         }
@@ -282,7 +350,6 @@ async fn create_missing(
             .iter()
             .any(|p| &p.node == node && p.reason == reasons::CLUSTER_CIDR_MISCONFIGURED);
         if ctx.failures.waiting(node) {
-            failed += 1;
             continue;
         }
         let mut ok = !blocked;
@@ -292,16 +359,28 @@ async fn create_missing(
                 "Node {node}: podCIDR {} has no route",
                 c.request.destination_cidr
             );
-            let created = ctx.routes.create_route_in(&c.request, routes);
+            let created = ctx.routes.create_route_in(&c.request, &view.routes);
             match cloud_client::shadow::with_reason(reason, created).await {
-                Ok(()) => {
+                Ok(route) => {
                     ctx.metrics.count_write("create", true);
                     debug!(node, destination = %c.request.destination_cidr, "route created");
+                    view.routes
+                        .retain(|r| r.destination_cidr != route.destination_cidr);
+                    view.routes.push(route);
                 }
                 // Shadow mode: planned, not made; the node waits like one whose create failed.
                 Err(e) if e.is_dry_run() => ok = false,
+                // Maybe only because the kept routes are out of date: the pass ends here and the
+                // next one, at once, reads them first.
+                Err(e) if !view.fresh && puts_routes_in_doubt(&e) => {
+                    ctx.metrics.count_write("create", false);
+                    view.doubtful = true;
+                    info!(node, error = %e, "creating a route failed against the routes kept from the last pass; reading the network and trying again");
+                    break 'nodes;
+                }
                 Err(e) => {
                     ctx.metrics.count_write("create", false);
+                    view.doubtful |= puts_routes_in_doubt(&e);
                     ok = false;
                     let (reason, bad_input) = create_failure_reason(&e);
                     if bad_input {
@@ -319,6 +398,7 @@ async fn create_missing(
             }
         }
         if ok {
+            pending -= 1;
             ctx.failures.succeeded(node);
             // The node learns its route exists without holding up the next route write.
             if ctx.condition_due(node, Routed::Yes, written) {
@@ -328,11 +408,8 @@ async fn create_missing(
                     (name, r)
                 });
             }
-        } else {
-            failed += 1;
-            if !blocked {
-                ctx.failures.failed(node.clone());
-            }
+        } else if !blocked {
+            ctx.failures.failed(node.clone());
         }
     }
     while let Some(done) = confirmations.join_next().await {
@@ -346,7 +423,7 @@ async fn create_missing(
             Err(e) => warn!(error = %e, "a condition write did not finish"),
         }
     }
-    failed
+    pending
 }
 
 /// Runs passes until shutdown: after node changes (coalesced over `window`), when a failed node's
@@ -373,6 +450,12 @@ pub async fn run(
             }
             _ = tokio::time::sleep_until(wake) => {}
         }
+        // On its own clock: passes after Node changes trust the kept routes, so they must not
+        // push the resync back.
+        if Instant::now() >= next_resync {
+            ctx.forget_routes();
+            next_resync = Instant::now() + resync;
+        }
         match pass(&ctx).await {
             Ok(next) => {
                 list_failures = 0;
@@ -385,6 +468,5 @@ pub async fn run(
                 retry_at = Some(Instant::now() + delay);
             }
         }
-        next_resync = Instant::now() + resync;
     }
 }

@@ -207,7 +207,8 @@ async fn routes_follow_the_nodes_and_foreign_routes_stay() {
     );
     assert!(events(&sent).is_empty());
 
-    // Nothing changed: one list, no write, no condition.
+    // Nothing changed: no call at all (the routes kept from the last pass stand), no write, no
+    // condition.
     apply(
         &mut nodes,
         node("a", &["10.244.1.0/24"], Some("10.0.0.2"), true),
@@ -218,7 +219,7 @@ async fn routes_follow_the_nodes_and_foreign_routes_stay() {
     );
     memory.clear_calls();
     pass(&ctx).await.unwrap();
-    assert_eq!(memory.calls().len(), 1, "{:?}", memory.calls());
+    assert!(memory.calls().is_empty(), "{:?}", memory.calls());
     assert!(log.take().is_empty());
 
     // a's private IP changes: its route is replaced by one create, b's is untouched.
@@ -252,6 +253,113 @@ async fn routes_follow_the_nodes_and_foreign_routes_stay() {
             ("10.250.0.0/24", "10.0.0.9")
         ])
     );
+}
+
+/// Passes after the first trust the routes it left, with our writes applied, and read the
+/// network only when told to (the safety resync): a route removed behind our back comes back
+/// then. Mirrors `a_foreign_route_added_between_two_of_our_writes_stays`.
+#[tokio::test]
+async fn later_passes_read_the_network_only_at_the_resync() {
+    let Setup {
+        memory,
+        ctx,
+        mut nodes,
+        ..
+    } = setup();
+    apply(
+        &mut nodes,
+        node("a", &["10.244.1.0/24"], Some("10.0.0.2"), false),
+    );
+    pass(&ctx).await.unwrap();
+    assert_eq!(reads(&memory), 1);
+
+    // Another tool adds a route; ours for b goes in without reading the network.
+    memory.add_route("10.250.1.0/24", "10.0.0.9");
+    apply(
+        &mut nodes,
+        node("b", &["10.244.2.0/24"], Some("10.0.0.3"), false),
+    );
+    memory.clear_calls();
+    pass(&ctx).await.unwrap();
+    assert_eq!(reads(&memory), 0, "{:?}", memory.calls());
+    assert_eq!(
+        write_subjects(&memory),
+        [(Op::CreateRoute, "10.244.2.0/24 via 10.0.0.3".into())]
+    );
+
+    // a's route is deleted behind our back: the pass after the next Node change does not know;
+    // the resync does, and puts it back (the foreign route stays).
+    ctx.routes
+        .delete_route(&cloud_client::Route {
+            name: String::new(),
+            target_node: String::new(),
+            destination_cidr: "10.244.1.0/24".into(),
+            gateway: "10.0.0.2".into(),
+            blackhole: false,
+        })
+        .await
+        .unwrap();
+    memory.clear_calls();
+    pass(&ctx).await.unwrap();
+    assert!(memory.calls().is_empty(), "{:?}", memory.calls());
+    ctx.forget_routes();
+    pass(&ctx).await.unwrap();
+    assert_eq!(reads(&memory), 1);
+    assert_eq!(
+        memory.routes(),
+        routes(&[
+            ("10.244.1.0/24", "10.0.0.2"),
+            ("10.244.2.0/24", "10.0.0.3"),
+            ("10.250.1.0/24", "10.0.0.9"),
+        ])
+    );
+}
+
+/// A create that fails against the kept routes may have failed only because they are out of
+/// date: no Warning, no backoff; the pass asks to run again at once, and that one reads the
+/// network first. Mirrors `a_destination_taken_behind_our_back_is_read_again_and_replaced_without_a_warning`.
+#[tokio::test]
+async fn a_create_failing_against_kept_routes_is_retried_at_once_on_a_fresh_read() {
+    let Setup {
+        memory,
+        ctx,
+        log,
+        mut nodes,
+    } = setup();
+    apply(
+        &mut nodes,
+        node("a", &["10.244.1.0/24"], Some("10.0.0.2"), false),
+    );
+    pass(&ctx).await.unwrap();
+    log.take();
+
+    memory.fail(Op::CreateRoute, Fault::Retryable);
+    apply(
+        &mut nodes,
+        node("b", &["10.244.2.0/24"], Some("10.0.0.3"), false),
+    );
+    let before = tokio::time::Instant::now();
+    let retry = pass(&ctx).await.unwrap().expect("a retry");
+    assert!(retry <= tokio::time::Instant::now() && retry >= before);
+    assert!(events(&log.take()).is_empty(), "no Warning yet");
+
+    memory.heal();
+    memory.clear_calls();
+    pass(&ctx).await.unwrap();
+    assert_eq!(reads(&memory), 1, "{:?}", memory.calls());
+    assert_eq!(
+        write_subjects(&memory),
+        [(Op::CreateRoute, "10.244.2.0/24 via 10.0.0.3".into())]
+    );
+    assert!(events(&log.take()).is_empty());
+}
+
+fn reads(memory: &MemoryCloud) -> usize {
+    memory
+        .calls()
+        .iter()
+        .filter(|c| c.op == Op::ListRoutes)
+        .count()
 }
 
 /// Mirrors `ipv6_pod_cidr_warns_and_the_ipv4_half_is_routed`.

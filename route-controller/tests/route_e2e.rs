@@ -113,12 +113,56 @@ async fn a_foreign_route_added_between_two_of_our_writes_stays() {
     let writes = |m: &str, e: &str| after.calls_to(m, e) - mark.calls_to(m, e);
     assert_eq!(writes("POST", "/networks/{id}/actions/add_route"), 1);
     assert_eq!(writes("POST", "/networks/{id}/actions/delete_route"), 1);
-    // Each pass still reads the network (issue 31 wants fewer reads); printed, not judged.
-    eprintln!(
-        "network reads for these 2 changes: {}",
-        writes("GET", "/networks/{id}")
-    );
+    // Our writes keep the routes we read current: neither change reads the network.
+    assert_eq!(writes("GET", "/networks/{id}"), 0);
     fx.wait_condition(&b.name, "False", "RouteCreated").await;
+}
+
+/// Another tool takes a node's destination before we route it: our create, planned against the
+/// routes we kept, is refused (422, it overlaps); that makes us read the network at once, and the
+/// route is pointed at the node like any wrong gateway, with no Warning (issue 31).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_taken_behind_our_back_is_read_again_and_replaced_without_a_warning() {
+    let fx = Fixture::start().await;
+    let ca = fx.pod_cidr();
+    let a = fx.node(std::slice::from_ref(&ca)).await;
+    fx.wait_routes(&[pair(&ca, &a.private_ip)]).await;
+
+    let cb = fx.pod_cidr();
+    let (_, other_ip) = fx.server("another-tool", true).await;
+    fx.sim
+        .world()
+        .add_route(fx.network, &cb, &other_ip)
+        .await
+        .unwrap();
+    let mark = fx.mark();
+    let b = fx.node(std::slice::from_ref(&cb)).await;
+    fx.wait_routes(&[pair(&ca, &a.private_ip), pair(&cb, &b.private_ip)])
+        .await;
+    fx.wait_condition(&b.name, "False", "RouteCreated").await;
+
+    let after = fx.mark();
+    let calls = |m: &str, e: &str| after.calls_to(m, e) - mark.calls_to(m, e);
+    assert_eq!(
+        calls("POST", "/networks/{id}/actions/add_route"),
+        2,
+        "refused, then made"
+    );
+    assert_eq!(calls("POST", "/networks/{id}/actions/delete_route"), 1);
+    assert_eq!(
+        calls("GET", "/networks/{id}"),
+        1,
+        "read once, after the refusal"
+    );
+    let warnings: Vec<_> = fx
+        .world
+        .events_of("Node", &b.name)
+        .await
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .map(|e| e.reason)
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -543,7 +543,7 @@ impl Routes for MemoryCloud {
 
     /// The gateway is the node's InternalIP, or without one the private IP of the server of the
     /// node's name. A route to the same destination is replaced.
-    async fn create_route(&self, route: &RouteRequest) -> Result<(), CloudError> {
+    async fn create_route(&self, route: &RouteRequest) -> Result<Route, CloudError> {
         let internal = route
             .target_addresses
             .iter()
@@ -572,14 +572,15 @@ impl Routes for MemoryCloud {
         };
         s.routes
             .retain(|r| r.destination_cidr != route.destination_cidr);
-        s.routes.push(Route {
+        let made = Route {
             name: format!("{gateway}-{}", route.destination_cidr),
             target_node: route.target_node.name.clone(),
             destination_cidr: route.destination_cidr.clone(),
             gateway,
             blackhole: false,
-        });
-        Ok(())
+        };
+        s.routes.push(made.clone());
+        Ok(made)
     }
 
     async fn delete_route(&self, route: &Route) -> Result<(), CloudError> {

@@ -79,11 +79,12 @@ impl HcloudRoutes {
 
     /// Points the request's destination at its node's private IP, given the network's current
     /// `(destination, gateway)` pairs: no-op when already so, replaced when another gateway has it.
+    /// Returns the route as it now is.
     async fn add_or_replace(
         &self,
         req: &RouteRequest,
         current: &[(&str, &str)],
-    ) -> Result<(), CloudError> {
+    ) -> Result<Route, CloudError> {
         ipv4_only(req)?;
         let internal: Vec<&str> = req
             .target_addresses
@@ -95,15 +96,15 @@ impl HcloudRoutes {
             g.as_deref()
                 .is_some_and(|g| internal.is_empty() || internal.contains(&g))
         };
-        // Routes read servers from a snapshot up to a minute old (HCCM does too); when it does not
-        // fit what the node already shows (just attached, private IP changed), look again, fresh.
-        let (server, mut gateway) = self.gateway(req, self.server_max_age).await?;
-        let server = if fits(&gateway) {
-            server
-        } else {
-            let (fresh, g) = self.gateway(req, Duration::ZERO).await?;
-            gateway = g;
-            fresh
+        // Routes read servers from a snapshot up to a minute old (HCCM does too); when it lacks
+        // the node's server (just created: the Node says it exists) or does not fit what the node
+        // already shows (just attached, private IP changed), look again, fresh.
+        let mut found = self.gateway(req, self.server_max_age).await?;
+        if !found.as_ref().is_some_and(|(_, g)| fits(g)) {
+            found = self.gateway(req, Duration::ZERO).await?;
+        }
+        let Some((server, gateway)) = found else {
+            return Err(self.no_server(req));
         };
         let Some(gateway) = gateway else {
             return Err(CloudError::Inconsistent {
@@ -123,47 +124,56 @@ impl HcloudRoutes {
                 ),
             ));
         }
+        let made = Route {
+            name: route_name(&gateway, &req.destination_cidr),
+            target_node: req.target_node.name.clone(),
+            destination_cidr: req.destination_cidr.clone(),
+            gateway,
+            blackhole: false,
+        };
         if let Some((dest, old)) = current
             .iter()
             .find(|(dest, _)| *dest == req.destination_cidr)
         {
-            if *old == gateway {
-                return Ok(());
+            if *old == made.gateway {
+                return Ok(made);
             }
             self.route_action("delete_route", dest, old).await?;
         }
-        self.route_action("add_route", &req.destination_cidr, &gateway)
-            .await
+        self.route_action("add_route", &made.destination_cidr, &made.gateway)
+            .await?;
+        Ok(made)
     }
 
     /// The node's server, from a snapshot at most `max_age` old, and its private IP in the network
-    /// (`None` when it is not attached).
+    /// (`None` when it is not attached). `None` when the snapshot has no such server.
     async fn gateway(
         &self,
         req: &RouteRequest,
         max_age: Duration,
-    ) -> Result<(Arc<Server>, Option<String>), CloudError> {
+    ) -> Result<Option<(Arc<Server>, Option<String>)>, CloudError> {
         let node = &req.target_node;
-        let (key, tried) = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
-            Some(pid) => {
-                let id = ProviderId::cloud_id(pid)?;
-                (ServerKey::Id(id), format!("providerID {pid}"))
-            }
-            None => (
-                ServerKey::Name(&node.name),
-                format!("server name {:?}", node.name),
-            ),
+        let key = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+            Some(pid) => ServerKey::Id(ProviderId::cloud_id(pid)?),
+            None => ServerKey::Name(&node.name),
         };
-        let server = self
-            .servers
-            .lookup_with_age(&key, max_age)
-            .await?
-            .ok_or_else(|| CloudError::NotFound {
-                what: format!("server for node {:?}", node.name),
-                tried: vec![tried],
-            })?;
-        let gateway = server.private_ip(self.network).map(str::to_string);
-        Ok((server, gateway))
+        let server = self.servers.lookup_with_age(&key, max_age).await?;
+        Ok(server.map(|s| {
+            let gateway = s.private_ip(self.network).map(str::to_string);
+            (s, gateway)
+        }))
+    }
+
+    fn no_server(&self, req: &RouteRequest) -> CloudError {
+        let node = &req.target_node;
+        let tried = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+            Some(pid) => format!("providerID {pid}"),
+            None => format!("server name {:?}", node.name),
+        };
+        CloudError::NotFound {
+            what: format!("server for node {:?}", node.name),
+            tried: vec![tried],
+        }
     }
 }
 
@@ -239,7 +249,7 @@ impl Routes for HcloudRoutes {
             .collect())
     }
 
-    async fn create_route(&self, req: &RouteRequest) -> Result<(), CloudError> {
+    async fn create_route(&self, req: &RouteRequest) -> Result<Route, CloudError> {
         self.transport
             .stats()
             .record_operation("hcloud/CreateRoute");
@@ -257,7 +267,7 @@ impl Routes for HcloudRoutes {
         &self,
         req: &RouteRequest,
         current: &[Route],
-    ) -> Result<(), CloudError> {
+    ) -> Result<Route, CloudError> {
         self.transport
             .stats()
             .record_operation("hcloud/CreateRoute");

@@ -32,7 +32,7 @@ async fn routes_list_create_replace_delete() {
         target_addresses: vec![NodeAddress::new(AddressKind::InternalIP, ip)],
         destination_cidr: cidr.into(),
     };
-    routes
+    let made = routes
         .create_route(&req("ra", "10.244.1.0/24", "10.0.1.10"))
         .await
         .unwrap();
@@ -56,6 +56,18 @@ async fn routes_list_create_replace_delete() {
             blackhole: false,
         }
     );
+    assert_eq!(&made, r, "the create says what the network now holds");
+    // A server made just after the server list the first create read is looked for afresh,
+    // not reported missing.
+    let c = w.create_server("rc", "cx22", "fsn1").await.unwrap();
+    w.attach_to_network(c, net, Some("10.0.1.12"))
+        .await
+        .unwrap();
+    let made = routes
+        .create_route(&req("rc", "10.244.3.0/24", "10.0.1.12"))
+        .await
+        .unwrap();
+    assert_eq!(made.gateway, "10.0.1.12");
     // Same route again: no write.
     sim.reset_counters();
     routes
