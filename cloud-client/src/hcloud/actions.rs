@@ -5,7 +5,8 @@
 //! The first poll of an action comes when actions of its kind (`add_route`, `add_target`, …)
 //! usually finish, learned from earlier ones ([`FirstPoll`]): a controller that must wait for each
 //! action before the next (routes lock their network) then neither polls too early nor waits long
-//! past the end of each action.
+//! past the end of each action. A running action's `progress` says how far along it is: the next
+//! poll comes when, at that pace, it will have finished ([`total_bounds`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -60,18 +61,23 @@ struct Pending {
 struct FirstPollTry {
     delay: Duration,
     probe: bool,
+    /// A probe was due but the delay is already close to the floor.
+    skipped: bool,
 }
 
 /// When to poll an action of one kind first. Starts at the policy's initial delay; until one first
-/// poll found its action done, the delay jumps to how long the last action took, and after that a
-/// first poll that finds the action still running lengthens it by a quarter. Every 32nd first poll
-/// (every 16th while learning) probes shorter: halfway down to the longest probe that missed (15 % less
-/// before any did), keeping the shorter delay when it hits. So the delay closes in on the usual
-/// action time from above, at the price of about one extra poll in sixty-four.
+/// poll found its action done, the delay jumps to how long the last action took. A first poll that
+/// finds the action still running lengthens the delay to the longest the action can take by its
+/// progress (by a quarter when it shows none), and raises the floor to the shortest. Every 32nd
+/// first poll (every 16th while learning) probes shorter: halfway down to the floor (15 % less
+/// before there is one), keeping the shorter delay when it hits — unless that could save less
+/// than a thirty-second of the wait; then the floor sinks a little instead, so probing resumes
+/// now and then and follows actions that got faster. So the delay closes in on the usual action
+/// time from above, at the price of about one extra poll in a hundred.
 #[derive(Debug, Clone, Copy)]
 struct FirstPoll {
     delay: Duration,
-    /// The longest probe delay that found an action still running (`ZERO`: none yet).
+    /// The longest first-poll delay known to be too short (`ZERO`: none yet).
     floor: Duration,
     hits: u32,
     /// First polls learned from, probes included (schedules the next probe).
@@ -85,6 +91,18 @@ const PROBE_EVERY_WHILE_LEARNING: u32 = 16;
 const LEARNED_AFTER: u32 = 32;
 /// Shortest first-poll delay (an action takes at least a round trip).
 const MIN_FIRST_POLL: Duration = Duration::from_millis(10);
+/// A probe that could save less than this fraction of the delay is not worth a poll.
+const CLOSE_ENOUGH: u32 = 32;
+
+/// The API rounds a running action's progress down, so one `elapsed` into its run at `progress`
+/// percent takes between `elapsed·100/(progress+1)` and `elapsed·100/progress` in all, if it
+/// progresses evenly. `None` when the progress says nothing (0, or 100 while still running).
+fn total_bounds(elapsed: Duration, progress: u8) -> Option<(Duration, Duration)> {
+    (1..100).contains(&progress).then(|| {
+        let p = u32::from(progress);
+        (elapsed * 100 / (p + 1), elapsed * 100 / p)
+    })
+}
 
 impl FirstPoll {
     fn new(policy: &ActionPollPolicy) -> Self {
@@ -103,7 +121,10 @@ impl FirstPoll {
         } else {
             PROBE_EVERY
         };
-        if self.hits > 0 && self.tries % every == every - 1 {
+        let due = self.hits > 0 && self.tries % every == every - 1;
+        let close = !self.floor.is_zero()
+            && self.delay.saturating_sub(self.floor) < self.delay / CLOSE_ENOUGH;
+        if due && !close {
             let shorter = if self.floor.is_zero() {
                 self.delay.mul_f64(0.85)
             } else {
@@ -112,11 +133,13 @@ impl FirstPoll {
             FirstPollTry {
                 delay: shorter.max(MIN_FIRST_POLL),
                 probe: true,
+                skipped: false,
             }
         } else {
             FirstPollTry {
                 delay: self.delay,
                 probe: false,
+                skipped: due,
             }
         }
     }
@@ -130,10 +153,16 @@ impl FirstPoll {
         }
     }
 
-    /// Learns from a first poll: `finished` says whether the action was done by then. Returns
-    /// the delay to the next poll when it was not (close behind, once the kind is known to
-    /// finish around this time).
-    fn learn(&mut self, tried: FirstPollTry, finished: bool, max: Duration) -> Option<Duration> {
+    /// Learns from a first poll: `finished` says whether the action was done by then, `progress`
+    /// how far along it was if not. Returns the delay to the next poll when it was not (close
+    /// behind, once the kind is known to finish around this time).
+    fn learn(
+        &mut self,
+        tried: FirstPollTry,
+        finished: bool,
+        progress: u8,
+        max: Duration,
+    ) -> Option<Duration> {
         self.tries = self.tries.wrapping_add(1);
         if finished {
             self.hits = self.hits.saturating_add(1);
@@ -141,15 +170,28 @@ impl FirstPoll {
                 self.delay = tried.delay;
                 // Let the floor sink too, so actions that got faster can be followed down.
                 self.floor = self.floor.mul_f64(0.9);
+            } else if tried.skipped {
+                self.floor = self.floor.mul_f64(0.99);
             }
             return None;
         }
         let known = self.hits > 0;
         if tried.probe {
             self.floor = self.floor.max(tried.delay);
-        } else {
-            self.delay = self.delay.mul_f64(1.25).min(max);
         }
+        match total_bounds(tried.delay, progress) {
+            Some((shortest, longest)) => {
+                self.floor = self.floor.max(shortest);
+                self.delay = if tried.probe {
+                    self.delay.min(longest)
+                } else {
+                    self.delay.max(longest).min(max)
+                };
+            }
+            None if tried.probe => {}
+            None => self.delay = self.delay.mul_f64(1.25).min(max),
+        }
+        self.floor = self.floor.min(self.delay);
         known.then(|| (tried.delay / 4).max(MIN_FIRST_POLL))
     }
 }
@@ -261,20 +303,23 @@ impl Inner {
                 Ok(resp) => {
                     for id in chunk {
                         let found = resp.actions.iter().find(|a| a.id == *id);
-                        let finished = match found {
-                            Some(a) if !a.is_running() => Some(outcome(a)),
-                            Some(_) => None,
-                            None => Some(Err(CloudError::NotFound {
+                        let seen = match found {
+                            Some(a) if !a.is_running() => Seen::Finished(outcome(a)),
+                            Some(a) => Seen::Running {
+                                progress: a.progress,
+                            },
+                            None => Seen::Finished(Err(CloudError::NotFound {
                                 what: format!("action {id}"),
                                 tried: vec![format!("GET /actions?id={id}")],
                             })),
                         };
-                        finish_or_reschedule(&mut s, *id, finished, now, &self.policy);
+                        finish_or_reschedule(&mut s, *id, seen, now, &self.policy);
                     }
                 }
                 Err(e) if e.is_retryable() => {
                     for id in chunk {
-                        finish_or_reschedule(&mut s, *id, None, now, &self.policy);
+                        let unknown = Seen::Running { progress: 0 };
+                        finish_or_reschedule(&mut s, *id, unknown, now, &self.policy);
                     }
                 }
                 Err(e) => {
@@ -296,15 +341,25 @@ impl Inner {
     }
 }
 
+/// What one poll saw of an action (`progress` 0 when the poll failed).
+enum Seen {
+    Finished(Result<(), CloudError>),
+    Running { progress: u8 },
+}
+
 fn finish_or_reschedule(
     s: &mut State,
     id: i64,
-    finished: Option<Result<(), CloudError>>,
+    seen: Seen,
     now: Instant,
     policy: &ActionPollPolicy,
 ) {
     let Some(p) = s.pending.get_mut(&id) else {
         return;
+    };
+    let (finished, progress) = match seen {
+        Seen::Finished(r) => (Some(r), 0),
+        Seen::Running { progress } => (None, progress),
     };
     // Only a poll that was due for this action teaches when its kind finishes.
     let soon = match p.first {
@@ -314,7 +369,7 @@ fn finish_or_reschedule(
             s.first_poll
                 .entry(command)
                 .or_insert_with(|| FirstPoll::new(policy))
-                .learn(tried, finished.is_some(), policy.max)
+                .learn(tried, finished.is_some(), progress, policy.max)
         }
         _ => None,
     };
@@ -342,9 +397,15 @@ fn finish_or_reschedule(
                 }
             }
         }
-        None => match soon {
-            Some(delay) => p.next_poll = now + delay,
-            None => {
+        None => match (total_bounds(now - p.since, progress), soon) {
+            // When it will be done at the pace it shows, with a fiftieth to spare: our clock
+            // started a round trip after the action's.
+            (Some((_, longest)), _) => {
+                let end = p.since + longest + longest / 50;
+                p.next_poll = end.clamp(now + MIN_FIRST_POLL, now + policy.max);
+            }
+            (None, Some(delay)) => p.next_poll = now + delay,
+            (None, None) => {
                 p.interval = p.interval.mul_f64(policy.factor.max(1.0)).min(policy.max);
                 p.next_poll = now + p.interval;
             }
@@ -406,21 +467,34 @@ mod tests {
         ActionPollPolicy::default()
     }
 
-    /// Simulates actions that always take `took`: returns the learned delay and the extra polls.
+    /// Simulates actions that always take `took` and show no progress: returns the learned delay
+    /// and the extra polls.
     fn run(took: Duration, actions: u32) -> (Duration, u32) {
-        let (fp, extra) = run_from(FirstPoll::new(&policy()), took, actions);
+        let (fp, extra) = run_from(FirstPoll::new(&policy()), took, actions, false);
         (fp.delay, extra)
     }
 
-    fn run_from(mut fp: FirstPoll, took: Duration, actions: u32) -> (FirstPoll, u32) {
+    /// `progress`: a running action shows how far along it is, rounded down, as the API does.
+    fn run_from(
+        mut fp: FirstPoll,
+        took: Duration,
+        actions: u32,
+        progress: bool,
+    ) -> (FirstPoll, u32) {
         let mut extra = 0;
         for _ in 0..actions {
             let tried = fp.next();
             let hit = tried.delay >= took;
+            let shown = if progress && !hit {
+                (tried.delay.as_micros() * 100 / took.as_micros()) as u8
+            } else {
+                0
+            };
             if !hit {
                 extra += 1;
             }
-            fp.learn(tried, hit, policy().max);
+            fp.learn(tried, hit, shown, policy().max);
+            // The poll after a miss comes when the action is done (ours or `total_bounds`).
             fp.learn_duration(took, policy().max);
         }
         (fp, extra)
@@ -428,9 +502,14 @@ mod tests {
 
     #[test]
     fn follows_actions_that_got_faster() {
-        let (slow, _) = run_from(FirstPoll::new(&policy()), Duration::from_millis(400), 300);
+        let (slow, _) = run_from(
+            FirstPoll::new(&policy()),
+            Duration::from_millis(400),
+            300,
+            true,
+        );
         assert!(slow.delay >= Duration::from_millis(400), "{:?}", slow.delay);
-        let (fast, _) = run_from(slow, Duration::from_millis(50), 2000);
+        let (fast, _) = run_from(slow, Duration::from_millis(50), 2000, true);
         assert!(fast.delay <= Duration::from_millis(60), "{:?}", fast.delay);
     }
 
@@ -451,7 +530,7 @@ mod tests {
         let took = policy().initial * 5;
         let first = fp.next();
         assert!(first.delay < took);
-        fp.learn(first, false, policy().max);
+        fp.learn(first, false, 0, policy().max);
         fp.learn_duration(took, policy().max);
         assert_eq!(
             fp.next().delay,
@@ -459,7 +538,7 @@ mod tests {
             "one miss, then the observed duration"
         );
         // Once a first poll hit, durations no longer move the delay: probes do.
-        fp.learn(fp.next(), true, policy().max);
+        fp.learn(fp.next(), true, 0, policy().max);
         fp.learn_duration(took * 2, policy().max);
         assert_eq!(fp.delay, took);
     }
@@ -476,14 +555,43 @@ mod tests {
         let mut fp = FirstPoll::new(&policy());
         let first = fp.next();
         assert_eq!(
-            fp.learn(first, false, policy().max),
+            fp.learn(first, false, 0, policy().max),
             None,
             "unknown kind: normal growth"
         );
         let tried = fp.next();
-        assert_eq!(fp.learn(tried, true, policy().max), None);
+        assert_eq!(fp.learn(tried, true, 0, policy().max), None);
         let tried = fp.next();
-        let soon = fp.learn(tried, false, policy().max).unwrap();
+        let soon = fp.learn(tried, false, 0, policy().max).unwrap();
         assert!(soon < tried.delay, "{soon:?}");
+    }
+
+    #[test]
+    fn progress_bounds_the_whole_duration() {
+        let ms = Duration::from_millis;
+        // 100 ms in, 20 % shown: somewhere in [20 %, 21 %) done.
+        let (shortest, longest) = total_bounds(ms(100), 20).unwrap();
+        assert_eq!(longest, ms(500));
+        assert!(shortest > ms(476) && shortest < ms(477), "{shortest:?}");
+        assert_eq!(total_bounds(ms(100), 0), None, "no progress shown");
+        assert_eq!(total_bounds(ms(100), 100), None, "done but still running");
+    }
+
+    /// 100 serial actions of 500 ms that show their progress (the route burst of `cargo xtask
+    /// bench routes`): the first costs one extra poll, the probes at most one more, and the
+    /// delay ends within a thirty-second of the action's length.
+    #[test]
+    fn progress_lets_a_serial_burst_poll_once_per_action() {
+        let took = Duration::from_millis(498);
+        let (fp, extra) = run_from(FirstPoll::new(&policy()), took, 100, true);
+        assert!(extra <= 2, "{extra} extra polls");
+        assert!(fp.delay >= took, "{:?}", fp.delay);
+        assert!(fp.delay <= took + took / CLOSE_ENOUGH, "{:?}", fp.delay);
+        // Without progress the floor comes only from probes that miss.
+        let (_, blind) = run(took, 100);
+        assert!(
+            blind > extra,
+            "{blind} extra polls without progress, {extra} with"
+        );
     }
 }

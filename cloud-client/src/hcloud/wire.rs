@@ -41,6 +41,9 @@ pub struct Action {
     pub command: String,
     #[serde(default)]
     pub status: String,
+    /// Percent done (0-100); the API rounds down.
+    #[serde(default)]
+    pub progress: u8,
     #[serde(default)]
     pub error: Option<ActionError>,
 }
