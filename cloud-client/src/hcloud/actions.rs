@@ -5,8 +5,8 @@
 //! The first poll of an action comes when actions of its kind (`add_route`, `add_target`, …)
 //! usually finish, learned from earlier ones ([`FirstPoll`]): a controller that must wait for each
 //! action before the next (routes lock their network) then neither polls too early nor waits long
-//! past the end of each action. A running action's `progress` says how far along it is: the next
-//! poll comes when, at that pace, it will have finished ([`total_bounds`]).
+//! past the end of each action. A running action's `progress` says how far along it is: a lone
+//! action's next poll comes when, at that pace, it will have finished ([`total_bounds`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -373,6 +373,7 @@ fn finish_or_reschedule(
         }
         _ => None,
     };
+    let alone = s.pending.len() == 1;
     let Some(p) = s.pending.get_mut(&id) else {
         return;
     };
@@ -397,9 +398,13 @@ fn finish_or_reschedule(
                 }
             }
         }
-        None => match (total_bounds(now - p.since, progress), soon) {
+        None => match (
+            total_bounds(now - p.since, progress).filter(|_| alone),
+            soon,
+        ) {
             // When it will be done at the pace it shows, with a fiftieth to spare: our clock
-            // started a round trip after the action's.
+            // started a round trip after the action's. Only for a lone action: concurrent ones
+            // share every poll, and their common growing schedule keeps those polls few.
             (Some((_, longest)), _) => {
                 let end = p.since + longest + longest / 50;
                 p.next_poll = end.clamp(now + MIN_FIRST_POLL, now + policy.max);
