@@ -186,6 +186,9 @@ pub async fn run(
         slim,
     )
     .reflect(writer);
+    // No pass before the first list is complete: the store is empty until then, and a pass
+    // planned against it would delete the route of every Node not yet listed.
+    let (synced_tx, mut synced_rx) = tokio::sync::watch::channel(false);
     let watch = {
         let changed = changed.clone();
         let readiness = ctx.readiness.clone();
@@ -197,6 +200,7 @@ pub async fn run(
                 match ev {
                     Ok(watcher::Event::InitDone) => {
                         readiness.set_synced(true);
+                        synced_tx.send_replace(true);
                         changed.notify_one();
                     }
                     Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
@@ -219,6 +223,11 @@ pub async fn run(
             }
         })
     };
+    tokio::select! {
+        _ = ctx.shutdown.cancelled() => { watch.abort(); return Ok(()) }
+        r = synced_rx.wait_for(|synced| *synced) => { r?; }
+    }
+    tracing::info!(nodes = store.len(), "node cache synced");
     let pass_ctx = Arc::new(RoutePass::new(
         client,
         store,

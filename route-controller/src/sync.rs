@@ -238,8 +238,6 @@ pub async fn pass(ctx: &RoutePass) -> Result<Option<Instant>, CloudError> {
             |provider_id| ctx.routes.routability(provider_id),
         )
     };
-    // Problems found against a view that a failed write then put in doubt are reported by the
-    // fresh pass that follows at once.
     ctx.report(&plan.problems).await;
 
     let mut written = ctx.set_conditions(&plan.nodes).await;

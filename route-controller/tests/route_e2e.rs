@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -163,6 +165,42 @@ async fn a_destination_taken_behind_our_back_is_read_again_and_replaced_without_
         .map(|e| e.reason)
         .collect();
     assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+/// A new process lists the Nodes in pages, and its cache is empty until the last one is in: a
+/// pass planned on it would delete the route of every Node not listed yet. At 1200 Nodes a
+/// restart did, until passes waited for the list (issue 31's `bench system`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_deletes_no_route_while_the_nodes_are_still_being_listed() {
+    let mut fx = Fixture::start().await;
+    let mut want = Vec::new();
+    // Two pages of the Node list (50 a page), each Node as big as a kubelet makes it; 97 routes
+    // in all, under the network's limit of 100.
+    for _ in 0..4 {
+        let cidrs: Vec<String> = (0..24).map(|_| fx.pod_cidr()).collect();
+        let made =
+            futures::future::join_all(cidrs.iter().map(|c| fx.node(std::slice::from_ref(c)))).await;
+        want.extend(cidrs.iter().zip(&made).map(|(c, n)| pair(c, &n.private_ip)));
+    }
+    fx.wait_routes(&want).await;
+
+    // The first Node event of the list starts a pass at once.
+    fx.restart(Duration::ZERO).await;
+    // Passes are serial: once a Node made after the restart has its route, the first pass after
+    // the restart is over.
+    let late = fx.pod_cidr();
+    let n = fx.node(std::slice::from_ref(&late)).await;
+    want.push(pair(&late, &n.private_ip));
+    fx.wait_routes(&want).await;
+    let calls = fx.mark();
+    assert_eq!(
+        calls.calls_to("POST", "/networks/{id}/actions/delete_route"),
+        0
+    );
+    assert_eq!(
+        calls.calls_to("POST", "/networks/{id}/actions/add_route"),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -38,6 +38,8 @@ pub struct Fixture {
     pub stats: Option<Arc<ClientStats>>,
     /// Next free /24 of the cluster CIDR (tests of one binary share nothing but the apiserver).
     next_cidr: std::sync::atomic::AtomicU32,
+    /// `--route-sync-window` of the next controller started.
+    window: Duration,
 }
 
 /// The tests read the world's parts (`fx.admin`, `fx.sim`, `fx.run`) as the fixture's own.
@@ -65,6 +67,7 @@ impl Fixture {
             ctl: None,
             stats: None,
             next_cidr: 1.into(),
+            window: Duration::from_millis(100),
         }
     }
 
@@ -79,6 +82,16 @@ impl Fixture {
         self.spawn_as(tweak, false).await
     }
 
+    /// Stops the controller and starts a new one, as a rollout does, whose passes follow Node
+    /// events after `window` (100 ms otherwise).
+    pub async fn restart(&mut self, window: Duration) {
+        if let Some(ctl) = self.ctl.take() {
+            ctl.stop().await.expect("the controller stops cleanly");
+        }
+        self.window = window;
+        self.spawn(|_| {}).await;
+    }
+
     /// Starts the controller in shadow mode (`--dry-run`).
     pub async fn spawn_shadow(&mut self) {
         self.spawn_as(|_| {}, true).await
@@ -91,7 +104,7 @@ impl Fixture {
         let settings = Settings {
             cluster: Some(ClusterCidrs::parse(CLUSTER_CIDR).unwrap()),
             resync: Duration::from_secs(300),
-            window: Duration::from_millis(100),
+            window: self.window,
         };
         let sa = self.service_account().await;
         let mut config = test_support::run::test_config(&route_controller::INFO, &self.run);
