@@ -153,14 +153,15 @@ impl FirstPoll {
         }
     }
 
-    /// Learns from a first poll: `finished` says whether the action was done by then, `progress`
-    /// how far along it was if not. Returns the delay to the next poll when it was not (close
-    /// behind, once the kind is known to finish around this time).
+    /// Learns from a first poll: `finished` says whether the action was done by then, `bounds`
+    /// what its progress said about its whole duration if not ([`total_bounds`]). Returns the
+    /// delay to the next poll when it was not (close behind, once the kind is known to finish
+    /// around this time).
     fn learn(
         &mut self,
         tried: FirstPollTry,
         finished: bool,
-        progress: u8,
+        bounds: Option<(Duration, Duration)>,
         max: Duration,
     ) -> Option<Duration> {
         self.tries = self.tries.wrapping_add(1);
@@ -179,7 +180,7 @@ impl FirstPoll {
         if tried.probe {
             self.floor = self.floor.max(tried.delay);
         }
-        match total_bounds(tried.delay, progress) {
+        match bounds {
             Some((shortest, longest)) => {
                 self.floor = self.floor.max(shortest);
                 self.delay = if tried.probe {
@@ -357,9 +358,9 @@ fn finish_or_reschedule(
     let Some(p) = s.pending.get_mut(&id) else {
         return;
     };
-    let (finished, progress) = match seen {
-        Seen::Finished(r) => (Some(r), 0),
-        Seen::Running { progress } => (None, progress),
+    let (finished, bounds) = match seen {
+        Seen::Finished(r) => (Some(r), None),
+        Seen::Running { progress } => (None, total_bounds(now - p.since, progress)),
     };
     // Only a poll that was due for this action teaches when its kind finishes.
     let soon = match p.first {
@@ -369,7 +370,7 @@ fn finish_or_reschedule(
             s.first_poll
                 .entry(command)
                 .or_insert_with(|| FirstPoll::new(policy))
-                .learn(tried, finished.is_some(), progress, policy.max)
+                .learn(tried, finished.is_some(), bounds, policy.max)
         }
         _ => None,
     };
@@ -398,10 +399,7 @@ fn finish_or_reschedule(
                 }
             }
         }
-        None => match (
-            total_bounds(now - p.since, progress).filter(|_| alone),
-            soon,
-        ) {
+        None => match (bounds.filter(|_| alone), soon) {
             // When it will be done at the pace it shows, with a fiftieth to spare: our clock
             // started a round trip after the action's. Only for a lone action: concurrent ones
             // share every poll, and their common growing schedule keeps those polls few.
@@ -498,7 +496,7 @@ mod tests {
             if !hit {
                 extra += 1;
             }
-            fp.learn(tried, hit, shown, policy().max);
+            fp.learn(tried, hit, total_bounds(tried.delay, shown), policy().max);
             // The poll after a miss comes when the action is done (ours or `total_bounds`).
             fp.learn_duration(took, policy().max);
         }
@@ -535,7 +533,7 @@ mod tests {
         let took = policy().initial * 5;
         let first = fp.next();
         assert!(first.delay < took);
-        fp.learn(first, false, 0, policy().max);
+        fp.learn(first, false, None, policy().max);
         fp.learn_duration(took, policy().max);
         assert_eq!(
             fp.next().delay,
@@ -543,7 +541,7 @@ mod tests {
             "one miss, then the observed duration"
         );
         // Once a first poll hit, durations no longer move the delay: probes do.
-        fp.learn(fp.next(), true, 0, policy().max);
+        fp.learn(fp.next(), true, None, policy().max);
         fp.learn_duration(took * 2, policy().max);
         assert_eq!(fp.delay, took);
     }
@@ -560,14 +558,14 @@ mod tests {
         let mut fp = FirstPoll::new(&policy());
         let first = fp.next();
         assert_eq!(
-            fp.learn(first, false, 0, policy().max),
+            fp.learn(first, false, None, policy().max),
             None,
             "unknown kind: normal growth"
         );
         let tried = fp.next();
-        assert_eq!(fp.learn(tried, true, 0, policy().max), None);
+        assert_eq!(fp.learn(tried, true, None, policy().max), None);
         let tried = fp.next();
-        let soon = fp.learn(tried, false, 0, policy().max).unwrap();
+        let soon = fp.learn(tried, false, None, policy().max).unwrap();
         assert!(soon < tried.delay, "{soon:?}");
     }
 
