@@ -410,8 +410,13 @@ fn create_node(name: &str, spec: Value) {
 
 /// The message of the first Event with `reason` about the object `name`, within a minute.
 fn event_message(name: &str, reason: &str) -> String {
+    event_message_containing(name, reason, "")
+}
+
+/// The message of the first `reason` Event on `name` whose message contains `needle`.
+fn event_message_containing(name: &str, reason: &str, needle: &str) -> String {
     wait_for(
-        &format!("{reason} on {name}"),
+        &format!("{reason} on {name} saying {needle:?}"),
         Duration::from_secs(60),
         || {
             let events = kubectl_json(&[
@@ -423,8 +428,9 @@ fn event_message(name: &str, reason: &str) -> String {
             ]);
             events["items"]
                 .as_array()?
-                .first()
-                .and_then(|e| e["message"].as_str())
+                .iter()
+                .filter_map(|e| e["message"].as_str())
+                .find(|m| m.contains(needle))
                 .map(str::to_owned)
         },
     )
@@ -549,8 +555,9 @@ fn wrong_token_is_reported(endpoint: &str) {
         },
     );
     // The kubelet's readiness probe gets 503 from /readyz (it says so in an Event; the pod's Ready
-    // condition follows after the probe's failure threshold).
-    let unhealthy = event_message(&name, "Unhealthy");
+    // condition follows after the probe's failure threshold). A probe sent before the admin
+    // server listened says "connection refused" in an Event of its own.
+    let unhealthy = event_message_containing(&name, "Unhealthy", "503");
     assert!(unhealthy.contains("Readiness probe failed"), "{unhealthy}");
     assert!(unhealthy.contains("503"), "{unhealthy}");
     assert!(!said.contains(&wrong), "the token in the log: {said}");
