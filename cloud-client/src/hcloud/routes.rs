@@ -104,7 +104,7 @@ impl HcloudRoutes {
             found = self.gateway(req, Duration::ZERO).await?;
         }
         let Some((server, gateway)) = found else {
-            return Err(self.no_server(req));
+            return Err(no_server(req));
         };
         let Some(gateway) = gateway else {
             return Err(CloudError::Inconsistent {
@@ -163,17 +163,18 @@ impl HcloudRoutes {
             (s, gateway)
         }))
     }
+}
 
-    fn no_server(&self, req: &RouteRequest) -> CloudError {
-        let node = &req.target_node;
-        let tried = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
-            Some(pid) => format!("providerID {pid}"),
-            None => format!("server name {:?}", node.name),
-        };
-        CloudError::NotFound {
-            what: format!("server for node {:?}", node.name),
-            tried: vec![tried],
-        }
+/// "Not found" for the node's server, naming what it was looked up by.
+fn no_server(req: &RouteRequest) -> CloudError {
+    let node = &req.target_node;
+    let tried = match node.provider_id.as_deref().filter(|p| !p.is_empty()) {
+        Some(pid) => format!("providerID {pid}"),
+        None => format!("server name {:?}", node.name),
+    };
+    CloudError::NotFound {
+        what: format!("server for node {:?}", node.name),
+        tried: vec![tried],
     }
 }
 
