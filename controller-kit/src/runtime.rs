@@ -186,6 +186,10 @@ impl Runtime {
     pub fn config(&self) -> &Arc<Config> {
         &self.config
     }
+    /// Cancelled on SIGTERM/SIGINT (before the controller runs; [`Context::shutdown`] after).
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
     /// The Kubernetes client.
     pub fn client(&self) -> &kube::Client {
         &self.client

@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         args.common,
         |p| node.validate(p),
         |rt, settings| async move {
-            let cloud = controller_kit::cloud::build(rt.config()).await?;
+            let cloud = controller_kit::cloud::connect(&rt).await?;
             node_controller::start(rt, cloud, settings).await
         },
     )

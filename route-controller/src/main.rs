@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         args.common,
         |p| route.validate(&common, p),
         |rt, settings| async move {
-            let cloud = controller_kit::cloud::build(rt.config()).await?;
+            let cloud = controller_kit::cloud::connect(&rt).await?;
             route_controller::start(rt, cloud, settings).await
         },
     )

@@ -1,5 +1,5 @@
 //! The built service-controller binary: configuration errors exit 2, a Service gets its load
-//! balancer, SIGTERM exits 0 and releases the Lease.
+//! balancer, SIGTERM exits 0 and releases the Lease, a cloud unreachable at start is waited for.
 
 mod support;
 
@@ -43,6 +43,87 @@ async fn serves_a_service_and_releases_the_lease_on_sigterm() {
     fx.service("web", &[80], &[]).await;
     let svc = fx.wait_ingress("web").await;
     fx.wait_targets(&svc, &[node.server]).await;
+    assert_leads_then_releases_on_sigterm(&mut child, &fx.admin, &fx.ns, "service-controller")
+        .await;
+}
+
+/// A cloud API that cannot be reached at start-up (nothing listens yet, as while an in-cluster
+/// cloud-sim rolls over) is retried, not a crash: the process says so, waits, and takes its
+/// Lease once the cloud answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_unreachable_at_start_is_waited_for() {
+    use tokio::io::AsyncBufReadExt;
+
+    let fx = Fixture::without_controller(None).await;
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = free.local_addr().unwrap();
+    drop(free);
+    let k = testenv::kube().await;
+    let mut cmd = Binary::new(BIN, &k)
+        .leader_elect(&fx.ns)
+        .nodes_of(&fx.run)
+        .args(&["--watch-namespace", &fx.ns])
+        .env("HCLOUD_TOKEN", fx.sim.token())
+        .env("HCLOUD_ENDPOINT", format!("http://{listen}/v1"))
+        .env("HCLOUD_NETWORK", "k8s")
+        .env("NO_COLOR", "1")
+        .command();
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the binary");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let said = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let mut said = String::new();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("the cloud cannot be reached yet; retrying") {
+                return line;
+            }
+            said += &line;
+        }
+        panic!("the binary exited without waiting for the cloud:\n{said}");
+    })
+    .await
+    .expect("the binary says it waits for the cloud");
+    assert!(!said.contains(&fx.sim.token()), "the token was printed: {said}");
+    // Keep reading, so the binary never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    // The cloud appears with its network already there (made in a world saved to a file), so
+    // its first answer is the one a running cloud gives.
+    let dir = tempfile::tempdir().unwrap();
+    let state_file = Some(dir.path().join("world.json"));
+    let first = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
+        state_file: state_file.clone(),
+        ..Default::default()
+    })
+    .await;
+    first
+        .world()
+        .create_network("k8s", "10.0.0.0/8", "10.0.0.0/16")
+        .await
+        .unwrap();
+    first.shutdown().await;
+    let _sim = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
+        listen,
+        state_file,
+        token: Some(fx.sim.token()),
+        ..Default::default()
+    })
+    .await;
+    let lease = "cloud-controller-manager-service-controller";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while test_support::process::lease_holder(&fx.admin, &fx.ns, lease)
+        .await
+        .is_none()
+    {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the binary exited instead of waiting"
+        );
+        assert!(std::time::Instant::now() < deadline, "no Lease after 60 s");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     assert_leads_then_releases_on_sigterm(&mut child, &fx.admin, &fx.ns, "service-controller")
         .await;
 }

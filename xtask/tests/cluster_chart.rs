@@ -71,7 +71,11 @@ fn helm_install_into_a_real_cluster() {
             "{name}"
         );
         let container = &pod["status"]["containerStatuses"][0];
-        assert_eq!(container["restartCount"], 0, "{name}");
+        assert_eq!(
+            container["restartCount"], 0,
+            "{name} restarted; its last run: {:#}",
+            container["lastState"]
+        );
         let image = container["imageID"].as_str().unwrap_or_default();
         assert!(
             image.starts_with("localhost:5001/cloud-controllers/") && image.contains("@sha256:"),

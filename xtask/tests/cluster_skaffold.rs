@@ -340,6 +340,9 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
     // give it a server for the node, and node-controller initializes the node from it.
     let state = testenv::cluster::status().expect("a running cluster");
     let (sim, server) = seed_simulator(&state.node, &state.node_ip);
+    // node-controller has been failing to find the node's server since it started, backing off
+    // up to 5 min between looks; a change to the Node makes it look again now.
+    kubectl(&["label", "node", &state.node, "cloud-controllers.test/seeded=true"]);
     let provider_id = wait_for("the node initialized", Duration::from_secs(120), || {
         let node = kubectl_json(&["get", "node", &state.node]);
         node["spec"]["providerID"].as_str().map(str::to_owned)
@@ -431,9 +434,11 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
             [pod["metadata"]["uid"].as_str().unwrap()],
             "{component} was not rolled"
         );
+        let status = &now[component][0]["status"]["containerStatuses"][0];
         assert_eq!(
-            now[component][0]["status"]["containerStatuses"][0]["restartCount"], 0,
-            "{component}"
+            status["restartCount"], 0,
+            "{component} restarted; its last run: {:#}",
+            status["lastState"]
         );
     }
     dev.stop();
