@@ -85,7 +85,10 @@ async fn a_cloud_unreachable_at_start_is_waited_for() {
     })
     .await
     .expect("the binary says it waits for the cloud");
-    assert!(!said.contains(&fx.sim.token()), "the token was printed: {said}");
+    assert!(
+        !said.contains(&fx.sim.token()),
+        "the token was printed: {said}"
+    );
     // Keep reading, so the binary never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 

@@ -342,7 +342,12 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
     let (sim, server) = seed_simulator(&state.node, &state.node_ip);
     // node-controller has been failing to find the node's server since it started, backing off
     // up to 5 min between looks; a change to the Node makes it look again now.
-    kubectl(&["label", "node", &state.node, "cloud-controllers.test/seeded=true"]);
+    kubectl(&[
+        "label",
+        "node",
+        &state.node,
+        "cloud-controllers.test/seeded=true",
+    ]);
     let provider_id = wait_for("the node initialized", Duration::from_secs(120), || {
         let node = kubectl_json(&["get", "node", &state.node]);
         node["spec"]["providerID"].as_str().map(str::to_owned)
