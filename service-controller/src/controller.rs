@@ -7,17 +7,17 @@ use std::time::Duration;
 use cloud_client::{LbNode, LoadBalancers, ServiceRef, Warning};
 use controller_kit::backoff::{Backoff, PerObject};
 use controller_kit::{Events, KitMetrics, Reporters};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::applied::{AppliedSet, Work};
 use crate::condition::{self, Want};
 use crate::error::Error;
 use crate::metrics::ServiceMetrics;
-use crate::nodes::EligibleCache;
+use crate::nodes::NodeCache;
 use crate::service::{self, ClassFilter};
 use crate::{nodes, patches, reasons};
 
@@ -27,10 +27,8 @@ pub struct ServiceReconciler {
     pub client: kube::Client,
     /// The cloud's load balancers.
     pub lbs: Arc<dyn LoadBalancers>,
-    /// Node cache.
-    pub nodes: Store<Node>,
-    /// The eligible node set of the cache, built once per change and shared by every reconcile.
-    pub eligible: EligibleCache,
+    /// What the load balancers target the Nodes by, and the eligible set.
+    pub nodes: Arc<NodeCache>,
     /// Which `loadBalancerClass` values are ours.
     pub classes: ClassFilter,
     /// What was last applied per Service.
@@ -62,7 +60,7 @@ impl ServiceReconciler {
     pub fn new(
         client: kube::Client,
         lbs: Arc<dyn LoadBalancers>,
-        nodes: Store<Node>,
+        nodes: Arc<NodeCache>,
         classes: ClassFilter,
         drift_period: Duration,
         Reporters { events, kit }: Reporters,
@@ -72,7 +70,6 @@ impl ServiceReconciler {
             client,
             lbs,
             nodes,
-            eligible: EligibleCache::default(),
             classes,
             applied: AppliedSet::new(drift_period),
             events,
@@ -164,7 +161,7 @@ async fn report_condition(svc: &Service, ctx: &ServiceReconciler, result: &Resul
     } else {
         let want = match result {
             Err(e) => Want::failed(e),
-            Ok(_) if ctx.eligible.current(&ctx.nodes).nodes.is_empty() => Want::unavailable(),
+            Ok(_) if ctx.nodes.eligible().nodes.is_empty() => Want::unavailable(),
             Ok(_) => Want::ready(
                 ctx.metrics
                     .target_health
@@ -217,7 +214,7 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
     let uid = svc.uid().unwrap_or_default();
-    let eligible = ctx.eligible.current(&ctx.nodes);
+    let eligible = ctx.nodes.eligible();
     let nodes = &eligible.nodes;
     let spec = service::spec_hash(svc);
     let with_reason = |why: &str| format!("Service {key}: {why}");
@@ -481,15 +478,12 @@ async fn sync_failed(svc: &Service, ctx: &ServiceReconciler, e: Error) -> Error 
 async fn publish_warnings(svc: &Service, ctx: &ServiceReconciler, warnings: &[Warning]) {
     for w in warnings {
         warn!(reason = %w.reason, node = w.node.as_deref().unwrap_or(""), "{}", w.message);
-        let node = w
-            .node
-            .as_deref()
-            .and_then(|n| ctx.nodes.get(&ObjectRef::new(n)));
+        let node = w.node.as_deref().and_then(|n| ctx.nodes.event_target(n));
         match node {
             Some(node) => {
                 ctx.events
                     .warning(
-                        node.as_ref(),
+                        &node,
                         &w.reason,
                         "EnsureLoadBalancer",
                         format!("{} (Service {})", w.message, service::key(svc)),

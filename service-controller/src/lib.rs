@@ -175,42 +175,42 @@ pub async fn run(
     let cfg = ctx.config.clone();
 
     // Nodes first: a Service ensured against an empty cache would lose all its targets.
-    let (node_store, node_writer) = reflector::store::<Node>();
+    let node_cache = Arc::new(nodes::NodeCache::default());
     let node_changed = Arc::new(tokio::sync::Notify::new());
     let (nodes_synced_tx, mut nodes_synced) = tokio::sync::watch::channel(false);
     let node_events = {
         let changed = node_changed.clone();
+        let cache = node_cache.clone();
         let events = ctx.metrics.kube_api().watch_events("nodes");
+        // Each Node is read into the cache as it arrives and dropped: nothing to slim.
         let stream = slimmed(
             Api::<Node>::all(client.clone()),
             cfg.node_watcher_config(),
             events,
-            nodes::slim,
-        )
-        .reflect(node_writer);
+            |_: &mut Node| {},
+        );
         let shutdown = ctx.shutdown.clone();
         tokio::spawn(async move {
             // Only changes of what a load balancer targets wake the node sync: kubelet's status
             // reports (every Node every few minutes) do not.
-            let mut seen = nodes::TargetHashes::default();
             let drive = stream.for_each(move |ev| {
                 match ev {
-                    Ok(watcher::Event::Init) => seen.relist(),
+                    Ok(watcher::Event::Init) => cache.relist(),
                     Ok(watcher::Event::InitApply(node)) => {
-                        seen.changed(&node);
+                        cache.apply(&node);
                     }
                     Ok(watcher::Event::InitDone) => {
-                        seen.relisted();
+                        cache.relisted();
                         nodes_synced_tx.send_replace(true);
                         changed.notify_one();
                     }
                     Ok(watcher::Event::Apply(node)) => {
-                        if seen.changed(&node) {
+                        if cache.apply(&node) {
                             changed.notify_one()
                         }
                     }
                     Ok(watcher::Event::Delete(node)) => {
-                        seen.deleted(&node);
+                        cache.delete(&node);
                         changed.notify_one()
                     }
                     Err(e) => tracing::warn!(error = %e, "node watch error"),
@@ -227,7 +227,7 @@ pub async fn run(
         _ = ctx.shutdown.cancelled() => { node_events.abort(); return Ok(()) }
         r = nodes_synced.wait_for(|v| *v) => { r?; }
     }
-    tracing::info!(nodes = node_store.len(), "node cache synced");
+    tracing::info!(nodes = node_cache.len(), "node cache synced");
 
     let services: Api<Service> = match &settings.namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -248,7 +248,7 @@ pub async fn run(
 
     let (trigger_tx, trigger_rx) = futures::channel::mpsc::channel(1);
     let node_sync = tokio::spawn(node_sync::run(
-        node_store.clone(),
+        node_cache.clone(),
         node_changed,
         settings.node_sync_window,
         trigger_tx,
@@ -260,7 +260,7 @@ pub async fn run(
         ServiceReconciler::new(
             client,
             lbs,
-            node_store,
+            node_cache,
             settings.classes,
             settings.drift_period,
             ctx.reporters(),

@@ -6,30 +6,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::channel::mpsc;
-use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector::Store;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::ServiceMetrics;
-use crate::nodes;
-
-fn current(store: &Store<Node>) -> u64 {
-    nodes::eligible_fingerprint(store.state().iter().map(|n| n.as_ref()))
-}
+use crate::nodes::NodeCache;
 
 /// Waits for node events (`changed`), lets them settle for `window`, and sends one trigger when the
 /// eligible set differs from the last one sent. Each Service then decides in its reconcile whether
 /// its own targets changed; unchanged load balancers cost no cloud call.
 pub async fn run(
-    store: Store<Node>,
+    nodes: Arc<NodeCache>,
     changed: Arc<Notify>,
     window: Duration,
     mut trigger: mpsc::Sender<()>,
     metrics: ServiceMetrics,
     shutdown: CancellationToken,
 ) {
-    let mut last = current(&store);
+    let mut last = nodes.eligible().fingerprint;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -39,7 +33,7 @@ pub async fn run(
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(window) => {}
         }
-        let now = current(&store);
+        let now = nodes.eligible().fingerprint;
         if now != last {
             last = now;
             metrics.node_set_changed();

@@ -9,7 +9,6 @@ use cloud_client::LbNode;
 use cloud_client::values::parse_bool;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
 
 /// Nodes labelled with this are excluded unless the value parses as false.
 pub const LABEL_EXCLUDE_FROM_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
@@ -56,63 +55,156 @@ fn provider_id(node: &Node) -> Option<&str> {
         .filter(|p| !p.is_empty())
 }
 
-/// The node as the load-balancer provider needs it, its labels taken from `labels`.
-fn lb_node(node: &Node, labels: &mut SharedLabels) -> LbNode {
+/// What service-controller keeps of the Nodes: per Node, what a load balancer targets it by (its
+/// [`LbNode`], when it is eligible) and a hash of that, instead of the Node objects. A reflector of
+/// slimmed Nodes held each Node's labels twice at 1200 Nodes (in the Node, and shared by the
+/// eligible sets), beside metadata and spec no load balancer reads.
+///
+/// Every reconcile shares the eligible set, built at most once per change: during a join burst
+/// ten concurrent reconciles each building their own held 20 MB of cloned labels
+/// (`cargo xtask bench system`); the sets share each Node's labels while they stay the same.
+#[derive(Debug, Default)]
+pub struct NodeCache(Mutex<Nodes>);
+
+#[derive(Debug, Default)]
+struct Nodes {
+    by_name: HashMap<String, Entry>,
+    /// Counts relists: an entry a relist did not deliver is gone when it completes.
+    relist: u32,
+    /// The eligible set, built when first asked for after a change.
+    set: Option<Arc<EligibleSet>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    /// [`target_hash`] of the Node: a kubelet's status report leaves it alone.
+    target: u64,
+    /// The Node as a load balancer targets it; `None` while it is not eligible.
+    node: Option<LbNode>,
+    /// For Events about the Node.
+    uid: Option<String>,
+    /// The relist that last delivered it.
+    relist: u32,
+}
+
+impl NodeCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Nodes> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a Node from the watch; whether what a load balancer targets by changed.
+    pub fn apply(&self, node: &Node) -> bool {
+        let (name, target, eligible) = (node.name_any(), target_hash(node), is_eligible(node));
+        let mut nodes = self.lock();
+        let relist = nodes.relist;
+        let old = nodes.by_name.remove(&name);
+        let was_eligible = old.as_ref().is_some_and(|e| e.node.is_some());
+        let unchanged =
+            old.as_ref().is_some_and(|e| e.target == target) && was_eligible == eligible;
+        let old = old.and_then(|e| e.node);
+        let uid = node.metadata.uid.clone();
+        let node = if unchanged {
+            old
+        } else {
+            // Labels that stayed the same stay shared with the sets built before.
+            let kept = old.map(|n| n.labels).filter(|l| **l == *node.labels());
+            eligible.then(|| lb_node(node, kept))
+        };
+        nodes.by_name.insert(
+            name,
+            Entry {
+                target,
+                node,
+                uid,
+                relist,
+            },
+        );
+        if !unchanged && (eligible || was_eligible) {
+            nodes.set = None;
+        }
+        !unchanged
+    }
+
+    /// Forgets a deleted Node.
+    pub fn delete(&self, node: &Node) {
+        let mut nodes = self.lock();
+        if let Some(gone) = nodes.by_name.remove(&node.name_any())
+            && gone.node.is_some()
+        {
+            nodes.set = None;
+        }
+    }
+
+    /// A relist starts: the Nodes it does not deliver are forgotten when it completes.
+    pub fn relist(&self) {
+        let mut nodes = self.lock();
+        nodes.relist = nodes.relist.wrapping_add(1);
+    }
+
+    /// The relist is complete.
+    pub fn relisted(&self) {
+        let mut nodes = self.lock();
+        let relist = nodes.relist;
+        let before = nodes.by_name.len();
+        nodes.by_name.retain(|_, e| e.relist == relist);
+        if nodes.by_name.len() != before {
+            nodes.set = None;
+        }
+    }
+
+    /// The Node called `name`, as much of it as an Event about it needs (name and UID).
+    pub fn event_target(&self, name: &str) -> Option<Node> {
+        let nodes = self.lock();
+        let entry = nodes.by_name.get(name)?;
+        let mut node = Node::default();
+        node.metadata.name = Some(name.to_string());
+        node.metadata.uid = entry.uid.clone();
+        Some(node)
+    }
+
+    /// How many Nodes it holds.
+    pub fn len(&self) -> usize {
+        self.lock().by_name.len()
+    }
+
+    /// Whether it holds no Node.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The eligible set now.
+    pub fn eligible(&self) -> Arc<EligibleSet> {
+        let mut nodes = self.lock();
+        if let Some(set) = &nodes.set {
+            return set.clone();
+        }
+        let mut eligible: Vec<LbNode> = nodes
+            .by_name
+            .values()
+            .filter_map(|e| e.node.clone())
+            .collect();
+        eligible.sort_by(|a, b| a.name.cmp(&b.name));
+        let set = Arc::new(EligibleSet {
+            fingerprint: fingerprint(&eligible),
+            nodes: eligible,
+        });
+        nodes.set = Some(set.clone());
+        set
+    }
+}
+
+/// The node as the load-balancer provider needs it, with `labels` when they are the Node's.
+fn lb_node(node: &Node, labels: Option<Arc<BTreeMap<String, String>>>) -> LbNode {
     LbNode {
         name: node.name_any(),
         provider_id: provider_id(node).map(str::to_string),
-        labels: labels.of(node),
+        labels: labels.unwrap_or_else(|| Arc::new(node.labels().clone())),
         internal_ips: internal_ips(node).map(str::to_string).collect(),
     }
 }
 
-/// The eligible nodes, sorted by name (so equal sets compare and hash equal), their labels shared
-/// through `labels`.
-fn eligible<'a>(
-    nodes: impl IntoIterator<Item = &'a Node>,
-    labels: &mut SharedLabels,
-) -> Vec<LbNode> {
-    let mut out: Vec<LbNode> = nodes
-        .into_iter()
-        .filter(|n| is_eligible(n))
-        .map(|n| lb_node(n, labels))
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    labels.keep_only(&out);
-    out
-}
-
-/// Each Node's labels, shared by every eligible set built while they stayed the same. During a
-/// join burst the set is rebuilt on nearly every Node change while up to ten reconciles still hold
-/// the sets they started with: with a copy of the labels in each, service-controller's heap peaked
-/// at 18 MiB of labels at 1200 Nodes (`cargo xtask bench system`, heaptrack).
-#[derive(Debug, Default)]
-struct SharedLabels(HashMap<String, Arc<BTreeMap<String, String>>>);
-
-impl SharedLabels {
-    fn of(&mut self, node: &Node) -> Arc<BTreeMap<String, String>> {
-        let (name, labels) = (node.name_any(), node.labels());
-        if let Some(shared) = self.0.get(&name)
-            && **shared == *labels
-        {
-            return shared.clone();
-        }
-        let shared = Arc::new(labels.clone());
-        self.0.insert(name, shared.clone());
-        shared
-    }
-
-    /// Forgets the Nodes that are not in `set` any more.
-    fn keep_only(&mut self, set: &[LbNode]) {
-        if self.0.len() > set.len() {
-            let names: std::collections::HashSet<&str> =
-                set.iter().map(|n| n.name.as_str()).collect();
-            self.0.retain(|name, _| names.contains(name.as_str()));
-        }
-    }
-}
-
-/// The eligible node set and its fingerprint.
+/// The eligible Nodes, sorted by name (so equal sets compare and hash equal), and their
+/// [`fingerprint`].
 #[derive(Debug, Default)]
 pub struct EligibleSet {
     /// Sorted by name.
@@ -120,72 +212,18 @@ pub struct EligibleSet {
     pub fingerprint: u64,
 }
 
-impl EligibleSet {
-    fn of<'a>(nodes: impl IntoIterator<Item = &'a Node>, labels: &mut SharedLabels) -> Self {
-        let nodes = eligible(nodes, labels);
-        EligibleSet {
-            fingerprint: fingerprint(&nodes),
-            nodes,
-        }
-    }
-}
-
-/// Per Node, the hash of what a load balancer targets by (eligibility, name, providerID, labels,
-/// internal IPs), so the watch can tell a change that matters from a kubelet status report.
-#[derive(Debug, Default)]
-pub struct TargetHashes {
-    current: HashMap<String, u64>,
-    /// Filled during a relist, then swapped in (Nodes deleted meanwhile drop out).
-    relisting: Option<HashMap<String, u64>>,
-}
-
-impl TargetHashes {
-    /// Records `node`; whether what a load balancer targets by changed.
-    pub fn changed(&mut self, node: &Node) -> bool {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        is_eligible(node).hash(&mut h);
-        hash_node(&mut h, node);
-        let hash = h.finish();
-        let map = self.relisting.as_mut().unwrap_or(&mut self.current);
-        map.insert(node.name_any(), hash) != Some(hash)
-    }
-
-    pub fn deleted(&mut self, node: &Node) {
-        self.current.remove(&node.name_any());
-    }
-
-    /// A relist starts.
-    pub fn relist(&mut self) {
-        self.relisting = Some(HashMap::new());
-    }
-
-    /// The relist is complete.
-    pub fn relisted(&mut self) {
-        if let Some(map) = self.relisting.take() {
-            self.current = map;
-        }
-    }
-}
-
-/// The eligible set of the Node cache, built at most once per change of the cache and shared by
-/// every reconcile: at 1000 Nodes, ten concurrent reconciles each building their own during a burst
-/// of joins held 20 MB of cloned labels (`cargo xtask bench system`).
-#[derive(Debug, Default)]
-pub struct EligibleCache(Mutex<(Arc<EligibleSet>, SharedLabels)>);
-
-impl EligibleCache {
-    /// The eligible set of `store` now.
-    pub fn current(&self, store: &Store<Node>) -> Arc<EligibleSet> {
-        let state = store.state();
-        let fingerprint = eligible_fingerprint(state.iter().map(|n| n.as_ref()));
-        // Held while a new set is built, so a burst builds it once.
-        let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let (set, labels) = &mut *cached;
-        if set.fingerprint != fingerprint {
-            *set = Arc::new(EligibleSet::of(state.iter().map(|n| n.as_ref()), labels));
-        }
-        set.clone()
-    }
+/// What a load balancer targets `node` by (name, providerID, labels, internal IPs), hashed.
+fn target_hash(node: &Node) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    hash_target(
+        &mut h,
+        name,
+        provider_id(node),
+        node.labels(),
+        internal_ips(node),
+    );
+    h.finish()
 }
 
 /// Fingerprint of a node set: everything a provider may use to pick or address targets (name,
@@ -197,31 +235,6 @@ pub fn fingerprint(nodes: &[LbNode]) -> u64 {
         hash_target(&mut h, &n.name, n.provider_id.as_deref(), &n.labels, ips);
     }
     h.finish()
-}
-
-/// [`fingerprint`] of [`eligible`]`(nodes)`, without building the set: what the node sync loop
-/// computes after every burst of Node events (at 1000 Nodes, cloning each one's labels on every
-/// heartbeat cost the controller more CPU than everything else in `bench system`'s churn).
-pub fn eligible_fingerprint<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> u64 {
-    let mut nodes: Vec<&Node> = nodes.into_iter().filter(|n| is_eligible(n)).collect();
-    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for n in nodes {
-        hash_node(&mut h, n);
-    }
-    h.finish()
-}
-
-/// [`hash_target`] of what `node`'s [`LbNode`] would hold.
-fn hash_node(h: &mut impl Hasher, node: &Node) {
-    let name = node.metadata.name.as_deref().unwrap_or_default();
-    hash_target(
-        h,
-        name,
-        provider_id(node),
-        node.labels(),
-        internal_ips(node),
-    );
 }
 
 fn internal_ips(node: &Node) -> impl Iterator<Item = &str> {
@@ -248,18 +261,6 @@ fn hash_target<'a>(
     h.write_u8(0xfe);
 }
 
-/// Strips what the controller never reads, to keep the Node cache small.
-pub fn slim(node: &mut Node) {
-    node.metadata.managed_fields = None;
-    node.metadata.annotations = None;
-    if let Some(status) = node.status.as_mut() {
-        *status = k8s_openapi::api::core::v1::NodeStatus {
-            addresses: status.addresses.take(),
-            ..Default::default()
-        };
-    }
-}
-
 /// Node names for messages: the first 20, then a count (as upstream).
 pub fn names_for_message(nodes: &[LbNode]) -> String {
     const MAX: usize = 20;
@@ -274,78 +275,110 @@ pub fn names_for_message(nodes: &[LbNode]) -> String {
 mod tests {
     use super::*;
 
+    fn kubelet_node(name: &str, pool: &str, provider_id: Option<&str>) -> Node {
+        testenv::KubeletNode {
+            node_ip: Some(format!("10.0.0.{}", name.len())),
+            labels: vec![("pool".into(), pool.into())],
+            provider_id: provider_id.map(str::to_string),
+            ..testenv::KubeletNode::new(name)
+        }
+        .registration()
+    }
+
     #[test]
-    fn the_fingerprint_of_the_store_is_the_fingerprint_of_its_eligible_set() {
-        let mut nodes: Vec<Node> = ["c", "a", "b", "d"]
-            .iter()
-            .map(|name| {
-                testenv::KubeletNode {
-                    node_ip: Some(format!("10.0.0.{}", name.len())),
-                    labels: vec![("pool".into(), (*name).into())],
-                    provider_id: (*name != "d").then(|| format!("memory://{name}")),
-                    ..testenv::KubeletNode::new(*name)
-                }
-                .registration()
-            })
-            .collect();
-        let of = |nodes: &[Node]| eligible_fingerprint(nodes.iter());
+    fn the_eligible_set_is_sorted_by_name_and_holds_what_a_load_balancer_targets_by() {
+        let cache = NodeCache::default();
+        for name in ["c", "a", "b"] {
+            cache.apply(&kubelet_node(name, name, Some(&format!("memory://{name}"))));
+        }
+        cache.apply(&kubelet_node("d", "d", None));
+        let set = cache.eligible();
+        let names: Vec<&str> = set.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"], "d has no providerID");
+        assert_eq!(set.nodes[0].internal_ips, ["10.0.0.1"]);
+        assert_eq!(set.nodes[0].provider_id.as_deref(), Some("memory://a"));
         assert_eq!(
-            of(&nodes),
-            EligibleSet::of(nodes.iter(), &mut SharedLabels::default()).fingerprint
+            set.nodes[0].labels.get("pool").map(String::as_str),
+            Some("a")
         );
-        let before = of(&nodes);
-        nodes[0]
-            .metadata
-            .labels
-            .as_mut()
-            .unwrap()
-            .insert("x".into(), "y".into());
-        assert_ne!(of(&nodes), before);
-        assert_eq!(
-            of(&nodes),
-            EligibleSet::of(nodes.iter(), &mut SharedLabels::default()).fingerprint
-        );
+        assert_eq!(set.fingerprint, fingerprint(&set.nodes));
+        assert!(Arc::ptr_eq(&set, &cache.eligible()), "built once");
     }
 
     #[test]
     fn a_status_report_is_no_target_change_but_a_label_is() {
-        let mut node = testenv::KubeletNode {
-            node_ip: Some("10.0.0.7".into()),
-            provider_id: Some("memory://7".into()),
-            ..testenv::KubeletNode::new("worker-7")
-        }
-        .registration();
-        let mut seen = TargetHashes::default();
-        assert!(seen.changed(&node));
+        let cache = NodeCache::default();
+        let mut node = kubelet_node("worker-7", "a", Some("memory://7"));
+        assert!(cache.apply(&node));
+        let before = cache.eligible();
         node.status.as_mut().unwrap().images = None;
         node.metadata.resource_version = Some("2".into());
-        assert!(!seen.changed(&node));
-        node.labels_mut().insert("pool".into(), "b".into());
-        assert!(seen.changed(&node));
+        assert!(!cache.apply(&node));
+        assert!(Arc::ptr_eq(&before, &cache.eligible()), "the set is kept");
+        node.labels_mut().insert("zone".into(), "b".into());
+        assert!(cache.apply(&node));
+        assert_ne!(cache.eligible().fingerprint, before.fingerprint);
         node.spec.as_mut().unwrap().provider_id = None;
-        assert!(seen.changed(&node), "no longer eligible");
+        assert!(cache.apply(&node), "no longer eligible");
+        assert!(cache.eligible().nodes.is_empty());
+        assert_eq!(cache.len(), 1, "still known, to see it come back");
     }
 
     #[test]
-    fn the_cache_keeps_everything_the_eligible_set_reads() {
-        let full = testenv::KubeletNode {
-            node_ip: Some("10.0.0.7".into()),
-            labels: vec![("pool".into(), "a".into())],
-            provider_id: Some("memory://7".into()),
-            ..testenv::KubeletNode::new("worker-7")
-        }
-        .registration();
-        let mut slimmed = full.clone();
-        slim(&mut slimmed);
-        let (a, b) = (
-            EligibleSet::of([&full], &mut SharedLabels::default()),
-            EligibleSet::of([&slimmed], &mut SharedLabels::default()),
+    fn successive_sets_share_the_labels_of_nodes_that_kept_them() {
+        let cache = NodeCache::default();
+        cache.apply(&node("a", &[("pool", "x")]));
+        cache.apply(&node("bb", &[("pool", "y")]));
+        let first = cache.eligible();
+        cache.apply(&node("bb", &[("pool", "z")]));
+        let mut moved = node("a", &[("pool", "x")]);
+        moved.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            addresses: Some(vec![k8s_openapi::api::core::v1::NodeAddress {
+                type_: "InternalIP".into(),
+                address: "10.0.0.9".into(),
+            }]),
+            ..Default::default()
+        });
+        cache.apply(&moved);
+        let second = cache.eligible();
+        assert!(Arc::ptr_eq(&first.nodes[0].labels, &second.nodes[0].labels));
+        assert_eq!(second.nodes[0].internal_ips, ["10.0.0.9"]);
+        assert!(!Arc::ptr_eq(
+            &first.nodes[1].labels,
+            &second.nodes[1].labels
+        ));
+        assert_eq!(
+            second.nodes[1].labels.get("pool").map(String::as_str),
+            Some("z")
         );
-        assert_eq!(a.fingerprint, b.fingerprint);
-        assert_eq!(a.nodes, b.nodes);
-        assert_eq!(a.nodes.len(), 1);
-        assert_eq!(a.nodes[0].internal_ips, vec!["10.0.0.7".to_string()]);
+        assert_ne!(first.fingerprint, second.fingerprint);
     }
+
+    #[test]
+    fn a_relist_forgets_the_nodes_it_did_not_deliver() {
+        let cache = NodeCache::default();
+        for name in ["a", "bb", "ccc"] {
+            cache.apply(&node(name, &[]));
+        }
+        cache.delete(&node("a", &[]));
+        assert_eq!(cache.eligible().nodes.len(), 2);
+        cache.relist();
+        cache.apply(&node("bb", &[]));
+        assert_eq!(
+            cache.eligible().nodes.len(),
+            2,
+            "kept until the relist completes"
+        );
+        cache.relisted();
+        let names: Vec<String> = cache
+            .eligible()
+            .nodes
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
+        assert_eq!(names, ["bb"]);
+    }
+
     use k8s_openapi::api::core::v1::{NodeSpec, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -408,25 +441,24 @@ mod tests {
 
     #[test]
     fn fingerprint_ignores_order_and_status_but_not_labels() {
+        let set = |nodes: &[&Node]| {
+            let cache = NodeCache::default();
+            for n in nodes {
+                cache.apply(n);
+            }
+            cache.eligible().fingerprint
+        };
         let a = node("a", &[]);
         let b = node("bb", &[("role", "edge")]);
-        let one = eligible([&a, &b], &mut SharedLabels::default());
-        let two = eligible([&b, &a], &mut SharedLabels::default());
-        assert_eq!(fingerprint(&one), fingerprint(&two));
+        assert_eq!(set(&[&a, &b]), set(&[&b, &a]));
         let mut ready = a.clone();
         ready.status = Some(k8s_openapi::api::core::v1::NodeStatus {
             conditions: Some(vec![Default::default()]),
             ..Default::default()
         });
-        assert_eq!(
-            fingerprint(&eligible([&ready, &b], &mut SharedLabels::default())),
-            fingerprint(&one)
-        );
+        assert_eq!(set(&[&ready, &b]), set(&[&a, &b]));
         let relabelled = node("a", &[("role", "edge")]);
-        assert_ne!(
-            fingerprint(&eligible([&relabelled, &b], &mut SharedLabels::default())),
-            fingerprint(&one)
-        );
+        assert_ne!(set(&[&relabelled, &b]), set(&[&a, &b]));
     }
 
     #[test]
@@ -443,27 +475,5 @@ mod tests {
             "{m}"
         );
         assert_eq!(names_for_message(&nodes[..2]), "n0, n1");
-    }
-
-    #[test]
-    fn successive_sets_share_the_labels_of_nodes_that_kept_them() {
-        let mut labels = SharedLabels::default();
-        let (a, b) = (node("a", &[("pool", "x")]), node("bb", &[("pool", "y")]));
-        let first = EligibleSet::of([&a, &b], &mut labels);
-        let relabelled = node("bb", &[("pool", "z")]);
-        let second = EligibleSet::of([&a, &relabelled], &mut labels);
-        assert!(Arc::ptr_eq(&first.nodes[0].labels, &second.nodes[0].labels));
-        assert!(!Arc::ptr_eq(
-            &first.nodes[1].labels,
-            &second.nodes[1].labels
-        ));
-        assert_eq!(
-            second.nodes[1].labels.get("pool").map(String::as_str),
-            Some("z")
-        );
-        assert_ne!(first.fingerprint, second.fingerprint);
-        // A Node that left is forgotten.
-        EligibleSet::of([&a], &mut labels);
-        assert_eq!(labels.0.len(), 1);
     }
 }

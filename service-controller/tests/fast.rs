@@ -15,12 +15,11 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::store::Writer;
-use kube::runtime::{reflector, watcher};
 use serde_json::{Value, json};
 use service_controller::condition::TYPE as CONDITION;
 use service_controller::controller::{ServiceReconciler, error_policy, reconcile};
 use service_controller::metrics::ServiceMetrics;
+use service_controller::nodes::NodeCache;
 use service_controller::patches::FINALIZER;
 use service_controller::service::{ClassFilter, service_ref};
 use test_support::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
@@ -34,18 +33,18 @@ struct Setup {
     memory: Arc<MemoryCloud>,
     ctx: Arc<ServiceReconciler>,
     api: ApiServerVerifier,
-    nodes: Writer<Node>,
+    nodes: Arc<NodeCache>,
 }
 
 /// A reconciler with the memory cloud's load balancers, `servers` as servers and Nodes, and a
 /// drift check every `drift`.
 fn setup(servers: &[&str], drift: Duration) -> Setup {
     let memory = MemoryCloud::new();
-    let (store, mut nodes) = reflector::store::<Node>();
+    let nodes = Arc::new(NodeCache::default());
     for name in servers {
         let id = memory.add_server(Server::new(name));
         let node = node(name, Some(&memory.provider_id(id)));
-        nodes.apply_watcher_event(&watcher::Event::Apply(node));
+        nodes.apply(&node);
     }
     let (client, api) = mock_client();
     let mut r = Registries::default();
@@ -56,7 +55,7 @@ fn setup(servers: &[&str], drift: Duration) -> Setup {
     let ctx = ServiceReconciler::new(
         client.clone(),
         lbs,
-        store,
+        nodes.clone(),
         ClassFilter::default(),
         drift,
         Reporters {
@@ -176,7 +175,7 @@ async fn ensure_update_and_delete_in_order() {
         memory,
         ctx,
         mut api,
-        mut nodes,
+        nodes,
     } = setup(&["a", "b"], Duration::from_secs(600));
 
     // Create: finalizer first, then the load balancer, then status and condition.
@@ -225,10 +224,7 @@ async fn ensure_update_and_delete_in_order() {
 
     // A node joins: only the targets, from the remembered load balancer.
     let id = memory.add_server(Server::new("c"));
-    nodes.apply_watcher_event(&watcher::Event::Apply(node(
-        "c",
-        Some(&memory.provider_id(id)),
-    )));
+    nodes.apply(&(node("c", Some(&memory.provider_id(id)))));
     let result = api
         .run(reconcile(Arc::new(svc.clone()), ctx.clone()), async |api| {
             api.expect_event("Normal", "UpdatedLoadBalancer").await;
@@ -307,14 +303,14 @@ async fn ineligible_nodes_are_no_targets_and_none_left_says_unavailable() {
         memory,
         ctx,
         mut api,
-        mut nodes,
+        nodes,
     } = setup(&[], Duration::from_secs(600));
     let exclude = "node.kubernetes.io/exclude-from-external-load-balancers";
-    let mut add = |name: &str, f: &dyn Fn(&mut Node)| {
+    let add = |name: &str, f: &dyn Fn(&mut Node)| {
         let id = memory.add_server(Server::new(name));
         let mut n = node(name, Some(&memory.provider_id(id)));
         f(&mut n);
-        nodes.apply_watcher_event(&watcher::Event::Apply(n));
+        nodes.apply(&(n));
     };
     add("kept", &|n| {
         n.metadata.labels = Some([(exclude.into(), "false".into())].into())
@@ -347,7 +343,7 @@ async fn ineligible_nodes_are_no_targets_and_none_left_says_unavailable() {
     );
 
     // The last eligible node is excluded too.
-    nodes.apply_watcher_event(&watcher::Event::Delete(node("kept", None)));
+    nodes.delete(&node("kept", None));
     memory.clear_calls();
     let result = api
         .run(reconcile(Arc::new(svc.clone()), ctx.clone()), async |api| {
@@ -568,12 +564,9 @@ async fn a_provider_warning_about_a_node_goes_on_that_node() {
         memory,
         ctx,
         mut api,
-        mut nodes,
+        nodes,
     } = setup(&["a"], Duration::from_secs(600));
-    nodes.apply_watcher_event(&watcher::Event::Apply(node(
-        "stranger",
-        Some("memory://99"),
-    )));
+    nodes.apply(&(node("stranger", Some("memory://99"))));
     let svc = ensured(service(), "198.51.100.1", true, "EnsuredLoadBalancer");
     let result = api
         .run(reconcile(Arc::new(svc), ctx), async |api| {
