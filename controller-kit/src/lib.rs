@@ -21,6 +21,7 @@ pub mod leader;
 pub mod metrics;
 pub mod runtime;
 pub mod shutdown;
+pub mod slim_node;
 pub mod telemetry;
 pub mod upstream_metrics;
 pub mod watch;

@@ -3,6 +3,7 @@
 //! exists), False/`RouteCreated` once it exists. A condition another component wrote (e.g. a CNI
 //! with its own reason) is left alone.
 
+use controller_kit::slim_node::SlimNode;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -39,7 +40,7 @@ impl Routed {
 }
 
 /// `(status, reason)` of the node's current condition, if any.
-fn current(node: &Node) -> Option<(&str, Option<&str>)> {
+fn current(node: &SlimNode) -> Option<(&str, Option<&str>)> {
     node.status
         .as_ref()?
         .conditions
@@ -50,7 +51,7 @@ fn current(node: &Node) -> Option<(&str, Option<&str>)> {
 }
 
 /// True when a write is needed: the condition is missing or ours and says something else.
-pub fn needs_write(node: &Node, want: Routed) -> bool {
+pub fn needs_write(node: &SlimNode, want: Routed) -> bool {
     match current(node) {
         None => true,
         Some((status, reason)) => {
@@ -80,11 +81,12 @@ pub async fn write(nodes: &Api<Node>, name: &str, want: Routed) -> Result<(), ku
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+    use controller_kit::slim_node::SlimNodeStatus;
+    use k8s_openapi::api::core::v1::NodeCondition;
 
-    fn with(status: &str, reason: &str) -> Node {
-        Node {
-            status: Some(NodeStatus {
+    fn with(status: &str, reason: &str) -> SlimNode {
+        SlimNode {
+            status: Some(SlimNodeStatus {
                 conditions: Some(vec![NodeCondition {
                     type_: CONDITION.into(),
                     status: status.into(),
@@ -99,7 +101,7 @@ mod tests {
 
     #[test]
     fn writes_missing_or_changed_own_conditions_only() {
-        assert!(needs_write(&Node::default(), Routed::No));
+        assert!(needs_write(&SlimNode::default(), Routed::No));
         assert!(needs_write(&with("True", NO_ROUTE_CREATED), Routed::Yes));
         assert!(!needs_write(&with("False", ROUTE_CREATED), Routed::Yes));
         assert!(!needs_write(&with("True", NO_ROUTE_CREATED), Routed::No));

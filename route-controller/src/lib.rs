@@ -21,10 +21,10 @@ use std::time::Duration;
 
 use clap::Args;
 use cloud_client::{Capability, Cloud, Routes};
+use controller_kit::slim_node::{SlimNode, SlimNodeStatus};
 use controller_kit::watch::slimmed;
 use controller_kit::{CommonArgs, Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, ResourceExt};
 
@@ -132,7 +132,7 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
 }
 
 /// Keeps only what the controller reads (podCIDRs, providerID, addresses, its own condition).
-fn slim(node: &mut Node) {
+fn slim(node: &mut SlimNode) {
     node.metadata.managed_fields = None;
     node.metadata.annotations = None;
     node.metadata.labels = None;
@@ -142,16 +142,15 @@ fn slim(node: &mut Node) {
                 .filter(|c| c.type_ == reasons::CONDITION)
                 .collect()
         });
-        *status = NodeStatus {
+        *status = SlimNodeStatus {
             addresses: status.addresses.take(),
             conditions,
-            ..Default::default()
         };
     }
 }
 
 /// What a pass depends on: a change in any of these triggers one.
-fn relevant(node: &Node) -> u64 {
+fn relevant(node: &SlimNode) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     plan::pod_cidrs(node).hash(&mut h);
@@ -177,10 +176,10 @@ pub async fn run(
     metrics: RouteMetrics,
 ) -> anyhow::Result<()> {
     let client = ctx.client.clone();
-    let (store, writer) = reflector::store::<Node>();
+    let (store, writer) = reflector::store::<SlimNode>();
     let changed = Arc::new(tokio::sync::Notify::new());
     let stream = slimmed(
-        Api::<Node>::all(client.clone()),
+        Api::<SlimNode>::all(client.clone()),
         ctx.config.node_watcher_config(),
         ctx.metrics.kube_api().watch_events("nodes"),
         slim,
@@ -262,6 +261,7 @@ mod slim_tests {
             ..testenv::KubeletNode::new("worker-7")
         }
         .registration();
+        let full = SlimNode::from(full);
         let mut slimmed = full.clone();
         slim(&mut slimmed);
         assert_eq!(relevant(&full), relevant(&slimmed));

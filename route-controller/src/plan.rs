@@ -2,7 +2,7 @@
 //! delete, and which podCIDRs cannot be routed (and why). Pure: no I/O.
 
 use cloud_client::{AddressKind, NodeAddress, NodeRef, Routability, Route, RouteRequest};
-use k8s_openapi::api::core::v1::Node;
+use controller_kit::slim_node::SlimNode as Node;
 use kube::ResourceExt;
 
 use crate::cidr::{Cidr, ClusterCidrs};
@@ -203,7 +203,8 @@ pub fn plan<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeAddress as KAddr, NodeSpec, NodeStatus};
+    use controller_kit::slim_node::{SlimNodeSpec as NodeSpec, SlimNodeStatus as NodeStatus};
+    use k8s_openapi::api::core::v1::NodeAddress as KAddr;
 
     fn node(name: &str, cidrs: &[&str], ip: Option<&str>) -> Node {
         let mut n = Node::default();

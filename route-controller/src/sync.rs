@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use cloud_client::{CloudError, Route, Routes};
 use controller_kit::backoff::{Backoff, PerObject};
+use controller_kit::slim_node::SlimNode;
 use controller_kit::{Events, KitMetrics, Reporters};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -34,7 +35,7 @@ pub struct RoutePass {
     /// Node API (status patches for the condition).
     pub nodes: Api<Node>,
     /// Node cache.
-    pub store: Store<Node>,
+    pub store: Store<SlimNode>,
     /// The cloud's routes.
     pub routes: Arc<dyn Routes>,
     /// `--cluster-cidr`.
@@ -72,7 +73,7 @@ impl RoutePass {
     /// A pass context.
     pub fn new(
         client: kube::Client,
-        store: Store<Node>,
+        store: Store<SlimNode>,
         routes: Arc<dyn Routes>,
         cluster: ClusterCidrs,
         Reporters { events, kit }: Reporters,

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use controller_kit::metrics::Registries;
+use controller_kit::slim_node::SlimNode;
 use controller_kit::{Events, KitMetrics, Reporters};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus};
 use kube::runtime::reflector::store::Writer;
@@ -26,14 +27,14 @@ struct Setup {
     memory: Arc<MemoryCloud>,
     ctx: RoutePass,
     log: RequestLog,
-    nodes: Writer<Node>,
+    nodes: Writer<SlimNode>,
 }
 
 /// A pass context over the memory cloud's network, `--cluster-cidr=10.244.0.0/16`, and an
 /// apiserver that accepts every write.
 fn setup() -> Setup {
     let memory = MemoryCloud::new();
-    let (store, nodes) = reflector::store::<Node>();
+    let (store, nodes) = reflector::store::<SlimNode>();
     let (client, api) = mock_client();
     let log = api.answer_all(|sent| {
         if sent.is_event() {
@@ -69,7 +70,7 @@ fn setup() -> Setup {
 
 /// A Node with these podCIDRs and InternalIP; `routed`: its NetworkUnavailable condition says
 /// RouteCreated (as after an earlier pass).
-fn node(name: &str, cidrs: &[&str], internal_ip: Option<&str>, routed: bool) -> Node {
+fn node(name: &str, cidrs: &[&str], internal_ip: Option<&str>, routed: bool) -> SlimNode {
     let mut n = Node {
         spec: Some(NodeSpec {
             provider_id: Some(format!("memory://{name}-id")),
@@ -97,10 +98,10 @@ fn node(name: &str, cidrs: &[&str], internal_ip: Option<&str>, routed: bool) -> 
     };
     n.metadata.name = Some(name.into());
     n.metadata.uid = Some(format!("uid-{name}"));
-    n
+    n.into()
 }
 
-fn apply(nodes: &mut Writer<Node>, n: Node) {
+fn apply(nodes: &mut Writer<SlimNode>, n: SlimNode) {
     nodes.apply_watcher_event(&watcher::Event::Apply(n));
 }
 
