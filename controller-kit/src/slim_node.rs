@@ -8,39 +8,43 @@
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The fields of a Node that route- and lifecycle-controller read.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct SlimNode {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<SlimNodeSpec>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<SlimNodeStatus>,
 }
 
 /// `spec`: how the cloud knows the node, its pod network, its taints.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SlimNodeSpec {
-    #[serde(default, rename = "providerID")]
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id: Option<String>,
-    #[serde(default, rename = "podCIDR")]
+    #[serde(default, rename = "podCIDR", skip_serializing_if = "Option::is_none")]
     pub pod_cidr: Option<String>,
-    #[serde(default, rename = "podCIDRs")]
+    #[serde(default, rename = "podCIDRs", skip_serializing_if = "Option::is_none")]
     pub pod_cidrs: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taints: Option<Vec<Taint>>,
 }
 
 /// `status`: addresses and conditions.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct SlimNodeStatus {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addresses: Option<Vec<NodeAddress>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<NodeCondition>>,
 }
 
@@ -98,6 +102,8 @@ mod tests {
         let json = serde_json::to_value(&node).unwrap();
         let read: SlimNode = serde_json::from_value(json).unwrap();
         assert_eq!(read, SlimNode::from(node.clone()));
+        let again: SlimNode = serde_json::from_value(serde_json::to_value(&read).unwrap()).unwrap();
+        assert_eq!(again, read, "what it writes reads back the same");
         let spec = read.spec.as_ref().unwrap();
         assert_eq!(spec.provider_id.as_deref(), Some("hcloud://7"));
         assert_eq!(

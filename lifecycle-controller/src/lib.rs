@@ -16,10 +16,11 @@ use std::time::Duration;
 use clap::Args;
 use cloud_client::label_selector::LabelSelector;
 use cloud_client::{Cloud, Instances};
+use controller_kit::slim_node::{SlimNode, SlimNodeStatus};
 use controller_kit::watch::slimmed;
 use controller_kit::{CommonArgs, Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+use k8s_openapi::api::core::v1::NodeCondition;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, reflector};
 
@@ -125,7 +126,7 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
 
 /// Keeps what the monitor reads: name, labels (the exclusion selector), the spec (providerID,
 /// taints) and the Ready condition's status.
-fn slim(node: &mut Node) {
+fn slim(node: &mut SlimNode) {
     node.metadata.managed_fields = None;
     node.metadata.annotations = None;
     // What to keep, not what to drop: a field a newer kubelet adds is dropped too.
@@ -140,9 +141,9 @@ fn slim(node: &mut Node) {
                 })
                 .collect()
         });
-        *status = NodeStatus {
+        *status = SlimNodeStatus {
             conditions: ready,
-            ..Default::default()
+            addresses: None,
         };
     }
 }
@@ -162,9 +163,9 @@ pub async fn run(
         settings.filter,
         usize::from(cfg.concurrent_node_syncs),
     ));
-    let (store, writer) = reflector::store::<Node>();
+    let (store, writer) = reflector::store::<SlimNode>();
     let reflector = slimmed(
-        Api::<Node>::all(ctx.client.clone()),
+        Api::<SlimNode>::all(ctx.client.clone()),
         ctx.config.node_watcher_config(),
         ctx.metrics.kube_api().watch_events("nodes"),
         slim,
@@ -207,12 +208,13 @@ mod slim_tests {
     #[test]
     fn the_cache_keeps_readiness_taints_and_the_provider_id() {
         for ready in [true, false] {
-            let mut full = testenv::KubeletNode {
+            let full = testenv::KubeletNode {
                 node_ip: Some("10.0.0.7".into()),
                 provider_id: Some("memory://7".into()),
                 ..testenv::KubeletNode::new("worker-7")
             }
             .registration();
+            let mut full = SlimNode::from(full);
             if !ready {
                 let conditions = full.status.as_mut().unwrap().conditions.as_mut().unwrap();
                 let c = conditions.iter_mut().find(|c| c.type_ == "Ready").unwrap();
@@ -226,7 +228,7 @@ mod slim_tests {
             );
             assert_eq!(full.spec, slimmed.spec);
             assert_eq!(full.metadata.labels, slimmed.metadata.labels);
-            assert!(slimmed.status.as_ref().unwrap().images.is_none());
+            assert!(slimmed.status.as_ref().unwrap().addresses.is_none());
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use cloud_client::{CloudError, Instances, NodeRef};
 use controller_kit::backoff::{Backoff, PerObject};
+use controller_kit::slim_node::SlimNode;
 use controller_kit::{Events, KitMetrics};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -49,7 +50,7 @@ impl std::fmt::Debug for Monitor {
 }
 
 /// Ready condition status: `True`, `False` or `Unknown` (missing condition = `Unknown`).
-pub fn ready_status(node: &Node) -> &str {
+pub fn ready_status(node: &SlimNode) -> &str {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
@@ -58,7 +59,7 @@ pub fn ready_status(node: &Node) -> &str {
         .unwrap_or("Unknown")
 }
 
-fn taints(node: &Node) -> Vec<Taint> {
+fn taints(node: &SlimNode) -> Vec<Taint> {
     node.spec
         .as_ref()
         .and_then(|s| s.taints.clone())
@@ -111,7 +112,7 @@ impl Monitor {
     }
 
     /// One pass over every node in `store`.
-    pub async fn pass(self: &Arc<Self>, store: &Store<Node>) {
+    pub async fn pass(self: &Arc<Self>, store: &Store<SlimNode>) {
         let nodes = store.state();
         futures::stream::iter(nodes)
             .for_each_concurrent(self.concurrency, |node| {
@@ -136,7 +137,7 @@ impl Monitor {
     }
 
     /// Evaluates one node.
-    pub async fn check(&self, node: &Node) -> Outcome {
+    pub async fn check(&self, node: &SlimNode) -> Outcome {
         let name = node.name_any();
         let provider_id = node
             .spec
@@ -278,7 +279,7 @@ impl Monitor {
 
     /// Writes the full taint list with the cached resourceVersion (taints have no merge key, so the
     /// list is replaced under an optimistic lock; a conflict is retried on the next pass).
-    async fn write_taints(&self, node: &Node, taints: Vec<Taint>) -> Result<(), kube::Error> {
+    async fn write_taints(&self, node: &SlimNode, taints: Vec<Taint>) -> Result<(), kube::Error> {
         let patch = serde_json::json!({
             "metadata": { "resourceVersion": node.resource_version() },
             "spec": { "taints": if taints.is_empty() { serde_json::Value::Null } else { serde_json::to_value(&taints).unwrap_or_default() } },

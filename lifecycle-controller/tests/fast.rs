@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use controller_kit::metrics::Registries;
+use controller_kit::slim_node::SlimNode;
 use controller_kit::{Events, KitMetrics};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
 use lifecycle_controller::filter::NodeFilter;
@@ -31,7 +32,7 @@ fn monitor(cloud: &Arc<MemoryCloud>, filter: NodeFilter) -> (Monitor, ApiServerV
 }
 
 /// A Node with Ready `ready` (`True`/`False`) and this providerID (`""`: none).
-fn node(name: &str, ready: &str, provider_id: &str) -> Node {
+fn node(name: &str, ready: &str, provider_id: &str) -> SlimNode {
     let mut n = Node {
         spec: Some(NodeSpec {
             provider_id: (!provider_id.is_empty()).then(|| provider_id.to_string()),
@@ -50,10 +51,10 @@ fn node(name: &str, ready: &str, provider_id: &str) -> Node {
     n.metadata.name = Some(name.into());
     n.metadata.uid = Some(format!("uid-{name}"));
     n.metadata.resource_version = Some("7".into());
-    n
+    n.into()
 }
 
-fn tainted(mut n: Node, key: &str) -> Node {
+fn tainted(mut n: SlimNode, key: &str) -> SlimNode {
     n.spec
         .as_mut()
         .unwrap()
