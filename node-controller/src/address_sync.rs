@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+// The store's Node: only the fields this controller reads (see controller_kit::slim_node).
+use controller_kit::slim_node::SlimNode as Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use tokio_util::sync::CancellationToken;

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 
 use cloud_client::{AddressKind, NodeAddress};
-use k8s_openapi::api::core::v1::{Node, NodeAddress as K8sAddress};
+// The store's Node: only the fields this controller reads (see controller_kit::slim_node).
+use controller_kit::slim_node::SlimNode as Node;
+use k8s_openapi::api::core::v1::NodeAddress as K8sAddress;
 
 use crate::keys::ANNOTATION_PROVIDED_NODE_IP;
 use crate::nodeip::{self, NodeIpError};
@@ -96,7 +98,7 @@ pub fn status_patch(addresses: &[NodeAddress]) -> serde_json::Value {
 mod tests {
     use super::*;
     use AddressKind::*;
-    use k8s_openapi::api::core::v1::NodeStatus;
+    use controller_kit::slim_node::SlimNodeStatus as NodeStatus;
 
     fn node(old: &[(&str, &str)], node_ip: Option<&str>) -> Node {
         let mut n = Node {

@@ -9,7 +9,9 @@ use std::time::Duration;
 use cloud_client::{CloudError, ErrorClass, InstanceMetadata, Instances, NodeRef};
 use controller_kit::backoff::{Backoff, PerObject};
 use controller_kit::{Events, KitMetrics};
-use k8s_openapi::api::core::v1::{Node, Taint};
+// The store's Node: only the fields this controller reads (see controller_kit::slim_node).
+use controller_kit::slim_node::SlimNode as Node;
+use k8s_openapi::api::core::v1::Taint;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;

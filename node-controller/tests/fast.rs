@@ -7,7 +7,11 @@ use std::sync::Arc;
 
 use controller_kit::metrics::Registries;
 use controller_kit::{Events, KitMetrics};
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
+// What the controller's store holds (controller_kit::slim_node), under the names of a Node's.
+use controller_kit::slim_node::{
+    SlimNode as Node, SlimNodeSpec as NodeSpec, SlimNodeStatus as NodeStatus,
+};
+use k8s_openapi::api::core::v1::{NodeAddress, Taint};
 use kube::runtime::{reflector, watcher};
 use node_controller::address_sync;
 use node_controller::controller::{NodeReconciler, reconcile};
