@@ -55,6 +55,21 @@ async fn a_cloud_unreachable_at_start_is_waited_for() {
     use tokio::io::AsyncBufReadExt;
 
     let fx = Fixture::without_controller(None).await;
+    // The cloud will appear with its network already there (made in a world saved to a file), so
+    // its first answer is the one a running cloud gives.
+    let dir = tempfile::tempdir().unwrap();
+    let state_file = Some(dir.path().join("world.json"));
+    let first = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
+        state_file: state_file.clone(),
+        ..Default::default()
+    })
+    .await;
+    first
+        .world()
+        .create_network("k8s", "10.0.0.0/8", "10.0.0.0/16")
+        .await
+        .unwrap();
+    first.shutdown().await;
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let listen = free.local_addr().unwrap();
     drop(free);
@@ -92,21 +107,6 @@ async fn a_cloud_unreachable_at_start_is_waited_for() {
     // Keep reading, so the binary never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 
-    // The cloud appears with its network already there (made in a world saved to a file), so
-    // its first answer is the one a running cloud gives.
-    let dir = tempfile::tempdir().unwrap();
-    let state_file = Some(dir.path().join("world.json"));
-    let first = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
-        state_file: state_file.clone(),
-        ..Default::default()
-    })
-    .await;
-    first
-        .world()
-        .create_network("k8s", "10.0.0.0/8", "10.0.0.0/16")
-        .await
-        .unwrap();
-    first.shutdown().await;
     let _sim = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
         listen,
         state_file,

@@ -516,8 +516,12 @@ async fn a_member_that_stops_sharing_is_refused_and_its_ports_go_with_it() {
 
     // `name` dropped too: a load balancer of its own; deleting it removes its port on drop-lb.
     fx.patch("leave", annotation_patch("name", None)).await;
+    // Its ingress is still drop-lb's until its own load balancer is made: wait for that.
     let own = fx.wait_ingress("leave").await;
-    assert_eq!(fx.lbs_of(&own).await.len(), 1);
+    eventually("a load balancer of its own", T, || async {
+        (fx.lbs_of(&own).await.len() == 1).then_some(())
+    })
+    .await;
     wait_lb(&fx, "drop-lb", &[80, 81], Some(2)).await;
     fx.delete("leave").await;
     wait_lb(&fx, "drop-lb", &[80], Some(1)).await;
