@@ -140,12 +140,11 @@ impl Credentials {
         }
     }
 
-    /// `s` with every token this process has held replaced by `<redacted>`.
+    /// `s` with every run of 8 or more characters of any token this process has held replaced
+    /// by `<redacted>` (see [`crate::scrub`]).
     pub fn redact(&self, s: String) -> String {
         let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.iter()
-            .filter(|t| !t.is_empty())
-            .fold(s, |s, t| s.replace(t.expose(), "<redacted>"))
+        crate::scrub::scrub(&s, seen.iter())
     }
 
     /// Reads the token file every `poll` and rotates to what it holds, until these credentials
@@ -248,8 +247,11 @@ mod tests {
         assert!(c.record_answer(&c.in_use(), 401));
         c.rotate(Secret::new(B));
         assert!(!c.status().refused);
-        let text = c.redact(format!("sent {A}, then {B}"));
-        assert_eq!(text, "sent <redacted>, then <redacted>");
+        let text = c.redact(format!("sent {A}, then {B}, then half of A: {}", &A[..32]));
+        assert_eq!(
+            text,
+            "sent <redacted>, then <redacted>, then half of A: <redacted>"
+        );
         assert!(!format!("{c:?}").contains(A) && !format!("{c:?}").contains(B));
     }
 

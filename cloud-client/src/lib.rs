@@ -45,6 +45,7 @@ pub mod provider;
 pub mod providers;
 pub mod registry;
 pub mod robot;
+pub mod scrub;
 pub mod secret;
 pub mod shadow;
 pub mod stats;

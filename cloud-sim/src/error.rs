@@ -90,12 +90,18 @@ impl ApiError {
             .details(json!({"limits": [{"name": limit}]}))
     }
 
-    pub fn rate_limited() -> Self {
-        Self::new(
-            429,
-            "rate_limit_exceeded",
-            "limit of requests per hour reached",
-        )
+    /// The real API's answer over the hourly limit, which quotes the first half of the caller's
+    /// token (`Limit of '3600' requests per hour for token 'abcd…...' reached.`): clients must
+    /// keep it out of everything they show.
+    pub fn rate_limited(limit: u32, token: Option<&str>) -> Self {
+        let message = match token {
+            Some(token) => {
+                let half: String = token.chars().take(token.chars().count() / 2).collect();
+                format!("Limit of '{limit}' requests per hour for token '{half}...' reached.")
+            }
+            None => format!("Limit of '{limit}' requests per hour reached."),
+        };
+        Self::new(429, "rate_limit_exceeded", message)
     }
 
     /// The LB and network specific codes (`source_port_already_used`, `target_already_defined`,

@@ -13,6 +13,10 @@ use serde_json::Value;
 use crate::actions::ActionFailure;
 use crate::error::ApiError;
 
+/// The message of an injected `rate_limit_exceeded` that names none: the pipeline replaces it with
+/// the real API's wording for the caller (see [`ApiError::rate_limited`]).
+pub const RATE_LIMIT_ECHO: &str = "(the real rate-limit message for the caller)";
+
 /// One fault rule. `endpoint` is `"METHOD /template"` as the counters name it
 /// (`"POST /load_balancers/{id}/actions/add_target"`); a trailing `*` matches a prefix
 /// (`"POST /load_balancers/*"`); `None` matches every API request (Cloud and Robot).
@@ -293,9 +297,15 @@ impl Faults {
                     code,
                     message,
                 } if decision.error.is_none() => {
-                    let message = message
-                        .clone()
-                        .unwrap_or_else(|| format!("injected fault: {code}"));
+                    // An injected 429 with no message of its own is worded by the pipeline as
+                    // the real one is, the caller's token quoted (see `ApiError::rate_limited`).
+                    let message = message.clone().unwrap_or_else(|| {
+                        if code == "rate_limit_exceeded" {
+                            RATE_LIMIT_ECHO.to_owned()
+                        } else {
+                            format!("injected fault: {code}")
+                        }
+                    });
                     decision.error = Some(match status {
                         Some(s) => ApiError::new(*s, code, message),
                         None => ApiError::with_code(code, message),

@@ -63,13 +63,15 @@ async fn not_found() -> ApiError {
     ApiError::not_found("the requested resource")
 }
 
-fn authorize(app: &AppInner, req: &Request) -> Result<(), ApiError> {
-    let token = req
-        .headers()
+fn bearer_token(req: &Request) -> Option<&str> {
+    req.headers()
         .get(header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
-        .ok_or_else(ApiError::unauthorized)?;
+}
+
+fn authorize(app: &AppInner, req: &Request) -> Result<(), ApiError> {
+    let token = bearer_token(req).ok_or_else(ApiError::unauthorized)?;
     if app.config.readonly_token.as_deref() == Some(token) {
         return if req.method() == Method::GET || req.method() == Method::HEAD {
             Ok(())
@@ -124,8 +126,9 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
     let started = Instant::now();
 
     let (allowed, rate) = app.rate.try_acquire();
+    let token = bearer_token(&req).map(str::to_owned);
     let mut resp = if !allowed {
-        ApiError::rate_limited().into_response()
+        ApiError::rate_limited(rate.limit, token.as_deref()).into_response()
     } else if let Err(e) = authorize(&app, &req) {
         e.into_response()
     } else {
@@ -133,7 +136,11 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
         if injected_wait(&decision).await {
             ApiError::new(504, "timeout", "injected timeout").into_response()
         } else if let Some(e) = decision.error {
-            e.into_response()
+            if e.message == faults::RATE_LIMIT_ECHO {
+                ApiError::rate_limited(rate.limit, token.as_deref()).into_response()
+            } else {
+                e.into_response()
+            }
         } else {
             let resp = FORCED_ACTION_ERROR
                 .scope(

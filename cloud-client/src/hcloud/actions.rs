@@ -220,7 +220,7 @@ impl ActionWaiter {
     /// Resolves when the action finished: `Ok` on success, `ActionFailed` on error.
     pub(crate) async fn wait(&self, action: &Action) -> Result<(), CloudError> {
         if !action.is_running() {
-            return outcome(action);
+            return outcome(action, &self.inner.transport);
         }
         let (tx, rx) = oneshot::channel();
         let spawn = {
@@ -305,7 +305,9 @@ impl Inner {
                     for id in chunk {
                         let found = resp.actions.iter().find(|a| a.id == *id);
                         let seen = match found {
-                            Some(a) if !a.is_running() => Seen::Finished(outcome(a)),
+                            Some(a) if !a.is_running() => {
+                                Seen::Finished(outcome(a, &self.transport))
+                            }
                             Some(a) => Seen::Running {
                                 progress: a.progress,
                             },
@@ -416,12 +418,19 @@ fn finish_or_reschedule(
     }
 }
 
-fn outcome(a: &Action) -> Result<(), CloudError> {
+/// A finished action's result; its error message is the cloud's text, so it is scrubbed of the
+/// token like every other (see [`crate::scrub`]).
+fn outcome(a: &Action, transport: &Transport) -> Result<(), CloudError> {
     if a.status == "error" {
         let (code, message) = a
             .error
             .as_ref()
-            .map(|e| (e.code.clone(), e.message.clone()))
+            .map(|e| {
+                (
+                    e.code.clone(),
+                    transport.credentials().redact(e.message.clone()),
+                )
+            })
             .unwrap_or_default();
         Err(CloudError::ActionFailed {
             id: a.id,

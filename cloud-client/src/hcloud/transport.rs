@@ -245,7 +245,7 @@ impl Transport {
                 let correlation_id = headers
                     .get("x-correlation-id")
                     .and_then(|v| v.to_str().ok())
-                    .map(str::to_string);
+                    .map(|c| self.redact(c.to_string()));
                 span.record("status", status);
                 if let Some(c) = &correlation_id {
                     span.record("correlation_id", c.as_str());
@@ -276,9 +276,11 @@ impl Transport {
                     ),
                 };
                 let retry_after = (status == 429).then(|| wait_from_headers(rl)).flatten();
+                // The cloud's texts are scrubbed here, where they enter an error: Hetzner's 429
+                // quotes half the token (see `crate::scrub`).
                 Err(ApiError {
                     status,
-                    code,
+                    code: self.redact(code),
                     message: self.redact(message),
                     correlation_id,
                     method: method.to_string(),
@@ -367,8 +369,8 @@ impl Transport {
         );
     }
 
-    /// Belt and braces: no message we build may contain a token (the current one or one rotated
-    /// out), whatever a library put in it.
+    /// No text the cloud sent and no message we build may contain 8 characters in a row of a
+    /// token (the current one or one rotated out), whatever the cloud or a library put in it.
     fn redact(&self, s: String) -> String {
         self.inner.credentials.redact(s)
     }

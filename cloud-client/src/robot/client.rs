@@ -100,6 +100,14 @@ struct Inner {
     blocked_until: Mutex<Option<Instant>>,
 }
 
+impl Inner {
+    /// A text of the webservice's without the user or password in it, should it echo them (see
+    /// [`crate::scrub`]); Robot's own messages are not known to, but every text is treated alike.
+    fn scrub(&self, text: &str) -> String {
+        crate::scrub::scrub(text, [&self.credentials.user, &self.credentials.password])
+    }
+}
+
 impl std::fmt::Debug for RobotClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RobotClient")
@@ -305,7 +313,7 @@ impl RobotClient {
                     CloudError::Transport {
                         method: "GET".into(),
                         endpoint: template.to_string(),
-                        message: format!("Robot: {}", e.without_url()),
+                        message: format!("Robot: {}", inner.scrub(&e.without_url().to_string())),
                     }
                 });
             }
@@ -349,7 +357,7 @@ impl RobotClient {
             } else {
                 error.status
             },
-            message: format!("Robot: {}", error.message),
+            message: format!("Robot: {}", inner.scrub(&error.message)),
             code,
             correlation_id: None,
             method: "GET".into(),

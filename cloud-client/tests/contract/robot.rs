@@ -96,6 +96,37 @@ async fn wrong_credentials_are_a_permanent_error_that_never_shows_them() {
     );
 }
 
+/// Robot's own messages quote no credential, but a text the webservice sends that did would be
+/// scrubbed like the Cloud API's: no run of 8 characters of the user or password in the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_robot_message_that_quotes_the_credentials_is_scrubbed() {
+    let sim = sim_fast().await;
+    let (user, password) = (sim.robot_user(), sim.robot_password());
+    sim.faults().add(cloud_sim::FaultRule {
+        endpoint: None,
+        count: Some(1),
+        probability: 1.0,
+        every: None,
+        kind: cloud_sim::FaultKind::Error {
+            status: Some(403),
+            code: "FORBIDDEN".into(),
+            message: Some(format!(
+                "user {user} with password {password} may not do this"
+            )),
+        },
+    });
+    let err = client(&config(&sim)).servers().await.unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(shown.contains("may not do this"), "{shown}");
+    for secret in [&user, &password] {
+        let chars: Vec<char> = secret.chars().collect();
+        for run in chars.windows(8.min(chars.len())) {
+            let run: String = run.iter().collect();
+            assert!(!shown.contains(&run), "{run:?} in {shown}");
+        }
+    }
+}
+
 /// Over the Robot rate limit the client makes no call for `ROBOT_RATE_LIMIT_WAIT_TIME`, and
 /// lookups are answered from the last list meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

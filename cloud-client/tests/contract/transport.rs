@@ -36,6 +36,57 @@ async fn token_never_appears_in_debug_or_errors() {
     }
 }
 
+/// Every run of 8 characters of `secret` in `text`, if any.
+fn runs_of(secret: &str, text: &str) -> Vec<String> {
+    (0..=secret.len().saturating_sub(8))
+        .map(|i| &secret[i..i + 8])
+        .filter(|run| text.contains(run))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Hetzner's 429 quotes the first half of the token; cloud-sim answers the same way. The error
+/// that reaches Events and conditions says the limit was reached and carries none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limit_answer_that_quotes_the_token_is_scrubbed() {
+    let sim = sim_fast().await;
+    let p = provider(&sim, |c| c.retry.max_attempts = 1).await;
+    sim.faults()
+        .fail_next(Some("GET /locations"), 1, 429, "rate_limit_exceeded");
+    let e = p.check_connectivity().await.unwrap_err();
+    assert_eq!(e.code(), Some("rate_limit_exceeded"));
+    // What the sim sent: the first half of the token, as Hetzner does.
+    let raw = reqwest::Client::new()
+        .get(format!("{}/locations", sim.endpoint()))
+        .bearer_auth(sim.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status().as_u16(), 200, "one 429 was injected, not two");
+    sim.faults()
+        .fail_next(Some("GET /locations"), 1, 429, "rate_limit_exceeded");
+    let raw = reqwest::Client::new()
+        .get(format!("{}/locations", sim.endpoint()))
+        .bearer_auth(sim.token())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        raw.contains(&sim.token()[..32]),
+        "the sim quotes the token: {raw}"
+    );
+    for text in [e.to_string(), format!("{e:?}")] {
+        assert!(runs_of(&sim.token(), &text).is_empty(), "{text}");
+        assert!(
+            text.contains("requests per hour for token '<redacted>...' reached"),
+            "{text}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_errors_are_retried_then_reported_clearly() {
     let sim = sim_fast().await;
