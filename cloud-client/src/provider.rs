@@ -221,6 +221,14 @@ impl ServiceNames {
             None => format!("Service UID {uid}"),
         }
     }
+
+    /// The namespace of the Service with `uid`, when the cache knows it (without a cache,
+    /// nothing is known).
+    pub fn namespace_of(&self, uid: &str) -> Option<String> {
+        let key = self.0.as_ref().and_then(|f| f(uid))?;
+        key.split_once('/')
+            .map(|(namespace, _)| namespace.to_owned())
+    }
 }
 
 impl std::fmt::Debug for ServiceNames {

@@ -26,7 +26,7 @@ use kube::ResourceExt;
 use serde_json::{Value, json};
 use support::traffic::*;
 use support::*;
-use test_support::eventually;
+use test_support::{eventually, unique};
 
 const MEMBER_PREFIX: &str = "shared.cloud-controllers/";
 
@@ -529,4 +529,117 @@ async fn a_member_that_stops_sharing_is_refused_and_its_ports_go_with_it() {
         fx.lbs_of(&own).await.is_empty().then_some(())
     })
     .await;
+}
+
+fn target_servers(lb: &Value) -> BTreeSet<u64> {
+    lb["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["server"]["id"].as_u64())
+        .collect()
+}
+
+/// A load balancer made outside Kubernetes (Terraform: no label of ours or HCCM's, the control
+/// plane's API on a server that is no Node) is never written because a Service names it, shared
+/// or not. Shadow mode plans the refusal with the command by which its owner consents; with that
+/// label, a Service of the named namespace takes it over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_made_outside_the_cluster_is_written_only_with_its_owners_consent() {
+    let mut fx = Fixture::without_controller(None).await;
+    let nodes = fx.nodes(2).await;
+    let node_servers: BTreeSet<u64> = nodes.iter().map(|n| n.server).collect();
+    let cp = fx.server(&unique("cp")).await;
+    let api_name = unique("k8s-api");
+    let api_id = fx
+        .sim
+        .world()
+        .create_load_balancer_with(json!({
+            "name": api_name, "load_balancer_type": "lb11", "location": "fsn1",
+            "services": [{"protocol": "tcp", "listen_port": 6443, "destination_port": 6443}],
+            "targets": [{"type": "server", "server": {"id": cp.id}}],
+        }))
+        .await
+        .unwrap();
+    let before = fx.sim.world().get_load_balancer(api_id).await.unwrap();
+    let consent = format!(
+        "hcloud load-balancer add-label {api_name} cloud-controllers/adopt={}",
+        fx.ns
+    );
+
+    // Before a switch from HCCM, which would take it over by name: the shadow's plan shows it.
+    fx.start_shadow().await;
+    let admin = fx.ctl.as_ref().unwrap().admin;
+    let api_ann = [("name", api_name.clone()), ("shared", "true".to_string())];
+    let api_ann: Vec<(&str, &str)> = api_ann.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    fx.service("shared-api", &[8443], &api_ann).await;
+    let planned = eventually("the refusal planned", T, || async {
+        let p = test_support::run::plan(admin).await;
+        p.into_iter().find(|e| {
+            e["operation"]
+                .as_str()
+                .is_some_and(|o| o.starts_with("refused: "))
+        })
+    })
+    .await;
+    eprintln!("/plan: {planned:#}");
+    assert_eq!(planned["object"], format!("/load_balancers/{api_id}"));
+    assert!(
+        planned["body"]
+            .as_str()
+            .is_some_and(|b| b.contains(&consent)),
+        "{planned:#}"
+    );
+    fx.stop().await;
+
+    // Acting: refused, shared or not, with the same command; nothing written.
+    let sa = fx.service_account().await;
+    fx.restart(sa).await;
+    let mark = fx.mark();
+    fx.service("own-api", &[9443], &[("name", &api_name)]).await;
+    for name in ["shared-api", "own-api"] {
+        let c = wait_condition(&fx, name, "False", "LoadBalancerConflict").await;
+        eprintln!("{name}: {}", c.message);
+        assert!(
+            c.message.contains("was not made by this cluster"),
+            "{}",
+            c.message
+        );
+        assert!(c.message.contains(&consent), "{}", c.message);
+    }
+    assert_eq!(
+        fx.writes_since(&mark),
+        [],
+        "a foreign load balancer gets no write"
+    );
+    let after = fx.sim.world().get_load_balancer(api_id).await.unwrap();
+    assert_eq!(
+        target_servers(&after),
+        BTreeSet::from([cp.id]),
+        "cp stays its target"
+    );
+    assert_eq!(after["services"], before["services"]);
+    assert_eq!(after["labels"], before["labels"]);
+
+    // The owner consents for this namespace: the shared Service takes it over (its targets become
+    // the Nodes); the unclaimed 6443 stays as it is. (Two Services that both take over one load
+    // balancer fight over it, consent or not: the other one goes first.)
+    fx.delete("own-api").await;
+    eventually("own-api gone", T, || async {
+        fx.get("own-api").await.is_none().then_some(())
+    })
+    .await;
+    fx.sim
+        .world()
+        .call(
+            reqwest::Method::PUT,
+            &format!("/load_balancers/{api_id}"),
+            Some(json!({"labels": {"cloud-controllers/adopt": fx.ns}})),
+        )
+        .await
+        .unwrap();
+    fx.wait_ingress("shared-api").await;
+    let taken = fx.sim.world().get_load_balancer(api_id).await.unwrap();
+    assert_eq!(target_servers(&taken), node_servers);
+    assert_eq!(listen_ports(&taken), BTreeSet::from([6443, 8443]));
 }

@@ -86,6 +86,12 @@ const NETWORK: Admission = Admission::ControllerOnly(
 const NO_LB_YET: Admission = Admission::ControllerOnly(
     "refused only while no load balancer exists for the Service (an existing one keeps its services)",
 );
+const NOT_OURS: Admission = Admission::ControllerOnly(
+    "whether a load balancer of that name exists, and who made it, is the project's GET /load_balancers",
+);
+/// The load balancer the `t-*` cases name: made outside the cluster, no label of ours or HCCM's
+/// (the suite creates it first).
+pub const NOT_OURS_LB: &str = "made-outside-the-cluster";
 const PORT_LIMIT: Admission = Admission::ControllerOnly(
     "the limit is the load balancer type's, which may come from HCLOUD_LOAD_BALANCERS_TYPE or the \
      existing load balancer",
@@ -510,6 +516,23 @@ pub const CASES: &[Case] = &[
         "nah",
         "tcp, http or https",
         R
+    ),
+    // A load balancer nobody in the cluster made, named without its owner's consent.
+    case!(
+        "t-not-ours",
+        [("name", NOT_OURS_LB)],
+        "name",
+        NOT_OURS_LB,
+        "cloud-controllers/adopt=",
+        NOT_OURS
+    ),
+    case!(
+        "t-shared-not-ours",
+        [("name", NOT_OURS_LB), ("shared", "true")],
+        "name",
+        NOT_OURS_LB,
+        "cloud-controllers/adopt=",
+        NOT_OURS
     ),
     // Service specs.
     case!(

@@ -350,6 +350,8 @@ dict "root" $ "component" name "values" block
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT" $lb.healthCheck.timeout }}
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES" $lb.healthCheck.retries }}
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY" $lb.healthCheck.kubeProxy }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES" $lb.shareAcrossNamespaces }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME" $lb.adoptByName }}
 {{- end }}
 {{- range $name, $value := $plain }}
 {{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) }}

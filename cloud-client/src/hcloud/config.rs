@@ -63,6 +63,9 @@ pub struct LbDefaults {
     /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY`: the default of the
     /// `health-check-kube-proxy` annotation.
     pub health_check_kube_proxy: bool,
+    /// `HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES` and `HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME`:
+    /// whose load balancers a Service may write to (no annotation overrides them).
+    pub tenancy: crate::hcloud::load_balancer::tenancy::Tenancy,
 }
 
 /// Client-side retry policy for retryable errors (jittered exponential backoff).
@@ -365,6 +368,10 @@ impl HcloudConfig {
                 "HCLOUD_LOAD_BALANCERS_DISABLE_IPV6",
                 &mut d.lb_defaults.disable_ipv6,
             ),
+            (
+                "HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME",
+                &mut d.lb_defaults.tenancy.adopt_by_name,
+            ),
         ] {
             if let Some(b) = bool_var(name, &mut problems) {
                 *target = b;
@@ -382,6 +389,19 @@ impl HcloudConfig {
         ] {
             if let Some(b) = bool_var(name, &mut problems) {
                 *target = Some(b);
+            }
+        }
+
+        if let Some(v) = get("HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES") {
+            use crate::hcloud::load_balancer::tenancy::{
+                SHARE_ACROSS_NAMESPACES_EXPECTED, ShareAcrossNamespaces,
+            };
+            match ShareAcrossNamespaces::parse(&v) {
+                Some(s) => d.lb_defaults.tenancy.share_across_namespaces = s,
+                None => problems.push(format!(
+                    "HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES={v:?}: expected \
+                     {SHARE_ACROSS_NAMESPACES_EXPECTED}"
+                )),
             }
         }
 

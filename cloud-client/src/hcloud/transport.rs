@@ -137,6 +137,19 @@ impl Transport {
         &self.inner.credentials
     }
 
+    /// Shadow mode: records a write the controller refused to plan at all, with `note` saying
+    /// what would let it (e.g. the command by which an owner consents). Nothing otherwise.
+    pub(crate) fn plan_refused(&self, operation: &str, object: String, note: String) {
+        if let Some(plan) = &self.inner.plan {
+            plan.record(
+                PlanApi::Cloud,
+                format!("refused: {operation}"),
+                object,
+                Some(note),
+            );
+        }
+    }
+
     /// Sends `req` and decodes the JSON body.
     pub(crate) async fn call<T: DeserializeOwned>(&self, req: &Req) -> Result<T, CloudError> {
         let bytes = self.call_raw(req).await?;

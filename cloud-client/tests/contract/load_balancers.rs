@@ -5,7 +5,7 @@ use cloud_client::{IpMode, PortProtocol, ServicePort, ServiceRef};
 use serde_json::json;
 
 use crate::common::provider;
-use crate::{calls, lb_nodes, sim_fast, svc};
+use crate::{calls, lb_nodes, sim_fast, svc, writes};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lb_create_with_two_ports_and_ten_targets_then_no_op() {
@@ -158,8 +158,11 @@ async fn lb_annotation_changes_are_applied_minimally() {
     assert_eq!(lbs.ensure(&s2, &lb_nodes(&nodes)).await.unwrap().writes, 0);
 }
 
+/// A load balancer made outside the cluster (no label of ours or HCCM's) is adopted by the name
+/// a Service gives only with its owner's consent on it (`cloud-controllers/adopt=<namespace>`),
+/// or with HCCM's adoption by name turned on (`HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lb_adopts_an_existing_lb_by_name() {
+async fn lb_adopts_an_existing_lb_by_name_with_consent() {
     let sim = sim_fast().await;
     let nodes = sim
         .world()
@@ -174,6 +177,38 @@ async fn lb_adopts_an_existing_lb_by_name() {
     let p = provider(&sim, |_| {}).await;
     let lbs = p.load_balancers().unwrap();
     let s = svc("adopt-1", &[("name", "legacy-lb")]);
+    sim.reset_counters();
+    let refused = lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("hcloud load-balancer add-label legacy-lb cloud-controllers/adopt=default"),
+        "{refused}"
+    );
+    assert_eq!(
+        writes(&sim),
+        Vec::<String>::new(),
+        "refused before any write"
+    );
+
+    // HCCM's adoption by name, turned on for a migration: adopted without the label.
+    let migrating = provider(&sim, |c| c.lb_defaults.tenancy.adopt_by_name = true).await;
+    let other = svc("adopt-2", &[("name", "legacy-lb"), ("location", "fsn1")]);
+    let by_name = migrating.load_balancers().unwrap();
+    by_name.ensure(&other, &lb_nodes(&nodes)).await.unwrap();
+    let lb = sim.world().get_load_balancer(existing).await.unwrap();
+    assert_eq!(lb["labels"]["hcloud-ccm/service-uid"], "adopt-2");
+    sim.world().delete_load_balancer(existing).await.unwrap();
+
+    // The owner's consent.
+    let existing = sim
+        .world()
+        .create_load_balancer_with(json!({
+            "name": "legacy-lb", "load_balancer_type": "lb11", "location": "fsn1",
+            "labels": {"cloud-controllers/adopt": "default"},
+        }))
+        .await
+        .unwrap();
     sim.reset_counters();
     lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap();
     assert_eq!(sim.requests("POST", "/load_balancers"), 0);

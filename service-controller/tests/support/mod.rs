@@ -49,6 +49,9 @@ pub struct Fixture {
     pub stats: Option<Arc<ClientStats>>,
     /// The running controller's planned writes, in shadow mode.
     pub plan: Option<Arc<cloud_client::shadow::PlannedWrites>>,
+    /// The controller watches every namespace, not only the run's (for a test binary of one
+    /// test: the control plane is the binary's own).
+    pub all_namespaces: bool,
 }
 
 /// The tests read the world's parts (`fx.admin`, `fx.sim`, `fx.ns`) as the fixture's own.
@@ -68,6 +71,8 @@ pub struct Options {
     pub settings: Settings,
     pub cloud: Option<CloudTweak>,
     pub sim: Option<SimConfig>,
+    /// See [`Fixture::all_namespaces`].
+    pub all_namespaces: bool,
 }
 
 impl Fixture {
@@ -77,6 +82,7 @@ impl Fixture {
 
     pub async fn start_with(opts: Options) -> Fixture {
         let mut fx = Self::without_controller(opts.sim).await;
+        fx.all_namespaces = opts.all_namespaces;
         let sa = fx.service_account().await;
         fx.spawn(sa, opts.settings, opts.cloud).await;
         fx
@@ -89,6 +95,7 @@ impl Fixture {
             ctl: None,
             stats: None,
             plan: None,
+            all_namespaces: false,
         }
     }
 
@@ -115,7 +122,7 @@ impl Fixture {
         if let Some(t) = tweak {
             t(&mut cfg);
         }
-        settings.namespace = Some(self.ns.clone());
+        settings.namespace = (!self.all_namespaces).then(|| self.ns.clone());
         settings.node_sync_window = Duration::from_millis(200);
         let mut config = test_support::run::test_config(&service_controller::INFO, &self.run);
         self.plan = dry_run.then(|| test_support::run::shadow(&mut config, &mut cfg));
@@ -201,6 +208,19 @@ impl Fixture {
         ann: &[(&str, &str)],
         f: impl FnOnce(&mut ServiceSpec),
     ) -> Service {
+        self.service_in(&self.ns, name, ports, ann, f).await
+    }
+
+    /// [`Fixture::service_with`] in `namespace`.
+    pub async fn service_in(
+        &self,
+        namespace: &str,
+        name: &str,
+        ports: &[i32],
+        ann: &[(&str, &str)],
+        f: impl FnOnce(&mut ServiceSpec),
+    ) -> Service {
+        let services: Api<Service> = Api::namespaced(self.admin.clone(), namespace);
         let mut s = Service::default();
         s.metadata.name = Some(name.into());
         s.metadata.annotations = Some(
@@ -229,14 +249,14 @@ impl Fixture {
         // A kept-alive connection the apiserver has just closed fails the request before any
         // answer (`UnexpectedEof` on a busy machine); the client does not resend a POST itself.
         for attempt in 1.. {
-            match self.services().create(&PostParams::default(), &s).await {
+            match services.create(&PostParams::default(), &s).await {
                 Ok(created) => return created,
                 Err(kube::Error::Service(e)) if attempt < 3 => {
                     eprintln!("create service {name}: {e}; sending it again");
                 }
                 // The lost answer's create did happen.
                 Err(kube::Error::Api(e)) if attempt > 1 && e.code == 409 => {
-                    return self.get(name).await.expect("the created service");
+                    return services.get(name).await.expect("the created service");
                 }
                 Err(e) => panic!("create service: {e:?}"),
             }

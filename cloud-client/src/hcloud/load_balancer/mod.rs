@@ -26,6 +26,7 @@ pub mod plan;
 pub mod sharing;
 pub mod spec;
 pub mod status;
+pub mod tenancy;
 
 use std::collections::BTreeMap;
 
@@ -213,6 +214,39 @@ impl HcloudLoadBalancers {
         Ok((lb, more + 1))
     }
 
+    /// Whose load balancer `lb` is (see [`tenancy`]), before any write. In shadow mode a load
+    /// balancer made outside the cluster is put in the plan, with the command by which its owner
+    /// consents: the one thing an operator must do before switching from HCCM, which adopts by name.
+    fn check_tenancy(
+        &self,
+        svc: &ServiceRef,
+        spec: &LbSpec,
+        lb: &LoadBalancer,
+        how: &find::Found,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<(), CloudError> {
+        let default_name = !spec.name_annotated;
+        match self.defaults.tenancy.check(lb, how, svc, default_name) {
+            Ok(warning) => {
+                warnings.extend(warning);
+                Ok(())
+            }
+            Err(refusal) => {
+                if tenancy::made_elsewhere(lb, how, default_name) {
+                    self.transport.plan_refused(
+                        "adopt a load balancer made outside the cluster",
+                        format!("/load_balancers/{}", lb.id),
+                        format!(
+                            "its owner consents with: {}",
+                            tenancy::consent_command(&lb.name, &svc.namespace)
+                        ),
+                    );
+                }
+                Err(refusal)
+            }
+        }
+    }
+
     /// Shared by ensure and update: plan against `lb` and apply.
     async fn reconcile_existing(
         &self,
@@ -332,6 +366,7 @@ impl LoadBalancers for HcloudLoadBalancers {
                 Err(e) => return Err(e),
             },
         };
+        self.check_tenancy(svc, &spec, &lb, &how, &mut warnings)?;
         let desired = self
             .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
             .await?;
@@ -365,6 +400,7 @@ impl LoadBalancers for HcloudLoadBalancers {
                 ..Default::default()
             });
         };
+        self.check_tenancy(svc, &spec, &lb, &how, &mut warnings)?;
         let desired = self
             .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
             .await?;
