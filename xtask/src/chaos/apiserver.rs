@@ -61,6 +61,8 @@ pub async fn run(
         leaks: audit.leaks,
         wrong_deletions: audit.wrong_deletions,
         crashes: end.exited.len(),
+        not_ours_writes: end.not_ours_writes,
+        unreached: Vec::new(),
         notes: format!(
             "SIGTERM at {:.1} s ({}/{} routed, {}/{} Services served), its graceful shutdown took \
              {:.1} s, then {} s down; {} and 2 Services created after the restart converged; {}",

@@ -21,6 +21,8 @@ pub struct Fault {
     /// Share of Nodes whose kubelet stops (NotReady, server running): the lifecycle controller
     /// must keep them although lists miss their servers.
     pub not_ready: f64,
+    /// Every controller must have been answered 429 at least once, or the row fails.
+    pub reach_every_controller_with_429: bool,
 }
 
 fn rule(endpoint: Option<&str>, probability: f64, kind: FaultKind) -> FaultRule {
@@ -58,12 +60,14 @@ pub fn sim_config() -> cloud_sim::SimConfig {
 
 /// The faults of the issue, each a scenario.
 pub fn faults(args: &ChaosArgs) -> Vec<Fault> {
+    let size = args.size();
     let none = Fault {
         name: "",
         description: String::new(),
         rules: Vec::new(),
         rate_limit: None,
         not_ready: 0.0,
+        reach_every_controller_with_429: false,
     };
     // About a minute's worth of the calls a world needs, then 429s.
     let per_hour = if args.quick { 7_200 } else { 36_000 };
@@ -81,6 +85,34 @@ pub fn faults(args: &ChaosArgs) -> Vec<Fault> {
             name: "429",
             description: format!("rate limit {per_hour}/h, 20 left at the start"),
             rate_limit: Some((per_hour, 20)),
+            ..none.clone()
+        },
+        Fault {
+            name: "429 quoting the token",
+            description: "40 % of calls: 429 as Hetzner words it, half the caller's token quoted"
+                .into(),
+            rules: vec![
+                // Every Service's first create and every Node's first route exhaust the client's
+                // 5 attempts, so the message reaches Warning Events and conditions, not only logs.
+                FaultRule {
+                    count: Some(5 * size.services as u32),
+                    ..rule(
+                        Some("POST /load_balancers"),
+                        1.0,
+                        error(429, "rate_limit_exceeded"),
+                    )
+                },
+                FaultRule {
+                    count: Some(5 * size.nodes as u32),
+                    ..rule(
+                        Some("POST /networks/{id}/actions/add_route"),
+                        1.0,
+                        error(429, "rate_limit_exceeded"),
+                    )
+                },
+                rule(None, 0.4, error(429, "rate_limit_exceeded")),
+            ],
+            reach_every_controller_with_429: true,
             ..none.clone()
         },
         Fault {
@@ -144,7 +176,7 @@ pub async fn run(
     scan: &mut Scanner,
 ) -> anyhow::Result<Row> {
     let size = args.size();
-    let world = ChaosCluster::build(size, sim_config()).await?;
+    let mut world = ChaosCluster::build(size, sim_config()).await?;
     let names: Vec<String> = world.servers.keys().cloned().collect();
     let stopped = (names.len() as f64 * fault.not_ready).round() as usize;
     world.set_ready(&names[..stopped], false).await?;
@@ -160,6 +192,9 @@ pub async fn run(
     let converged_s = await_convergence(&world, &fleet, args, fault.name)
         .await?
         .map(|t| t.as_secs_f64());
+    if fault.reach_every_controller_with_429 {
+        reach_every_controller(&mut world, &fleet, &names[stopped..]).await?;
+    }
     let at_convergence = world.audit().await?;
     world.delete_services().await?;
     let cleaned = world
@@ -169,7 +204,17 @@ pub async fn run(
     if let Err(last) = &cleaned {
         eprintln!("chaos {}: not cleaned up: {}", fault.name, last.summary());
     }
+    let answered_429 = answered_429(&fleet).await;
     let end = tear_down(world, fleet, scan).await?;
+    let unreached = if fault.reach_every_controller_with_429 {
+        answered_429
+            .iter()
+            .filter(|(_, n)| *n == 0)
+            .map(|(who, _)| who.clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(Row {
         scenario: format!("cloud: {}", fault.name),
         faults: fault.description.clone(),
@@ -181,14 +226,72 @@ pub async fn run(
         leaks: after.leaks,
         wrong_deletions: after.wrong_deletions,
         crashes: end.exited.len(),
+        not_ours_writes: end.not_ours_writes,
+        unreached,
         notes: format!(
-            "Services deleted: {}{}",
+            "Services deleted: {}{}{}",
             if cleaned.is_ok() {
                 "every load balancer gone"
             } else {
                 "load balancers left"
             },
+            if fault.reach_every_controller_with_429 {
+                let each: Vec<String> = answered_429
+                    .iter()
+                    .map(|(who, n)| format!("{who} {n}"))
+                    .collect();
+                format!("; 429s answered: {}", each.join(", "))
+            } else {
+                String::new()
+            },
             end.exits_note()
         ),
     })
+}
+
+/// Keeps the world moving until every controller has been answered 429 at least once (or 3
+/// minutes passed): once converged, the node- and lifecycle-controller ask the cloud nothing, so
+/// a Node joins for the one and a Node stops reporting for the other (`ready`: Nodes that may).
+async fn reach_every_controller(
+    world: &mut ChaosCluster,
+    fleet: &crate::fleet::Fleet,
+    ready: &[String],
+) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let mut not_ready = Vec::new();
+    while std::time::Instant::now() < deadline {
+        let unreached: Vec<String> = answered_429(fleet)
+            .await
+            .into_iter()
+            .filter(|(_, n)| *n == 0)
+            .map(|(who, _)| who)
+            .collect();
+        if unreached.is_empty() {
+            break;
+        }
+        if unreached.iter().any(|w| w.starts_with("node-controller")) {
+            world.add_nodes(1).await?;
+        }
+        if unreached
+            .iter()
+            .any(|w| w.starts_with("lifecycle-controller"))
+            && not_ready.is_empty()
+            && let Some(node) = ready.first()
+        {
+            not_ready.push(node.clone());
+            world.set_ready(&not_ready, false).await?;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    world.set_ready(&not_ready, true).await
+}
+
+/// How many of its cloud calls each controller had answered with 429, from its `/metrics`.
+async fn answered_429(fleet: &crate::fleet::Fleet) -> Vec<(String, u64)> {
+    let mut answered = Vec::new();
+    for r in &fleet.replicas {
+        let n = crate::fleet::cloud_calls_with_status(&r.metrics().await, 429);
+        answered.push((r.identity.clone(), n));
+    }
+    answered
 }

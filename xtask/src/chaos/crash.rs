@@ -89,6 +89,8 @@ pub async fn run(
         leaks: after.leaks,
         wrong_deletions: after.wrong_deletions,
         crashes: end.exited.len(),
+        not_ours_writes: end.not_ours_writes,
+        unreached: Vec::new(),
         notes: format!(
             "last kill while converging at {:.1} s; killed {}; {} ports lost; {}{}",
             last_kill.as_secs_f64(),

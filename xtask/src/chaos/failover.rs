@@ -92,6 +92,8 @@ pub async fn run(
         leaks: audit.leaks,
         wrong_deletions: audit.wrong_deletions,
         crashes: end.exited.len() + bad_exits.len(),
+        not_ours_writes: end.not_ours_writes,
+        unreached: Vec::new(),
         notes: format!(
             "longest gap: kill -9 {:.1} s, SIGTERM {:.1} s; a node and a Service after the \
              failovers converged{}",

@@ -109,6 +109,12 @@ pub struct Row {
     pub wrong_deletions: usize,
     /// Controller exits the suite did not cause.
     pub crashes: usize,
+    /// Controllers the scenario's fault was meant to reach and never did: the row proves
+    /// nothing for them.
+    pub unreached: Vec<String>,
+    /// Writes to the load balancer made outside the cluster that a Service of another namespace
+    /// names (requests, plus 1 when its state changed): must stay 0.
+    pub not_ours_writes: usize,
     pub notes: String,
 }
 
@@ -116,6 +122,8 @@ impl Row {
     fn failed(&self) -> bool {
         self.converged_s.is_none()
             || self.duplicates + self.leaks + self.wrong_deletions + self.crashes > 0
+            || !self.unreached.is_empty()
+            || self.not_ours_writes > 0
     }
 }
 
@@ -217,6 +225,8 @@ struct Ending {
     rate_limited: u64,
     /// Every exit the suite did not cause during the scenario, as `<identity> (<status>)`.
     exited: Vec<String>,
+    /// See [`Row::not_ours_writes`].
+    not_ours_writes: usize,
 }
 
 impl Ending {
@@ -231,7 +241,7 @@ impl Ending {
 }
 
 /// What every scenario does at its end: count the calls, collect the exits nobody caused, scan
-/// what the world and the fleet produced for the token, stop the processes and the control plane.
+/// what the world and the fleet produced for the secrets, stop the processes and the control plane.
 async fn tear_down(
     world: ChaosCluster,
     mut fleet: Fleet,
@@ -239,6 +249,18 @@ async fn tear_down(
 ) -> anyhow::Result<Ending> {
     let log = world.sim.request_log();
     let rate_limited = log.iter().filter(|r| r.status == 429).count() as u64;
+    let not_ours = format!("/v1/load_balancers/{}", world.not_ours.id);
+    let changed = world.not_ours_changed();
+    if let Some(what) = &changed {
+        eprintln!("chaos: {what}");
+    }
+    let not_ours_writes = log
+        .iter()
+        .filter(|r| {
+            r.method != "GET" && (r.uri == not_ours || r.uri.starts_with(&format!("{not_ours}/")))
+        })
+        .count()
+        + usize::from(changed.is_some());
     let exited = fleet.unexpected_exits();
     // The secrets the controllers were given: every token of the fleet's token file (the soak
     // rotates it) and the Robot credentials, the world's sim's.
@@ -249,8 +271,10 @@ async fn tear_down(
     scan.watch(&world.sim.robot_password());
     for r in &fleet.replicas {
         scan.text(&format!("{} /metrics", r.identity), &r.metrics().await);
+        scan.text(&format!("{} /plan", r.identity), &r.plan().await);
     }
     scan.events(&world.admin).await?;
+    scan.objects(&world.admin).await?;
     for log in fleet.logs() {
         scan.file(&log);
     }
@@ -260,6 +284,7 @@ async fn tear_down(
         calls: log.len() as u64,
         rate_limited,
         exited,
+        not_ours_writes,
     })
 }
 
@@ -324,13 +349,26 @@ fn log_dir(logs: &Path, scenario: &str) -> PathBuf {
 
 fn print_row(r: &Row) {
     println!(
-        "chaos: {:<22} {} — {} ({})",
+        "chaos: {:<22} {} — {} ({}){}{}",
         r.scenario,
         if r.failed() { "FAILED" } else { "ok" },
         r.converged_s.map_or("never converged".into(), |s| format!(
             "converged in {s:.1} s"
         )),
-        r.notes
+        r.notes,
+        if r.unreached.is_empty() {
+            String::new()
+        } else {
+            format!("; the fault never reached {}", r.unreached.join(", "))
+        },
+        if r.not_ours_writes == 0 {
+            String::new()
+        } else {
+            format!(
+                "; {} writes to the load balancer made outside the cluster",
+                r.not_ours_writes
+            )
+        }
     );
 }
 
@@ -380,10 +418,13 @@ fn print_report(report: &Report) {
         soak::print(s);
     }
     println!(
-        "\nsecrets: {} files, {} Events and {} /metrics scanned: the token {} times, {} panics",
+        "\nsecrets: {} files, {} Events, {} Services and Nodes, {} /metrics and /plan pages \
+         scanned for any {} characters of a secret: found {} times, {} panics",
         report.secrets.files,
         report.secrets.events,
+        report.secrets.objects,
         report.secrets.metrics,
+        secrets::RUN,
         report.secrets.token_hits.len(),
         report.secrets.panics.len()
     );

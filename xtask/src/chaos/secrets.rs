@@ -1,8 +1,12 @@
 //! Looks through everything the suite captured — every controller log line at every level the
-//! scenarios ran with, every Event in the cluster, every `/metrics` page — for the API token (or
-//! its first half, should something cut it) and for panics.
+//! scenarios ran with (a container's termination message is the tail of that log), every Event,
+//! every Service's and Node's status and conditions, every `/metrics` and `/plan` page — for any
+//! run of [`RUN`] characters of a secret (the API tokens, the Robot user and password), and for
+//! panics. A run, not the whole secret: the cloud's own messages quote half the token.
 
-use k8s_openapi::api::core::v1::Event;
+use std::collections::{BTreeSet, HashSet};
+
+use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Serialize;
@@ -12,7 +16,10 @@ use serde::Serialize;
 pub struct Scan {
     pub files: usize,
     pub events: usize,
+    /// `/metrics` and `/plan` pages.
     pub metrics: usize,
+    /// Services and Nodes.
+    pub objects: usize,
     /// Where the token showed up (never the line itself: that would print it).
     pub token_hits: Vec<String>,
     /// `file: line` of each panic message.
@@ -25,29 +32,46 @@ impl Scan {
     }
 }
 
+/// The length of the runs of a secret's characters looked for. The controllers replace every run
+/// of 8 or more; 12 leaves no chance that a run of ordinary text matches by accident.
+pub const RUN: usize = 12;
+
 #[derive(Debug, Default)]
 pub struct Scanner {
-    /// The first half of every token to look for: a log that cut or wrapped one still matches.
-    needles: Vec<String>,
+    /// Every run of [`RUN`] characters of every secret (a shorter secret whole).
+    needles: HashSet<Vec<char>>,
+    /// The needles' lengths: [`RUN`], and those of shorter secrets.
+    lengths: BTreeSet<usize>,
     scan: Scan,
 }
 
 impl Scanner {
-    /// Looks for `token` too in what is scanned from now on.
-    pub fn watch(&mut self, token: &str) {
-        let needle = token[..token.len() / 2].to_owned();
-        if !self.needles.contains(&needle) {
-            self.needles.push(needle);
+    /// Looks for every run of [`RUN`] characters of `secret` too in what is scanned from now on.
+    pub fn watch(&mut self, secret: &str) {
+        let chars: Vec<char> = secret.chars().collect();
+        if chars.is_empty() {
+            return;
         }
+        let run = RUN.min(chars.len());
+        self.lengths.insert(run);
+        self.needles
+            .extend(chars.windows(run).map(<[char]>::to_vec));
+    }
+
+    fn holds_a_secret(&self, line: &str) -> bool {
+        let chars: Vec<char> = line.chars().collect();
+        self.lengths
+            .iter()
+            .any(|&n| chars.windows(n).any(|w| self.needles.contains(w)))
     }
 
     /// Scans a text captured from `source`.
     pub fn text(&mut self, source: &str, text: &str) {
-        if source.ends_with("/metrics") {
+        if source.ends_with("/metrics") || source.ends_with("/plan") {
             self.scan.metrics += 1;
         }
         for (n, line) in text.lines().enumerate() {
-            if self.needles.iter().any(|n| line.contains(n.as_str())) {
+            if self.holds_a_secret(line) {
                 self.scan.token_hits.push(format!("{source}:{}", n + 1));
             }
             if line.contains("panicked at") {
@@ -80,6 +104,28 @@ impl Scanner {
         Ok(())
     }
 
+    /// Scans every Service and every Node, whole: their conditions (`LoadBalancerReady`,
+    /// `NetworkUnavailable`) carry the controllers' error messages.
+    pub async fn objects(&mut self, client: &Client) -> anyhow::Result<()> {
+        let services: Api<Service> = Api::all(client.clone());
+        for s in services.list(&ListParams::default()).await?.items {
+            let source = format!(
+                "Service {}/{}",
+                s.metadata.namespace.as_deref().unwrap_or(""),
+                s.metadata.name.as_deref().unwrap_or("")
+            );
+            self.text(&source, &serde_json::to_string(&s)?);
+            self.scan.objects += 1;
+        }
+        let nodes: Api<Node> = Api::all(client.clone());
+        for n in nodes.list(&ListParams::default()).await?.items {
+            let source = format!("Node {}", n.metadata.name.as_deref().unwrap_or(""));
+            self.text(&source, &serde_json::to_string(&n)?);
+            self.scan.objects += 1;
+        }
+        Ok(())
+    }
+
     pub fn finish(self) -> Scan {
         self.scan
     }
@@ -90,18 +136,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finds_the_token_and_panics_without_repeating_them() {
-        let token = "t".repeat(32) + &"u".repeat(32);
+    fn finds_any_run_of_a_secret_and_panics_without_repeating_them() {
+        let token = "Kp3xQ9vLmZ2aB7cD1eF4gH6iJ8kL0mN5oP3qR7sT9uV1wX2yZ4aB6cD8eF0gH2iJ";
         let mut s = Scanner::default();
-        s.watch(&token);
+        s.watch(token);
+        s.watch("pw-short");
         s.text(
             "a.log",
-            "fine\nAuthorization: Bearer tttttttttttttttttttttttttttttttt…\n",
+            &format!(
+                "fine\nLimit of '3600' requests per hour for token '{}...' reached.\n",
+                &token[..32]
+            ),
         );
         s.text("b/metrics", "thread 'main' panicked at src/main.rs:1:1");
-        s.text("c.log", &"u".repeat(64));
+        s.text(
+            "c.log",
+            &format!("x{}y\n{}", &token[40..52], &token[40..51]),
+        );
+        s.text("d.log", "user pw-short\n<redacted>");
         let scan = s.finish();
-        assert_eq!(scan.token_hits, ["a.log:2"]);
+        assert_eq!(scan.token_hits, ["a.log:2", "c.log:1", "d.log:1"]);
         assert_eq!(scan.panics.len(), 1);
         assert_eq!(scan.metrics, 1);
         assert!(!scan.clean());

@@ -182,6 +182,8 @@ pub async fn run(
         leaks: audit.leaks,
         wrong_deletions: audit.wrong_deletions,
         crashes: ending.exited.len(),
+        not_ours_writes: ending.not_ours_writes,
+        unreached: Vec::new(),
         notes: format!(
             "{joins} joins, {removals} removals; {:.0} cloud calls/h in all (the world's own \
              server creates and deletes included); token rotated halfway: {refused_at_switch} \

@@ -55,7 +55,23 @@ pub struct ChaosCluster {
     pools: usize,
     /// The Services of a pool share one load balancer (see [`ChaosCluster::build_shared`]).
     shared: bool,
+    /// A load balancer made outside the cluster, which a Service of another namespace names: no
+    /// controller may ever write to it (see [`ChaosCluster::not_ours`]).
+    pub not_ours: NotOurs,
 }
+
+/// The load balancer no controller may write to, as it was made.
+#[derive(Debug, Clone)]
+pub struct NotOurs {
+    pub id: u64,
+    labels: BTreeMap<String, String>,
+    targets: Vec<u64>,
+    ports: Vec<u16>,
+}
+
+/// The load balancer made outside the cluster, and the Service that names it.
+const NOT_OURS_LB: &str = "made-outside-the-cluster";
+const TENANT_NAMESPACE: &str = "chaos-tenant";
 
 impl ChaosCluster {
     /// Starts the control plane and cloud-sim, then creates the network, `size.nodes` servers
@@ -89,6 +105,7 @@ impl ChaosCluster {
         let admin = plane.client().await?;
         let sim = cloud_sim::Sim::start_with(sim).await;
         let network = demo_world::network(&sim).await?;
+        let not_ours = not_ours(&sim, &admin).await?;
         let mut world = ChaosCluster {
             plane,
             admin,
@@ -98,14 +115,10 @@ impl ChaosCluster {
             next: 1,
             pools: size.nodes.div_ceil(POOL).max(1),
             shared,
+            not_ours,
         };
         world.add_nodes(size.nodes).await?;
-        Api::<Namespace>::all(world.admin.clone())
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(serde_json::json!({"metadata": {"name": NAMESPACE}}))?,
-            )
-            .await?;
+        create_namespace(&world.admin, NAMESPACE).await?;
         futures::stream::iter(0..size.services)
             .map(|i| world.create_service(i))
             .buffer_unordered(PARALLEL)
@@ -182,6 +195,27 @@ impl ChaosCluster {
         Api::namespaced(self.admin.clone(), NAMESPACE)
     }
 
+    /// Whether the load balancer made outside the cluster is as it was made: `None`, or what
+    /// changed.
+    pub fn not_ours_changed(&self) -> Option<String> {
+        let inventory = self.sim.inventory();
+        let Some(lb) = inventory
+            .load_balancers
+            .iter()
+            .find(|lb| lb.id == self.not_ours.id)
+        else {
+            return Some(format!("load balancer {NOT_OURS_LB} is gone"));
+        };
+        let was = &self.not_ours;
+        (lb.labels != was.labels || lb.target_servers != was.targets || lb.ports != was.ports)
+            .then(|| {
+                format!(
+                    "load balancer {NOT_OURS_LB} was written: labels {:?}, targets {:?}, ports {:?}",
+                    lb.labels, lb.target_servers, lb.ports
+                )
+            })
+    }
+
     pub fn nodes(&self) -> Api<Node> {
         Api::all(self.admin.clone())
     }
@@ -224,7 +258,13 @@ impl ChaosCluster {
         let nodes = self.nodes().list(&ListParams::default()).await?.items;
         let services = self.services().list(&ListParams::default()).await?.items;
         let inventory = self.sim.inventory();
-        Ok(Audit::of(&nodes, &services, &inventory, &self.servers))
+        Ok(Audit::of(
+            &nodes,
+            &services,
+            &inventory,
+            &self.servers,
+            self.not_ours.id,
+        ))
     }
 
     /// Polls [`ChaosCluster::audit`] until `done` says yes; the time it took, or the last audit.
@@ -278,6 +318,7 @@ impl Audit {
         services: &[Service],
         inventory: &cloud_sim::Inventory,
         servers: &BTreeMap<String, Server>,
+        not_ours: u64,
     ) -> Audit {
         let mut a = Audit {
             nodes: nodes.len(),
@@ -340,7 +381,11 @@ impl Audit {
 
         // A load balancer is its Service's, or each of its members' when shared.
         let mut lbs: BTreeMap<&str, Vec<&cloud_sim::LoadBalancerItem>> = BTreeMap::new();
-        for lb in &inventory.load_balancers {
+        for lb in inventory
+            .load_balancers
+            .iter()
+            .filter(|lb| lb.id != not_ours)
+        {
             let members: Vec<&str> = lb
                 .labels
                 .keys()
@@ -476,6 +521,56 @@ fn pool_servers(
         .collect()
 }
 
+async fn create_namespace(admin: &Client, name: &str) -> anyhow::Result<()> {
+    Api::<Namespace>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?,
+        )
+        .await?;
+    Ok(())
+}
+
+/// What a user of a shared project has next to the cluster: a load balancer made outside it
+/// (Terraform: no label, the port and the server of something else), and a Service of another
+/// namespace that names it. The controllers must refuse the Service and never write to the load
+/// balancer, whatever the scenario does to them.
+async fn not_ours(sim: &cloud_sim::Sim, admin: &Client) -> anyhow::Result<NotOurs> {
+    let w = sim.world();
+    let outside = w.create_server("outside-cp", "cx22", "fsn1").await?;
+    let id = w
+        .create_load_balancer_with(serde_json::json!({
+            "name": NOT_OURS_LB, "load_balancer_type": "lb11", "location": "fsn1",
+            "services": [{"protocol": "tcp", "listen_port": 6443, "destination_port": 6443}],
+            "targets": [{"type": "server", "server": {"id": outside}}],
+        }))
+        .await?;
+    create_namespace(admin, TENANT_NAMESPACE).await?;
+    let takeover: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "takeover", "annotations": {
+            "load-balancer.hetzner.cloud/name": NOT_OURS_LB,
+            "load-balancer.hetzner.cloud/shared": "true",
+        }},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 8443, "protocol": "TCP"}]},
+    }))?;
+    Api::<Service>::namespaced(admin.clone(), TENANT_NAMESPACE)
+        .create(&PostParams::default(), &takeover)
+        .await
+        .context("creating the Service that names a load balancer made outside the cluster")?;
+    let lb = sim
+        .inventory()
+        .load_balancers
+        .into_iter()
+        .find(|lb| lb.id == id)
+        .context("the load balancer made outside the cluster")?;
+    Ok(NotOurs {
+        id,
+        labels: lb.labels,
+        targets: lb.target_servers,
+        ports: lb.ports,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,7 +641,7 @@ mod tests {
             load_balancers: vec![lb(1, "a", &[1, 2, 3])],
             routes: all.iter().map(|s| route(s)).collect(),
         };
-        let good = Audit::of(&nodes, &[service("a")], &inventory, &servers);
+        let good = Audit::of(&nodes, &[service("a")], &inventory, &servers, 0);
         assert!(good.converged(), "{}", good.summary());
 
         // A second LB for the Service, an orphan LB, a duplicate route, and a Node deleted
@@ -558,7 +653,7 @@ mod tests {
             gateway: "10.0.0.9".into(),
             ..route(all[0])
         });
-        let audit = Audit::of(&nodes[1..], &[service("a")], &bad, &servers);
+        let audit = Audit::of(&nodes[1..], &[service("a")], &bad, &servers, 0);
         assert_eq!(
             (audit.duplicates, audit.leaks, audit.wrong_deletions),
             (2, 3, 1),
@@ -570,7 +665,7 @@ mod tests {
         let mut wrong = inventory;
         wrong.load_balancers = vec![lb(1, "a", &[1])];
         assert_eq!(
-            Audit::of(&nodes, &[service("a")], &wrong, &servers).served,
+            Audit::of(&nodes, &[service("a")], &wrong, &servers, 0).served,
             0
         );
     }

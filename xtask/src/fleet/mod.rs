@@ -107,6 +107,12 @@ impl Replica {
         http_get(self.admin, "/metrics").await.unwrap_or_default()
     }
 
+    /// Its `/plan` text: shadow mode's planned writes, or why there are none (empty while it is
+    /// down).
+    pub async fn plan(&self) -> String {
+        http_get(self.admin, "/plan").await.unwrap_or_default()
+    }
+
     /// Cloud API calls it made, from its `/metrics`.
     pub async fn cloud_calls(&self) -> u64 {
         cloud_calls(&self.metrics().await)
@@ -351,6 +357,18 @@ pub fn cloud_calls(metrics: &str) -> u64 {
     metrics
         .lines()
         .filter(|l| l.starts_with("cloud_controllers_cloud_api_requests_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// Cloud API calls answered with HTTP `status`, from a `/metrics` text.
+pub fn cloud_calls_with_status(metrics: &str, status: u16) -> u64 {
+    let label = format!("status=\"{status}\"");
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("cloud_controllers_cloud_api_requests_total{") && l.contains(&label)
+        })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }
