@@ -17,6 +17,7 @@ pub mod nodes;
 pub mod patches;
 pub mod reasons;
 pub mod service;
+pub mod source_ranges;
 pub mod target_health;
 
 use std::sync::Arc;
@@ -72,6 +73,10 @@ pub struct ServiceArgs {
     /// Services reconciled concurrently.
     #[arg(long, default_value = "10")]
     pub concurrent_service_syncs: String,
+    /// Refuse a Service whose `spec.loadBalancerSourceRanges` the cloud's load balancers cannot
+    /// enforce, instead of serving it to every address with a Warning.
+    #[arg(long, env = "SERVICE_REFUSE_UNENFORCED_SOURCE_RANGES")]
+    pub refuse_unenforced_source_ranges: bool,
 }
 
 /// Validated settings of this controller.
@@ -87,6 +92,8 @@ pub struct Settings {
     pub namespace: Option<String>,
     /// `--concurrent-service-syncs`.
     pub concurrency: u16,
+    /// `--refuse-unenforced-source-ranges`.
+    pub refuse_unenforced_source_ranges: bool,
 }
 
 impl Default for Settings {
@@ -97,6 +104,7 @@ impl Default for Settings {
             node_sync_window: Duration::from_secs(1),
             namespace: None,
             concurrency: 10,
+            refuse_unenforced_source_ranges: false,
         }
     }
 }
@@ -144,6 +152,7 @@ impl ServiceArgs {
                 1024,
                 u64::from(d.concurrency),
             ) as u16,
+            refuse_unenforced_source_ranges: self.refuse_unenforced_source_ranges,
         }
     }
 }
@@ -223,7 +232,11 @@ pub async fn run(
             }
         })
     };
+    // Shutdown first: it also ends the Node watch, whose sender then closes the channel, and a
+    // stop before the first Node list is complete must not look like a failure (seen in a test
+    // that stopped the controller on a busy machine: "channel closed").
     tokio::select! {
+        biased;
         _ = ctx.shutdown.cancelled() => { node_events.abort(); return Ok(()) }
         r = nodes_synced.wait_for(|v| *v) => { r?; }
     }
@@ -267,7 +280,8 @@ pub async fn run(
             metrics,
         )
         .in_dry_run(cfg.plan.is_some())
-        .with_services(svc_store.clone()),
+        .with_services(svc_store.clone())
+        .refusing_unenforced_source_ranges(settings.refuse_unenforced_source_ranges),
     );
     let results = Controller::for_stream(svc_stream, svc_store.clone())
         .reconcile_all_on(trigger_rx)
