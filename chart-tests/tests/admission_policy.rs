@@ -36,12 +36,13 @@ const POLICY: &str = "cloud-controllers-service-controller-annotations";
 /// How long the apiserver may take to compile a new policy.
 const ACTIVE_WITHIN: Duration = Duration::from_secs(30);
 
-/// The policy and its binding as `render` makes them (none: empty).
+/// The policy and its binding as `render` makes them (none: empty). The source-range policy is
+/// `tests/source_ranges_policy.rs`'s.
 fn policy_objects(render: &Render) -> Vec<Value> {
     render
         .objects()
         .into_iter()
-        .filter(|o| kind(o) == VAP || kind(o) == BINDING)
+        .filter(|o| (kind(o) == VAP || kind(o) == BINDING) && name(o).ends_with("-annotations"))
         .collect()
 }
 

@@ -399,6 +399,12 @@ pub trait LoadBalancers: Send + Sync {
     /// Cloud name the provider would use for this Service (upstream `GetLoadBalancerName`).
     fn load_balancer_name(&self, svc: &ServiceRef) -> String;
 
+    /// `None` when the provider's load balancers enforce `spec.loadBalancerSourceRanges`; else
+    /// why they cannot and what a user can do instead (for the Warning and the condition).
+    fn unenforced_source_ranges(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Status of the existing load balancer, `None` when the Service has none. No writes.
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError>;
 

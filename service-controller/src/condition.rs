@@ -84,6 +84,13 @@ impl Want {
         }
     }
 
+    /// The same, with `note` appended to the message (e.g. what the load balancer does not do
+    /// that the Service asks for).
+    pub fn noting(mut self, note: &str) -> Want {
+        self.message = format!("{}. {note}", self.message);
+        self
+    }
+
     /// Ensured, but no node is eligible as a target.
     pub fn unavailable() -> Want {
         Want {

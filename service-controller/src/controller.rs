@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::metrics::ServiceMetrics;
 use crate::nodes::NodeCache;
 use crate::service::{self, ClassFilter};
-use crate::{nodes, patches, reasons};
+use crate::{nodes, patches, reasons, source_ranges};
 
 /// Shared state of the reconciler.
 pub struct ServiceReconciler {
@@ -45,6 +45,8 @@ pub struct ServiceReconciler {
     pub dry_run: bool,
     /// The Service cache, to name the Service a shared load balancer's conflict is with.
     services: Option<Store<Service>>,
+    /// `--refuse-unenforced-source-ranges` (see [`source_ranges`]).
+    refuse_unenforced_source_ranges: bool,
 }
 
 impl std::fmt::Debug for ServiceReconciler {
@@ -81,7 +83,24 @@ impl ServiceReconciler {
             )),
             dry_run: false,
             services: None,
+            refuse_unenforced_source_ranges: false,
         }
+    }
+
+    /// Refuse, instead of warn about, source ranges the load balancers cannot enforce.
+    pub fn refusing_unenforced_source_ranges(mut self, refuse: bool) -> Self {
+        self.refuse_unenforced_source_ranges = refuse;
+        self
+    }
+
+    /// The ranges `svc` restricts its load balancer to that the provider cannot enforce, with
+    /// why; `None` when there are none (or they are enforced).
+    fn unenforced_source_ranges(
+        &self,
+        svc: &Service,
+    ) -> Option<(source_ranges::Ranges, &'static str)> {
+        let why = self.lbs.unenforced_source_ranges()?;
+        Some((source_ranges::restricting(svc)?, why))
     }
 
     /// Conflict messages name other Services from this cache (else by UID).
@@ -167,6 +186,12 @@ async fn report_condition(svc: &Service, ctx: &ServiceReconciler, result: &Resul
                     .target_health
                     .get(&svc.uid().unwrap_or_default()),
             ),
+        };
+        let want = match ctx.unenforced_source_ranges(svc) {
+            Some((ranges, why)) if result.is_ok() => {
+                want.noting(&source_ranges::not_enforced(&ranges, why))
+            }
+            _ => want,
         };
         if !condition::needs_write(svc, &want) {
             return;
@@ -269,6 +294,22 @@ async fn ensure(
                 "EnsureLoadBalancer",
                 "There are no available nodes for LoadBalancer".into(),
             )
+            .await;
+    }
+    if let Some((ranges, why)) = ctx.unenforced_source_ranges(svc) {
+        if ctx.refuse_unenforced_source_ranges {
+            let e = Error::Cloud {
+                service: key,
+                op: "ensure load balancer",
+                source: source_ranges::refusal(&ranges, why),
+            };
+            return Err(sync_failed(svc, ctx, e).await);
+        }
+        let note = source_ranges::not_enforced(&ranges, why);
+        warn!(service = %key, "{note}");
+        ctx.kit.count_warning(source_ranges::IGNORED);
+        ctx.events
+            .warning(svc, source_ranges::IGNORED, "EnsureLoadBalancer", note)
             .await;
     }
     let sref = ctx.service_ref(svc);

@@ -113,14 +113,17 @@ fn the_default_install_has_three_controllers_each_with_its_own_objects() {
     .iter()
     .map(|c| (c.to_string(), expected(c)))
     .collect();
-    // The service-controller's admission policy for its annotations (admission_policy.rs).
+    // The service-controller's admission policies for its annotations (admission_policy.rs)
+    // and for source ranges (source_ranges_policy.rs).
     for kind in [
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     ] {
-        want.get_mut("service-controller").unwrap().insert(format!(
-            "{kind} cloud-controllers-service-controller-annotations"
-        ));
+        for policy in ["annotations", "source-ranges"] {
+            want.get_mut("service-controller").unwrap().insert(format!(
+                "{kind} cloud-controllers-service-controller-{policy}"
+            ));
+        }
     }
     assert_eq!(per_component, want);
 }

@@ -185,8 +185,13 @@ fn values_yaml_and_the_schema_declare_the_same_keys() {
             .iter()
             .filter_map(|p| p.strip_prefix(&format!("{key}.")).map(str::to_owned))
             // A controller's own keys: the route-controller's CIDR, the service-controller's
-            // admission policy.
-            .filter(|p| p != "clusterCIDR" && p != "validation" && !p.starts_with("validation."))
+            // admission policy and source ranges.
+            .filter(|p| {
+                p != "clusterCIDR"
+                    && p != "validation"
+                    && !p.starts_with("validation.")
+                    && p != "sourceRanges"
+            })
             .collect()
     };
     for c in CONTROLLERS {

@@ -249,6 +249,9 @@ then the block's `args` (the block wins; null drops a flag). dict "root" $ "comp
 {{- if $v.dryRun }}
 {{- $_ := set $args "dry-run" "true" }}
 {{- end }}
+{{- if and (eq .component "service-controller") (eq (toString $v.sourceRanges) "refuse") }}
+{{- $_ := set $args "refuse-unenforced-source-ranges" "true" }}
+{{- end }}
 {{- /* HCCM's top-level args (checked by cc.hccmChecks), each for the controllers that read it. */}}
 {{- $given := dict }}
 {{- range $flag, $value := $root.Values.args }}
@@ -409,6 +412,7 @@ names them in one startup Warning with the reason.
   "load-balancer-drift-check-period" "service-controller"
   "node-sync-period" "service-controller"
   "node-sync-window" "service-controller"
+  "refuse-unenforced-source-ranges" "service-controller"
   "configure-cloud-routes" "route-controller"
   "route-reconciliation-period" "route-controller"
   "route-sync-window" "route-controller"

@@ -325,6 +325,17 @@ impl LoadBalancers for HcloudLoadBalancers {
         spec::name(svc)
     }
 
+    fn unenforced_source_ranges(&self) -> Option<&'static str> {
+        Some(
+            "Hetzner load balancers cannot filter by source address, and Hetzner firewalls do not \
+             apply to them, so the Service is reachable from every address. A NetworkPolicy or a \
+             firewall on the nodes sees only the load balancer's address; with annotation \
+             load-balancer.hetzner.cloud/uses-proxyprotocol the pods learn each client's address, \
+             so the application or its proxy (e.g. an ingress controller's allow-list) can \
+             refuse it",
+        )
+    }
+
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError> {
         self.transport
             .stats()
