@@ -61,8 +61,9 @@ async fn read(fleet: &Fleet) -> Vec<Reading> {
     out
 }
 
-/// The project's token after the soak's rotation (64 characters, like a real one).
-const ROTATED_TOKEN: &str = "rotated-soak-token-000000000000000000000000000000000000000000000";
+/// The project's token after the soak's rotation: 64 random-looking characters, like a real one
+/// (a padded one, `…000000000000`, would match every correlation id in the secret scan).
+const ROTATED_TOKEN: &str = "Rq7vKp2LwX9mZc4TbN8sYh3JdF6gA1eU5iO0oPxQrWtEyVuCzBnMlKjHgFdSaQw3";
 
 pub async fn run(
     args: &ChaosArgs,
