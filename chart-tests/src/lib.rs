@@ -266,6 +266,19 @@ pub fn find<'a>(objects: &'a [Value], kind_: &str, name_: &str) -> &'a Value {
 }
 
 /// The objects of `kind`.
+/// The ValidatingAdmissionPolicy and binding named `<…>-<suffix>` (`annotations`,
+/// `source-ranges`) that `render` makes; none when it renders none.
+pub fn admission_policy(render: &Render, suffix: &str) -> Vec<Value> {
+    render
+        .objects()
+        .into_iter()
+        .filter(|o| {
+            kind(o).starts_with("ValidatingAdmissionPolicy")
+                && name(o).ends_with(&format!("-{suffix}"))
+        })
+        .collect()
+}
+
 pub fn of_kind<'a>(objects: &'a [Value], kind_: &'a str) -> impl Iterator<Item = &'a Value> {
     objects.iter().filter(move |o| kind(o) == kind_)
 }

@@ -39,11 +39,7 @@ const ACTIVE_WITHIN: Duration = Duration::from_secs(30);
 /// The policy and its binding as `render` makes them (none: empty). The source-range policy is
 /// `tests/source_ranges_policy.rs`'s.
 fn policy_objects(render: &Render) -> Vec<Value> {
-    render
-        .objects()
-        .into_iter()
-        .filter(|o| (kind(o) == VAP || kind(o) == BINDING) && name(o).ends_with("-annotations"))
-        .collect()
+    chart_tests::admission_policy(render, "annotations")
 }
 
 /// The rendered policy's `variables` or `matchConditions`, `name → expression`.

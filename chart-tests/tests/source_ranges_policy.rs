@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use chart_tests::{Render, apply, find, kind, name};
+use chart_tests::{Render, apply, find};
 use kube::discovery::Discovery;
 use serde_json::{Value, json};
 
@@ -17,11 +17,9 @@ const POLICY: &str = "cloud-controllers-service-controller-source-ranges";
 const ACTIVE_WITHIN: Duration = Duration::from_secs(30);
 
 fn policy_objects(render: &Render) -> Vec<Value> {
-    render
-        .objects()
-        .into_iter()
-        .filter(|o| kind(o).starts_with("ValidatingAdmissionPolicy") && name(o) == POLICY)
-        .collect()
+    let objects = chart_tests::admission_policy(render, "source-ranges");
+    assert!(objects.iter().all(|o| chart_tests::name(o) == POLICY));
+    objects
 }
 
 fn service_args(render: &Render) -> Vec<String> {

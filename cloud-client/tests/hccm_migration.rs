@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::provider;
+use common::{provider, writes};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,15 +55,6 @@ fn lb_nodes(ids: &[u64]) -> Vec<LbNode> {
             labels: Default::default(),
             internal_ips: vec![],
         })
-        .collect()
-}
-
-/// Every POST/PUT/DELETE since the last `reset_counters`, as `METHOD /template`.
-fn writes(sim: &Sim) -> Vec<String> {
-    sim.request_log()
-        .into_iter()
-        .filter(|e| e.method != "GET")
-        .map(|e| format!("{} {}", e.method, e.endpoint))
         .collect()
 }
 

@@ -52,15 +52,6 @@ async fn lbs_named(fx: &Fixture, name: &str) -> Vec<Value> {
         .collect()
 }
 
-fn listen_ports(lb: &Value) -> BTreeSet<u64> {
-    lb["services"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["listen_port"].as_u64())
-        .collect()
-}
-
 fn members(lb: &Value) -> BTreeSet<String> {
     lb["labels"]
         .as_object()
@@ -529,15 +520,6 @@ async fn a_member_that_stops_sharing_is_refused_and_its_ports_go_with_it() {
         fx.lbs_of(&own).await.is_empty().then_some(())
     })
     .await;
-}
-
-fn target_servers(lb: &Value) -> BTreeSet<u64> {
-    lb["targets"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["server"]["id"].as_u64())
-        .collect()
 }
 
 /// A load balancer made outside Kubernetes (Terraform: no label of ours or HCCM's, the control

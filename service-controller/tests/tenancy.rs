@@ -16,7 +16,6 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use kube::api::PostParams;
-use serde_json::Value;
 use support::*;
 use test_support::{eventually, unique};
 
@@ -45,15 +44,6 @@ async fn wait_condition_in(fx: &Fixture, namespace: &str, name: &str, reason: &s
         (c.reason == reason).then_some(c)
     })
     .await
-}
-
-fn listen_ports(lb: &Value) -> BTreeSet<u64> {
-    lb["services"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["listen_port"].as_u64())
-        .collect()
 }
 
 fn shared(lb: &str) -> [(&'static str, &str); 2] {

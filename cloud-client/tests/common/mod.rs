@@ -48,3 +48,12 @@ pub fn robot_config(sim: &Sim) -> cloud_client::robot::RobotConfig {
         ..RobotConfig::default()
     }
 }
+
+/// Every POST/PUT/DELETE since the last `reset_counters`, as `METHOD /template`.
+pub fn writes(sim: &Sim) -> Vec<String> {
+    sim.request_log()
+        .into_iter()
+        .filter(|e| e.method != "GET")
+        .map(|e| format!("{} {}", e.method, e.endpoint))
+        .collect()
+}

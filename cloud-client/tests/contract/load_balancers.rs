@@ -4,8 +4,8 @@
 use cloud_client::{IpMode, PortProtocol, ServicePort, ServiceRef};
 use serde_json::json;
 
-use crate::common::provider;
-use crate::{calls, lb_nodes, sim_fast, svc, writes};
+use crate::common::{provider, writes};
+use crate::{calls, lb_nodes, sim_fast, svc};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lb_create_with_two_ports_and_ten_targets_then_no_op() {

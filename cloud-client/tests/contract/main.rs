@@ -78,12 +78,3 @@ fn lb_nodes(ids: &[u64]) -> Vec<LbNode> {
 fn calls(sim: &Sim) -> u64 {
     sim.total_requests()
 }
-
-/// Every POST/PUT/DELETE since the last `reset_counters`, as `METHOD /template`.
-fn writes(sim: &Sim) -> Vec<String> {
-    sim.request_log()
-        .into_iter()
-        .filter(|e| e.method != "GET")
-        .map(|e| format!("{} {}", e.method, e.endpoint))
-        .collect()
-}

@@ -5,7 +5,7 @@
 
 pub mod traffic;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
@@ -406,6 +406,26 @@ impl Fixture {
     pub async fn metrics(&self) -> String {
         self.ctl.as_ref().expect("running").metrics().await
     }
+}
+
+/// A cloud-sim load balancer's listen ports.
+pub fn listen_ports(lb: &Value) -> BTreeSet<u64> {
+    lb["services"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["listen_port"].as_u64())
+        .collect()
+}
+
+/// The server ids a cloud-sim load balancer targets.
+pub fn target_servers(lb: &Value) -> BTreeSet<u64> {
+    lb["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["server"]["id"].as_u64())
+        .collect()
 }
 
 pub fn ingress_ips(s: &Service) -> Vec<String> {
