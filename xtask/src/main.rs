@@ -275,6 +275,7 @@ fn bench_report_is_well_formed() -> anyhow::Result<()> {
         shared: false,
         routes: None,
         action_ms: None,
+        existing_nodes: false,
         churn_minutes: None,
         robot_nodes: None,
         profile: "dev".into(),

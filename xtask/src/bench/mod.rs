@@ -91,6 +91,10 @@ pub struct BenchArgs {
     /// `routes`: how long each route action runs in cloud-sim, in milliseconds [default: 50].
     #[arg(long)]
     pub action_ms: Option<u64>,
+    /// `routes`: the Nodes (with providerIDs, podCIDRs and addresses) exist before the controller
+    /// starts, as after a restart or a failover, instead of joining it.
+    #[arg(long)]
+    pub existing_nodes: bool,
     /// `system`: minutes of kubelet status churn [default: 10, 1 with --quick].
     #[arg(long)]
     pub churn_minutes: Option<f64>,
@@ -266,9 +270,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if matches!(args.scenario, Scenario::Routes | Scenario::All) {
         let binary = controller_binary("route-controller", &args)?;
-        let f = rt.block_on(routes::run(&args, Manager::Ours(&binary)))?;
+        let f = rt.block_on(routes::run(
+            &args,
+            Manager::Ours(&binary),
+            args.existing_nodes,
+        ))?;
         let hccm = match &args.hccm {
-            Some(h) => Some(rt.block_on(routes::run(&args, Manager::Hccm(h)))?),
+            Some(h) => {
+                Some(rt.block_on(routes::run(&args, Manager::Hccm(h), args.existing_nodes))?)
+            }
             None => None,
         };
         routes::print(&f, hccm.as_ref());
@@ -414,8 +424,39 @@ impl Env {
         flags: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Controller> {
+        let ctl = self
+            .spawn_manager(args, manager, hccm_controller, flags, env)
+            .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        self.sim.reset_counters();
+        Ok(ctl)
+    }
+
+    /// [`Env::launch`] without forgetting the calls of its first seconds: for a scenario whose
+    /// work starts with the process (the Nodes exist already), where they are the figure.
+    pub async fn launch_counting_from_start(
+        &self,
+        args: &BenchArgs,
+        manager: Manager<'_>,
+        hccm_controller: &str,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Controller> {
+        self.sim.reset_counters();
+        self.spawn_manager(args, manager, hccm_controller, flags, env)
+            .await
+    }
+
+    async fn spawn_manager(
+        &self,
+        args: &BenchArgs,
+        manager: Manager<'_>,
+        hccm_controller: &str,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Controller> {
         let binary = match manager {
-            Manager::Ours(binary) => return self.controller_with(args, binary, flags, env).await,
+            Manager::Ours(binary) => return self.spawn_controller(args, binary, flags, env),
             Manager::Hccm(binary) => binary,
         };
         let process = Launch::new(binary, self.plane.kubeconfig())
@@ -440,13 +481,24 @@ impl Env {
                 std::env::temp_dir().join(format!("bench-hccm-{hccm_controller}.log")),
             ))
             .spawn()?;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        self.sim.reset_counters();
         Ok(Controller { process })
     }
 
     /// [`Env::controller`] with flags of the scenario's own besides the `--arg`s.
     pub async fn controller_with(
+        &self,
+        args: &BenchArgs,
+        binary: &Path,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Controller> {
+        let ctl = self.spawn_controller(args, binary, flags, env)?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        self.sim.reset_counters();
+        Ok(ctl)
+    }
+
+    fn spawn_controller(
         &self,
         args: &BenchArgs,
         binary: &Path,
@@ -467,8 +519,6 @@ impl Env {
             .fold(process, |l, (k, v)| l.env(k, v))
             .output(Output::Stderr)
             .spawn()?;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        self.sim.reset_counters();
         Ok(Controller { process })
     }
 }

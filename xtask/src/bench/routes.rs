@@ -68,6 +68,8 @@ mod target {
 #[derive(Debug, Serialize)]
 pub struct Figures {
     pub routes: usize,
+    /// The Nodes existed before the controller started (a restart), instead of joining it.
+    pub existing_nodes: bool,
     pub action_ms: u128,
     pub cluster_cidr: &'static str,
     /// `ours` or `HCCM`.
@@ -135,7 +137,11 @@ impl Figures {
     }
 }
 
-pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figures> {
+pub async fn run(
+    args: &BenchArgs,
+    manager: Manager<'_>,
+    existing_nodes: bool,
+) -> anyhow::Result<Figures> {
     let n = args.routes.unwrap_or(if args.quick { 100 } else { 1000 });
     anyhow::ensure!(
         (1..=MAX_NODES).contains(&n),
@@ -169,15 +175,28 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
             .collect(),
     };
     let network_env = [("HCLOUD_NETWORK", network_id.as_str())];
-    let mut ctl = env
-        .launch(args, manager, "node-route-controller", &flags, &network_env)
-        .await?;
-    let watch = NodeWatch::start(&env.client, n);
-
-    // 1. N Nodes at once.
-    let start = Instant::now();
     let nodes: Vec<Node> = servers.iter().enumerate().map(node).collect();
-    create_nodes(&env.client, nodes).await;
+    // After a restart or a failover the Nodes are there before the controller: its first pass
+    // meets all of them at once. Otherwise they join the running controller.
+    let mut nodes = Some(nodes);
+    if existing_nodes {
+        create_nodes(&env.client, nodes.take().unwrap_or_default()).await;
+        ensure_addresses(&env, &servers).await?;
+    }
+    let watch = NodeWatch::start(&env.client, n);
+    let start = Instant::now();
+    let mut ctl = if existing_nodes {
+        env.launch_counting_from_start(args, manager, "node-route-controller", &flags, &network_env)
+            .await?
+    } else {
+        env.launch(args, manager, "node-route-controller", &flags, &network_env)
+            .await?
+    };
+
+    // 1. N Nodes at once (or the controller starting among them).
+    if let Some(nodes) = nodes {
+        create_nodes(&env.client, nodes).await;
+    }
     let nodes_created = start.elapsed();
     ensure_addresses(&env, &servers).await?;
     let timeout = Duration::from_secs(120) + action * 6 * n as u32;
@@ -224,6 +243,7 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
     let per_hour = calls.total as f64 * 3600.0 / idle.as_secs_f64();
     let figures = Figures {
         routes: n,
+        existing_nodes,
         action_ms: action.as_millis(),
         cluster_cidr: CLUSTER_CIDR,
         manager: manager.name(),
@@ -514,8 +534,16 @@ fn print_log_sample(log: &[cloud_sim::RequestLogEntry]) {
 pub fn print(f: &Figures, hccm: Option<&Figures>) {
     let (n, b, i) = (f.routes, &f.burst, &f.idle);
     println!(
-        "route-controller bench ({n} Nodes and routes, actions {} ms, cluster CIDR {}, profile {})",
-        f.action_ms, f.cluster_cidr, f.profile
+        "route-controller bench ({n} Nodes and routes, actions {} ms, cluster CIDR {}, profile {}{})",
+        f.action_ms,
+        f.cluster_cidr,
+        f.profile,
+        if f.existing_nodes {
+            "; the Nodes existed before the controller started, as after a restart, and its \
+             start-up calls are counted"
+        } else {
+            ""
+        }
     );
     let secs = |s: Option<f64>, done: usize, of: &str| match s {
         Some(s) => format!("{s:.2} s"),
@@ -539,7 +567,7 @@ pub fn print(f: &Figures, hccm: Option<&Figures>) {
     #[rustfmt::skip]
     let rows = [
         row("",                                       "ours",                        "upstream",     "HCCM",         "target"),
-        row(format!("{n} Nodes created at once, in"), format!("{:.2} s", b.nodes_created_s), "", "",       ""),
+        row(if f.existing_nodes { format!("controller started among {n} Nodes, in") } else { format!("{n} Nodes created at once, in") }, format!("{:.2} s", b.nodes_created_s), "", "",       ""),
         row("  first route after",                    secs(b.first_route_s, 0, "routes"), "",
                                                                                                      h(&|h| secs(h.burst.first_route_s, 0, "routes")), ""),
         row(format!("  all {n} routes in the network after"),
