@@ -126,7 +126,8 @@ impl Tenancy {
                 Ok(Some(Warning::new(
                     SHARED_ACROSS_NAMESPACES,
                     format!(
-                        "{message}. This Service stays on it because it was there already;                      Services of other namespaces are no longer let on"
+                        "{message}. This Service stays on it because it was there already; \
+                         Services of other namespaces are no longer let on"
                     ),
                 )))
             }
