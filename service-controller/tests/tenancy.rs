@@ -109,8 +109,7 @@ async fn another_namespace_never_joins_a_shared_load_balancer_unless_the_adminis
     let groups = format!("{},{intruder}", fx.ns);
     fx.start_controller(Box::new(move |c| {
         c.lb_defaults.tenancy.share_across_namespaces =
-            cloud_client::hcloud::load_balancer::tenancy::ShareAcrossNamespaces::parse(&groups)
-                .unwrap();
+            cloud_client::hcloud::config::ShareAcrossNamespaces::parse(&groups).unwrap();
     }))
     .await;
     eventually(

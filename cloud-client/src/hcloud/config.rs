@@ -1,6 +1,7 @@
 //! Configuration of the Hetzner provider, readable from the same env vars HCCM uses, with HCCM's
 //! defaults (the `HCLOUD_LOAD_BALANCERS_*` ones are listed in docs/annotations.md).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::error::CloudError;
@@ -64,8 +65,78 @@ pub struct LbDefaults {
     /// `health-check-kube-proxy` annotation.
     pub health_check_kube_proxy: bool,
     /// `HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES` and `HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME`:
-    /// whose load balancers a Service may write to (no annotation overrides them).
-    pub tenancy: crate::hcloud::load_balancer::tenancy::Tenancy,
+    /// whose load balancers a Service may write to (no annotation overrides them; the rules are
+    /// `load_balancer::tenancy`'s).
+    pub tenancy: Tenancy,
+}
+
+/// `HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES`: which namespaces' Services may be on one load
+/// balancer together. Within a namespace they always may.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ShareAcrossNamespaces {
+    /// Unset: each namespace on its own load balancers.
+    #[default]
+    Never,
+    /// `team-a,team-a-canary;ingress,platform`: the namespaces of one group share with each other.
+    Groups(Vec<BTreeSet<String>>),
+    /// `*`: every namespace with every other (what the controller did before it asked).
+    Any,
+}
+
+impl ShareAcrossNamespaces {
+    /// Parses the setting's value; `None` when a group names no namespace or a name is not a
+    /// namespace name.
+    pub fn parse(value: &str) -> Option<Self> {
+        let value = value.trim();
+        if value.is_empty() {
+            return Some(Self::Never);
+        }
+        if value == "*" {
+            return Some(Self::Any);
+        }
+        let mut groups = Vec::new();
+        for group in value.split(';').filter(|g| !g.trim().is_empty()) {
+            let names: BTreeSet<String> = group.split(',').map(|n| n.trim().to_owned()).collect();
+            if names.iter().any(|n| !is_namespace_name(n)) {
+                return None;
+            }
+            groups.push(names);
+        }
+        Some(Self::Groups(groups))
+    }
+
+    /// Whether Services of namespaces `a` and `b` may be on one load balancer.
+    pub fn allows(&self, a: &str, b: &str) -> bool {
+        a == b
+            || match self {
+                Self::Never => false,
+                Self::Groups(groups) => groups.iter().any(|g| g.contains(a) && g.contains(b)),
+                Self::Any => true,
+            }
+    }
+}
+
+/// What the setting accepts, for its error message.
+pub const SHARE_ACROSS_NAMESPACES_EXPECTED: &str = "`*`, or groups of namespace names separated \
+     by `;`, each group's names separated by `,` (e.g. `team-a,team-a-canary;ingress,platform`)";
+
+/// A DNS label, as namespace names are.
+fn is_namespace_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 63
+        && n.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !n.starts_with('-')
+        && !n.ends_with('-')
+}
+
+/// The administrator's rules for whose load balancers a Service may write to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tenancy {
+    pub share_across_namespaces: ShareAcrossNamespaces,
+    /// `HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME`: adopt a load balancer nobody in the cluster made,
+    /// by its name alone, as HCCM does (off by default; for a migration).
+    pub adopt_by_name: bool,
 }
 
 /// Client-side retry policy for retryable errors (jittered exponential backoff).
@@ -393,9 +464,6 @@ impl HcloudConfig {
         }
 
         if let Some(v) = get("HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES") {
-            use crate::hcloud::load_balancer::tenancy::{
-                SHARE_ACROSS_NAMESPACES_EXPECTED, ShareAcrossNamespaces,
-            };
             match ShareAcrossNamespaces::parse(&v) {
                 Some(s) => d.lb_defaults.tenancy.share_across_namespaces = s,
                 None => problems.push(format!(

@@ -17,12 +17,11 @@
 //!   Service's own default name (`a` + its UID) was made for it, by an HCCM from before labels,
 //!   and is adopted as HCCM does.
 
-use std::collections::BTreeSet;
-
 use super::annotations::NAME;
 use super::find::Found;
 use super::ownership::{Owners, SERVICE_UID_LABEL};
 use crate::error::CloudError;
+use crate::hcloud::config::Tenancy;
 use crate::hcloud::wire::LoadBalancer;
 use crate::provider::{ServiceRef, Warning};
 
@@ -32,75 +31,6 @@ pub const SHARED_ACROSS_NAMESPACES: &str = "LoadBalancerSharedAcrossNamespaces";
 /// The label by which a load balancer's owner lets the Services of one namespace adopt it:
 /// `hcloud load-balancer add-label <name> cloud-controllers/adopt=<namespace>`.
 pub const ADOPT_LABEL: &str = "cloud-controllers/adopt";
-
-/// `HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES`: which namespaces' Services may be on one load
-/// balancer together. Within a namespace they always may.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum ShareAcrossNamespaces {
-    /// Unset: each namespace on its own load balancers.
-    #[default]
-    Never,
-    /// `team-a,team-a-canary;ingress,platform`: the namespaces of one group share with each other.
-    Groups(Vec<BTreeSet<String>>),
-    /// `*`: every namespace with every other (what the controller did before it asked).
-    Any,
-}
-
-impl ShareAcrossNamespaces {
-    /// Parses the setting's value; `None` when a group names no namespace or a name is not a
-    /// namespace name.
-    pub fn parse(value: &str) -> Option<Self> {
-        let value = value.trim();
-        if value.is_empty() {
-            return Some(Self::Never);
-        }
-        if value == "*" {
-            return Some(Self::Any);
-        }
-        let mut groups = Vec::new();
-        for group in value.split(';').filter(|g| !g.trim().is_empty()) {
-            let names: BTreeSet<String> = group.split(',').map(|n| n.trim().to_owned()).collect();
-            if names.iter().any(|n| !is_namespace_name(n)) {
-                return None;
-            }
-            groups.push(names);
-        }
-        Some(Self::Groups(groups))
-    }
-
-    /// Whether Services of namespaces `a` and `b` may be on one load balancer.
-    pub fn allows(&self, a: &str, b: &str) -> bool {
-        a == b
-            || match self {
-                Self::Never => false,
-                Self::Groups(groups) => groups.iter().any(|g| g.contains(a) && g.contains(b)),
-                Self::Any => true,
-            }
-    }
-}
-
-/// What the setting accepts, for its error message.
-pub const SHARE_ACROSS_NAMESPACES_EXPECTED: &str = "`*`, or groups of namespace names separated \
-     by `;`, each group's names separated by `,` (e.g. `team-a,team-a-canary;ingress,platform`)";
-
-/// A DNS label, as namespace names are.
-fn is_namespace_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 63
-        && n.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !n.starts_with('-')
-        && !n.ends_with('-')
-}
-
-/// The administrator's rules for whose load balancers a Service may write to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tenancy {
-    pub share_across_namespaces: ShareAcrossNamespaces,
-    /// `HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME`: adopt a load balancer nobody in the cluster made,
-    /// by its name alone, as HCCM does (off by default; for a migration).
-    pub adopt_by_name: bool,
-}
 
 impl Tenancy {
     /// Refuses, before any write, a Service that may not write to `lb`, found as `how`.
@@ -211,6 +141,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::hcloud::config::ShareAcrossNamespaces;
     use crate::provider::ServiceNames;
 
     fn svc(uid: &str, namespace: &str) -> ServiceRef {
