@@ -424,30 +424,15 @@ impl Env {
         flags: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Controller> {
-        let ctl = self
-            .spawn_manager(args, manager, hccm_controller, flags, env)
-            .await?;
+        let ctl = self.spawn(args, manager, hccm_controller, flags, env)?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         self.sim.reset_counters();
         Ok(ctl)
     }
 
-    /// [`Env::launch`] without forgetting the calls of its first seconds: for a scenario whose
-    /// work starts with the process (the Nodes exist already), where they are the figure.
-    pub async fn launch_counting_from_start(
-        &self,
-        args: &BenchArgs,
-        manager: Manager<'_>,
-        hccm_controller: &str,
-        flags: &[&str],
-        env: &[(&str, &str)],
-    ) -> anyhow::Result<Controller> {
-        self.sim.reset_counters();
-        self.spawn_manager(args, manager, hccm_controller, flags, env)
-            .await
-    }
-
-    async fn spawn_manager(
+    /// [`Env::launch`] without the wait and the reset: for a scenario whose work starts with the
+    /// process (the Nodes exist already), whose first calls are part of the figure.
+    pub fn spawn(
         &self,
         args: &BenchArgs,
         manager: Manager<'_>,
@@ -492,10 +477,9 @@ impl Env {
         flags: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Controller> {
-        let ctl = self.spawn_controller(args, binary, flags, env)?;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        self.sim.reset_counters();
-        Ok(ctl)
+        // The HCCM controller name is not read for ours.
+        self.launch(args, Manager::Ours(binary), "", flags, env)
+            .await
     }
 
     fn spawn_controller(

@@ -186,8 +186,8 @@ pub async fn run(
     let watch = NodeWatch::start(&env.client, n);
     let start = Instant::now();
     let mut ctl = if existing_nodes {
-        env.launch_counting_from_start(args, manager, "node-route-controller", &flags, &network_env)
-            .await?
+        env.sim.reset_counters();
+        env.spawn(args, manager, "node-route-controller", &flags, &network_env)?
     } else {
         env.launch(args, manager, "node-route-controller", &flags, &network_env)
             .await?
