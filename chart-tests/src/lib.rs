@@ -313,6 +313,14 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// What the apiserver of `client` serves, for [`apply`] and dynamic objects.
+pub async fn discovery(client: &kube::Client) -> kube::discovery::Discovery {
+    kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery")
+}
+
 /// Server-side apply of a rendered object (`dry_run`: dryRun=All), strict field validation, the
 /// resource found through discovery. The error names the object and the apiserver's reason.
 pub async fn apply(

@@ -8,7 +8,6 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::discovery::Discovery;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
@@ -130,10 +129,7 @@ pub fn binary_of_image(image: &str) -> String {
 /// Services whose variables they read) for real; everything else as a dry run (no kubelet would act
 /// on the Deployments here).
 pub async fn apply_rendered(client: &Client, objects: &[Value]) {
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .expect("discovery");
+    let discovery = crate::discovery(client).await;
     for obj in objects {
         let real = matches!(
             kind(obj),

@@ -228,10 +228,7 @@ fn mutate(rng: &mut fastrand::Rng, v: &str) -> String {
 async fn the_policy_refuses_what_the_controller_refuses_and_nothing_it_accepts() {
     let k = testenv::kube().await;
     let client = k.client().await;
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .expect("discovery");
+    let discovery = chart_tests::discovery(&client).await;
     let objects = policy_objects(&Render::default());
     let api = namespace(&client, "admission").await;
 

@@ -37,10 +37,7 @@ async fn install_podmonitor_crd(client: &kube::Client) {
     }
     // Wait until the apiserver serves it.
     for _ in 0..100 {
-        let discovery = Discovery::new(client.clone())
-            .run()
-            .await
-            .expect("discovery");
+        let discovery = chart_tests::discovery(client).await;
         if discovery
             .resolve_gvk(&GroupVersionKind::gvk(
                 "monitoring.coreos.com",
@@ -61,10 +58,7 @@ async fn apiserver_with_pod_monitors() -> (kube::Client, Discovery) {
     let k = testenv::kube().await;
     let client = k.client().await;
     install_podmonitor_crd(&client).await;
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .expect("discovery");
+    let discovery = chart_tests::discovery(&client).await;
     (client, discovery)
 }
 

@@ -9,7 +9,6 @@
 use std::time::{Duration, Instant};
 
 use chart_tests::{Render, apply, find};
-use kube::discovery::Discovery;
 use serde_json::{Value, json};
 
 const POLICY: &str = "cloud-controllers-service-controller-source-ranges";
@@ -114,10 +113,7 @@ fn service(
 async fn kubectl_apply_warns_or_is_denied() {
     let k = testenv::kube().await;
     let client = k.client().await;
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .expect("discovery");
+    let discovery = chart_tests::discovery(&client).await;
     let office = service("office-only", Some(&["203.0.113.0/24"]), None, None);
 
     for o in policy_objects(&Render::default()) {
