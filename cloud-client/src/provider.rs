@@ -199,6 +199,10 @@ pub struct ServiceRef {
     pub traffic_policy: TrafficPolicy,
     /// Other Services by UID, for messages that name the Service a request conflicts with.
     pub names: ServiceNames,
+    /// The controller found kube-proxy's health port unreachable on every node it probed (see
+    /// [`LoadBalancers::kube_proxy_health_port`]): the load balancer checks the NodePort instead,
+    /// as it would without kube-proxy checks, so it does not take every target out at once.
+    pub kube_proxy_unreachable: bool,
 }
 
 /// Finds a Service's `namespace/name` by UID (the controller's Service cache), so a refusal can
@@ -402,6 +406,14 @@ pub trait LoadBalancers: Send + Sync {
     /// `None` when the provider's load balancers enforce `spec.loadBalancerSourceRanges`; else
     /// why they cannot and what a user can do instead (for the Warning and the condition).
     fn unenforced_source_ranges(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The port on which this Service's load balancer would ask kube-proxy `GET /healthz` whether
+    /// a node can serve it (its health checks follow kube-proxy), with
+    /// [`ServiceRef::kube_proxy_unreachable`] unset; `None` when they do not. The controller probes
+    /// that port on the nodes and, when nothing answers anywhere, sets the flag. Pure: no call.
+    fn kube_proxy_health_port(&self, _svc: &ServiceRef) -> Option<u16> {
         None
     }
 

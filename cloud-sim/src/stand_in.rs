@@ -1,8 +1,9 @@
 //! Stand-ins for what runs on a node, for load balancers with the data plane on to send traffic
 //! and health checks to without a kubelet: a Service's NodePort (an HTTP answer naming the node),
 //! kube-proxy's health answers (`GET /healthz`, 200 or 503 as the test says, or any status it
-//! sets), and an application serving both on one port (for a load balancer whose HTTP health
-//! check asks the target port itself). Tests, the demo and the benchmark bind them to a simulated
+//! sets), an application serving both on one port (for a load balancer whose HTTP health
+//! check asks the target port itself), and kube-proxy's health server as k3s and Cilium set it
+//! up ([`KubeProxyFlavour`]). Tests, the demo and the benchmark bind them to a simulated
 //! server's local address ([`Sim::local_address`](crate::Sim::local_address)), so several "nodes"
 //! serve the same port.
 //!
@@ -71,6 +72,30 @@ struct Shared {
     seen: Mutex<VecDeque<SeenRequest>>,
 }
 
+/// What answers kube-proxy's health check on port 10256 of a node, as the installers users run
+/// set it up ([`NodeStandIn::serve_kube_proxy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeProxyFlavour {
+    /// kube-proxy as kubeadm and most distributions run it: `--healthz-bind-address=0.0.0.0:10256`,
+    /// `200` while the node can serve, `503` when [`NodeStandIn::set_healthy`] says not.
+    KubeProxy,
+    /// k3s: kube-proxy's health server listens on 127.0.0.1 only, so a connection to the node's
+    /// address (the load balancer's, or any other machine's) is refused. The node's own loopback
+    /// is not modelled: nothing listens at the node's address.
+    K3s,
+    /// Cilium's kube-proxy replacement without `kubeProxyReplacementHealthzBindAddr`: no health
+    /// server at all, so connections are refused.
+    CiliumWithoutHealthz,
+    /// Cilium's kube-proxy replacement with its health server on, while the agent cannot reach
+    /// the apiserver: `503` on every node at once (cilium/cilium#39778).
+    CiliumApiserverUnreachable,
+}
+
+impl KubeProxyFlavour {
+    /// kube-proxy's health server port.
+    pub const PORT: u16 = 10256;
+}
+
 /// What a listener answers.
 #[derive(Debug, Clone, Copy)]
 enum Route {
@@ -108,6 +133,24 @@ impl NodeStandIn {
     /// [`NodeStandIn::set_healthz_status`] set).
     pub async fn serve_healthz(&mut self, port: u16) -> std::io::Result<SocketAddr> {
         self.listen(port, Route::Healthz).await
+    }
+
+    /// kube-proxy's health server on port [`KubeProxyFlavour::PORT`] as `flavour` has it: the
+    /// address it listens on, `None` when nothing listens at the node's address.
+    pub async fn serve_kube_proxy(
+        &mut self,
+        flavour: KubeProxyFlavour,
+    ) -> std::io::Result<Option<SocketAddr>> {
+        match flavour {
+            KubeProxyFlavour::K3s | KubeProxyFlavour::CiliumWithoutHealthz => Ok(None),
+            KubeProxyFlavour::KubeProxy => {
+                self.serve_healthz(KubeProxyFlavour::PORT).await.map(Some)
+            }
+            KubeProxyFlavour::CiliumApiserverUnreachable => {
+                self.set_healthy(false);
+                self.serve_healthz(KubeProxyFlavour::PORT).await.map(Some)
+            }
+        }
     }
 
     /// An application with its own health endpoint on `listener`, which the caller bound (normally
@@ -513,6 +556,34 @@ mod tests {
         while TcpStream::connect(addr).await.is_ok() {
             assert!(tokio::time::Instant::now() < deadline, "still listening");
             tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn kube_proxy_flavours_answer_as_their_installers_set_them_up() {
+        let t = Duration::from_secs(5);
+        for (i, flavour) in [
+            KubeProxyFlavour::KubeProxy,
+            KubeProxyFlavour::K3s,
+            KubeProxyFlavour::CiliumWithoutHealthz,
+            KubeProxyFlavour::CiliumApiserverUnreachable,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            // Each at an address of its own: port 10256 is fixed.
+            let ip = IpAddr::from([127, 0, 77, i as u8 + 1]);
+            let mut node = NodeStandIn::new("node-a", ip);
+            let addr = node.serve_kube_proxy(flavour).await.unwrap();
+            let to = SocketAddr::new(ip, KubeProxyFlavour::PORT);
+            let answer = get(to, t).await.map(|(status, _)| status).ok();
+            let want = match flavour {
+                KubeProxyFlavour::KubeProxy => Some(200),
+                KubeProxyFlavour::CiliumApiserverUnreachable => Some(503),
+                KubeProxyFlavour::K3s | KubeProxyFlavour::CiliumWithoutHealthz => None,
+            };
+            assert_eq!(answer, want, "{flavour:?}");
+            assert_eq!(addr.is_some(), want.is_some(), "{flavour:?}");
         }
     }
 

@@ -10,6 +10,9 @@
 //!   message names it; nothing was written; retried with backoff;
 //! - `False`, reason `SyncLoadBalancerFailed`: the cloud (or the apiserver) failed; retried with
 //!   backoff, the message is the error;
+//! - `True`, reason `KubeProxyHealthCheckUnreachable`: the load balancer serves, but checks the
+//!   NodePort over TCP because kube-proxy's health port answered on no node (see
+//!   [`crate::kube_proxy_probe`]);
 //! - `False`, reason `UnAvailableLoadBalancer`: no eligible node, so no target;
 //! - `False`, reason `NoHealthyTargets`: the load balancer has targets and its health checks fail
 //!   on every one, so it drops the Service's traffic.
@@ -82,6 +85,13 @@ impl Want {
             reason: reasons::ENSURED,
             message: format!("{serves}: {of}{unknown}"),
         }
+    }
+
+    /// The same, for `reason` (still ready: a condition reason of its own for a load balancer
+    /// that serves differently from what the Service asked).
+    pub fn because(mut self, reason: &'static str) -> Want {
+        self.reason = reason;
+        self
     }
 
     /// The same, with `note` appended to the message (e.g. what the load balancer does not do

@@ -16,6 +16,7 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::applied::{AppliedSet, Work};
 use crate::condition::{self, Want};
 use crate::error::Error;
+use crate::kube_proxy_probe::{self, KubeProxyProbe, Policy, Verdict};
 use crate::metrics::ServiceMetrics;
 use crate::nodes::NodeCache;
 use crate::service::{self, ClassFilter};
@@ -47,6 +48,8 @@ pub struct ServiceReconciler {
     services: Option<Store<Service>>,
     /// `--refuse-unenforced-source-ranges` (see [`source_ranges`]).
     refuse_unenforced_source_ranges: bool,
+    /// Whether kube-proxy answers the health checks that would ask it (see [`kube_proxy_probe`]).
+    kube_proxy: KubeProxyProbe,
 }
 
 impl std::fmt::Debug for ServiceReconciler {
@@ -76,7 +79,6 @@ impl ServiceReconciler {
             applied: AppliedSet::new(drift_period),
             events,
             kit,
-            metrics,
             failures: PerObject::new(Backoff::new(
                 Duration::from_secs(5),
                 Duration::from_secs(300),
@@ -84,6 +86,8 @@ impl ServiceReconciler {
             dry_run: false,
             services: None,
             refuse_unenforced_source_ranges: false,
+            kube_proxy: KubeProxyProbe::new(metrics.kube_proxy_fallbacks.clone()),
+            metrics,
         }
     }
 
@@ -103,6 +107,19 @@ impl ServiceReconciler {
         Some((source_ranges::restricting(svc)?, why))
     }
 
+    /// While `svc`'s load balancer checks the NodePort because kube-proxy did not answer: what
+    /// the condition says about it.
+    fn kube_proxy_note(&self, svc: &Service) -> Option<String> {
+        let uid = svc.uid().unwrap_or_default();
+        self.kube_proxy.is_falling_back(&uid).then(|| {
+            "kube-proxy's health check answered on no node, so the load balancer checks each \
+             node's NodePort over TCP instead (see the KubeProxyHealthCheckUnreachable Event for \
+             the likely cause and the fix); the controller returns to kube-proxy's check once it \
+             answers"
+                .to_owned()
+        })
+    }
+
     /// Conflict messages name other Services from this cache (else by UID).
     pub fn with_services(mut self, services: Store<Service>) -> Self {
         self.services = Some(services);
@@ -115,6 +132,7 @@ impl ServiceReconciler {
         if let Some(store) = &self.services {
             r.names = service::names(store.clone());
         }
+        r.kube_proxy_unreachable = self.kube_proxy.is_falling_back(&r.uid);
         r
     }
 
@@ -130,6 +148,7 @@ impl ServiceReconciler {
             self.metrics.load_balancers.set(self.applied.len() as i64);
         }
         self.metrics.target_health.forget(&uid);
+        self.kube_proxy.set_falling_back(&uid, false);
         self.failures.succeeded(&uid);
     }
 }
@@ -181,11 +200,16 @@ async fn report_condition(svc: &Service, ctx: &ServiceReconciler, result: &Resul
         let want = match result {
             Err(e) => Want::failed(e),
             Ok(_) if ctx.nodes.eligible().nodes.is_empty() => Want::unavailable(),
-            Ok(_) => Want::ready(
-                ctx.metrics
-                    .target_health
-                    .get(&svc.uid().unwrap_or_default()),
-            ),
+            Ok(_) => {
+                let uid = svc.uid().unwrap_or_default();
+                let want = Want::ready(ctx.metrics.target_health.get(&uid));
+                match ctx.kube_proxy_note(svc) {
+                    Some(note) if want.ready => {
+                        want.because(reasons::KUBE_PROXY_UNREACHABLE).noting(&note)
+                    }
+                    _ => want,
+                }
+            }
         };
         let want = match ctx.unenforced_source_ranges(svc) {
             Some((ranges, why)) if result.is_ok() => {
@@ -241,7 +265,8 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
     let uid = svc.uid().unwrap_or_default();
     let eligible = ctx.nodes.eligible();
     let nodes = &eligible.nodes;
-    let spec = service::spec_hash(svc);
+    let follows_kube_proxy = follow_kube_proxy(svc, ctx, nodes).await;
+    let spec = applied_spec(svc, ctx);
     let with_reason = |why: &str| format!("Service {key}: {why}");
     use cloud_client::shadow::with_reason as planned_as;
     match ctx.applied.work(&uid, spec, eligible.fingerprint) {
@@ -259,7 +284,78 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
             planned_as(why, update_targets(svc, ctx, nodes)).await?
         }
     }
-    Ok(Action::requeue(ctx.applied.next_check_in(&uid)))
+    let next = ctx.applied.next_check_in(&uid);
+    Ok(Action::requeue(if follows_kube_proxy {
+        next.min(kube_proxy_probe::PROBE_PERIOD)
+    } else {
+        next
+    }))
+}
+
+/// What decides whether the load balancer needs a full ensure: the Service's spec and whether its
+/// health checks fall back from kube-proxy to the NodePort.
+fn applied_spec(svc: &Service, ctx: &ServiceReconciler) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    service::spec_hash(svc).hash(&mut h);
+    ctx.kube_proxy
+        .is_falling_back(&svc.uid().unwrap_or_default())
+        .hash(&mut h);
+    h.finish()
+}
+
+/// For a Service whose load balancer would ask kube-proxy whether a node can serve: probes
+/// kube-proxy on the nodes, records whether the load balancer falls back to the NodePort check,
+/// and says so when that changes (a Warning with the cause and the fix, or a Normal Event on the
+/// way back). Returns whether the Service's load balancer would ask kube-proxy (it is then looked
+/// at again every [`kube_proxy_probe::PROBE_PERIOD`]).
+async fn follow_kube_proxy(svc: &Service, ctx: &ServiceReconciler, nodes: &[LbNode]) -> bool {
+    let uid = svc.uid().unwrap_or_default();
+    let sref = ctx.service_ref(svc);
+    let Some(port) = ctx.lbs.kube_proxy_health_port(&sref) else {
+        ctx.kube_proxy.set_falling_back(&uid, false);
+        return false;
+    };
+    let policy = match sref.traffic_policy {
+        cloud_client::TrafficPolicy::Cluster => Policy::Cluster,
+        cloud_client::TrafficPolicy::Local { .. } => Policy::Local,
+    };
+    let verdict = ctx.kube_proxy.verdict(port, policy, nodes).await;
+    let falls_back = match verdict {
+        Verdict::Answers => false,
+        Verdict::Unreachable { .. } => true,
+        // No node to ask: as it was.
+        Verdict::Unknown => ctx.kube_proxy.is_falling_back(&uid),
+    };
+    let was = ctx.kube_proxy.set_falling_back(&uid, falls_back);
+    let key = service::key(svc);
+    if falls_back && !was {
+        let note = kube_proxy_probe::unreachable_note(port, policy, verdict);
+        warn!(service = %key, "{note}");
+        ctx.kit.count_warning(reasons::KUBE_PROXY_UNREACHABLE);
+        ctx.events
+            .warning(
+                svc,
+                reasons::KUBE_PROXY_UNREACHABLE,
+                "EnsureLoadBalancer",
+                note,
+            )
+            .await;
+    } else if was && !falls_back {
+        let note = format!(
+            "kube-proxy answers its health check on port {port} again: the load balancer asks it again"
+        );
+        info!(service = %key, "{note}");
+        ctx.events
+            .normal(
+                svc,
+                reasons::KUBE_PROXY_RESTORED,
+                "EnsureLoadBalancer",
+                note,
+            )
+            .await;
+    }
+    true
 }
 
 /// Full ensure. `announce` is false for drift checks, which stay silent unless they repaired
@@ -353,7 +449,7 @@ async fn ensure(
     );
     ctx.applied.ensured(
         &svc.uid().unwrap_or_default(),
-        service::spec_hash(svc),
+        applied_spec(svc, ctx),
         nodes::fingerprint(nodes),
     );
     ctx.metrics.load_balancers.set(ctx.applied.len() as i64);

@@ -11,6 +11,7 @@ pub mod applied;
 pub mod condition;
 pub mod controller;
 pub mod error;
+pub mod kube_proxy_probe;
 pub mod metrics;
 pub mod node_sync;
 pub mod nodes;

@@ -31,6 +31,9 @@ pub struct ServiceMetrics {
     pub node_set_changes: Counter,
     /// Services that currently have a load balancer ensured by this process.
     pub load_balancers: Gauge,
+    /// Services whose load balancer checks the NodePort because kube-proxy's health port
+    /// answered on no node (see [`crate::kube_proxy_probe`]).
+    pub kube_proxy_fallbacks: Gauge,
     /// Per Service, its load balancer's targets by health-check state
     /// (`load_balancer_targets{service,state}`).
     pub target_health: Arc<TargetHealthBook>,
@@ -47,6 +50,7 @@ impl ServiceMetrics {
             node_set_changed_at: Arc::default(),
             node_set_changes: Counter::default(),
             load_balancers: Gauge::default(),
+            kube_proxy_fallbacks: Gauge::default(),
             target_health: Arc::default(),
         };
         upstream.register(
@@ -78,6 +82,11 @@ impl ServiceMetrics {
             "service_controller_load_balancers",
             "Services whose load balancer this process has ensured",
             m.load_balancers.clone(),
+        );
+        ours.register(
+            "service_controller_kube_proxy_fallbacks",
+            "Services whose load balancer checks the NodePort over TCP because kube-proxy's health port answered on no node",
+            m.kube_proxy_fallbacks.clone(),
         );
         ours.register(
             "load_balancer_targets",

@@ -23,3 +23,8 @@ pub const NO_HEALTHY_TARGETS: &str = "NoHealthyTargets";
 /// Condition reason and metric label: a shared load balancer's port, settings or capacity are
 /// another Service's (the event itself uses [`SYNC_FAILED`], as every failed sync).
 pub const CONFLICT: &str = "LoadBalancerConflict";
+/// kube-proxy's health port answers on no node, so the load balancer checks the NodePort instead
+/// (Warning, condition reason while it lasts, and metric label).
+pub const KUBE_PROXY_UNREACHABLE: &str = "KubeProxyHealthCheckUnreachable";
+/// kube-proxy answers again and the load balancer follows it again (Normal).
+pub const KUBE_PROXY_RESTORED: &str = "KubeProxyHealthCheckRestored";

@@ -86,6 +86,7 @@ pub fn service_ref(svc: &Service) -> ServiceRef {
         ports,
         traffic_policy: traffic_policy(svc),
         names: ServiceNames::default(),
+        kube_proxy_unreachable: false,
     }
 }
 

@@ -10,7 +10,7 @@ use cloud_sim::{DataPlaneConfig, SimConfig};
 use k8s_openapi::api::core::v1::Service;
 use serde_json::Value;
 use service_controller::Settings;
-use test_support::eventually;
+use test_support::{NodeSpecT, create_node, eventually, unique};
 
 use super::{Fixture, Options, T, TestNode, node_ports};
 
@@ -55,6 +55,34 @@ pub async fn stand_in(fx: &Fixture, node: &TestNode) -> NodeStandIn {
         .and_then(|ip| ip.parse().ok())
         .expect("the server's IPv4");
     NodeStandIn::new(&node.name, fx.sim.local_address(ip))
+}
+
+/// One server and its Ready Node whose `InternalIP` is the server's local address, with the
+/// node's stand-in there: where anything in the cluster (the controller's probes of kube-proxy)
+/// reaches the node, as the load balancer does.
+pub async fn reachable_node(fx: &Fixture) -> (TestNode, NodeStandIn) {
+    let name = unique("node");
+    let server = fx.server(&name).await;
+    let ip: IpAddr = server.ipv4.parse().expect("the server's IPv4");
+    let local = fx.sim.local_address(ip);
+    create_node(
+        &fx.admin,
+        &fx.run,
+        &name,
+        NodeSpecT {
+            provider_id: Some(format!("hcloud://{}", server.id)),
+            node_ip: Some(local.to_string()),
+            ready: Some(true),
+            ..Default::default()
+        },
+    )
+    .await;
+    let stand_in = NodeStandIn::new(&name, local);
+    let node = TestNode {
+        name,
+        server: server.id,
+    };
+    (node, stand_in)
 }
 
 pub fn node_port(svc: &Service, port: u64) -> u16 {

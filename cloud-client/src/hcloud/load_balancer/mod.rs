@@ -336,6 +336,20 @@ impl LoadBalancers for HcloudLoadBalancers {
         )
     }
 
+    fn kube_proxy_health_port(&self, svc: &ServiceRef) -> Option<u16> {
+        let svc = ServiceRef {
+            kube_proxy_unreachable: false,
+            ..svc.clone()
+        };
+        // Invalid annotations: no check to probe for; the ensure reports them.
+        let spec = LbSpec::parse(&svc, &self.defaults).ok()?;
+        let asks_kube_proxy = |s: &LbSpec| {
+            let hc = &s.health_check;
+            hc.kube_proxy_port.filter(|_| hc.port.is_none())
+        };
+        asks_kube_proxy(&spec).or_else(|| spec.ports.values().find_map(asks_kube_proxy))
+    }
+
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError> {
         self.transport
             .stats()

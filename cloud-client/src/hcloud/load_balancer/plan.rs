@@ -1096,6 +1096,50 @@ mod tests {
     }
 
     #[test]
+    fn kube_proxy_unreachable_falls_back_to_tcp_on_the_node_port() {
+        let check = |s: &ServiceRef| {
+            let spec = LbSpec::parse(s, &LbDefaults::default()).unwrap();
+            desired_services(&spec, &s.ports).services[0]
+                .health_check
+                .clone()
+                .unwrap()
+        };
+        for traffic in [
+            TrafficPolicy::Cluster,
+            TrafficPolicy::Local {
+                health_check_node_port: Some(31999),
+            },
+        ] {
+            let asking = ServiceRef {
+                traffic_policy: traffic,
+                ..svc(&[(a::HEALTH_CHECK_KUBE_PROXY, "true")])
+            };
+            assert_eq!(check(&asking).protocol, "http");
+            let unreachable = ServiceRef {
+                kube_proxy_unreachable: true,
+                ..asking
+            };
+            // The block HCCM sends without the option: it replaces kube-proxy's HTTP check.
+            let hc = check(&unreachable);
+            assert_eq!(
+                (hc.protocol.as_str(), hc.port, hc.http),
+                ("tcp", 30080, None),
+                "{traffic:?}"
+            );
+        }
+        // Other health-check annotations still apply to the NodePort check.
+        let timed = ServiceRef {
+            kube_proxy_unreachable: true,
+            ..svc(&[
+                (a::HEALTH_CHECK_KUBE_PROXY, "true"),
+                (a::HEALTH_CHECK_INTERVAL, "5s"),
+            ])
+        };
+        let hc = check(&timed);
+        assert_eq!((hc.port, hc.interval), (30080, Some(5)));
+    }
+
+    #[test]
     fn health_check_block_only_when_hccm_would_send_it() {
         let hc_of = |ann: &[(&str, &str)], d: &LbDefaults| {
             let s = svc(ann);

@@ -436,7 +436,7 @@ impl LbSpec {
         parse_forwarding(&mut r, &mut s, defaults);
         parse_network(&mut r, &mut s, defaults);
         s.http = parse_http(&mut r, &svc.uid);
-        s.health_check = parse_health_check(&mut r, defaults, svc.traffic_policy);
+        s.health_check = parse_health_check(&mut r, defaults, svc);
         check_https_certificates(&mut r, &s);
         s.provenance = r.provenance;
         into_result(s, r.errors)
@@ -754,19 +754,21 @@ fn parse_http(r: &mut Reader<'_>, uid: &str) -> HttpSpec {
 fn parse_health_check(
     r: &mut Reader<'_>,
     defaults: &LbDefaults,
-    traffic: TrafficPolicy,
+    svc: &ServiceRef,
 ) -> HealthCheckSpec {
     let mut hc = HealthCheckSpec {
         protocol: r.protocol(a::HEALTH_CHECK_PROTOCOL),
         ..Default::default()
     };
     let kube_proxy = r.bool(a::HEALTH_CHECK_KUBE_PROXY);
+    // Unreachable everywhere: the NodePort check, as without the option (the controller says so).
     if r.or_env_flag(
         a::HEALTH_CHECK_KUBE_PROXY,
         kube_proxy,
         defaults.health_check_kube_proxy,
-    ) {
-        hc.kube_proxy_port = match traffic {
+    ) && !svc.kube_proxy_unreachable
+    {
+        hc.kube_proxy_port = match svc.traffic_policy {
             TrafficPolicy::Cluster => Some(KUBE_PROXY_HEALTHZ_PORT),
             // Not allocated yet: the NodePort check until it is (the Service changes then).
             TrafficPolicy::Local {
