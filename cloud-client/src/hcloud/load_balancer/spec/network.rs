@@ -1,0 +1,53 @@
+//! Where the load balancer is attached and how it reaches its targets: the private network, its
+//! IP and subnet, the public interface, and the target selection (node selector, private IPs).
+
+use super::*;
+
+/// Private network, target selection.
+pub(super) fn parse_network(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDefaults) {
+    let private_ip = r.bool(a::USE_PRIVATE_IP);
+    s.use_private_ip = r.or_env_flag(a::USE_PRIVATE_IP, private_ip, defaults.use_private_ip);
+    if let Some(ip) = r.string(a::PRIVATE_IPV4) {
+        match ip.parse::<Ipv4Addr>() {
+            Ok(v) => s.private_ipv4 = Some(v),
+            Err(_) => r.fail(a::PRIVATE_IPV4, &ip, "an IPv4 address"),
+        }
+    }
+    let range = r.string(a::PRIVATE_SUBNET_IP_RANGE);
+    s.private_subnet_ip_range = r.or_env(
+        a::PRIVATE_SUBNET_IP_RANGE,
+        range,
+        defaults.private_subnet_ip_range.clone(),
+    );
+    if let Some(c) = s.private_subnet_ip_range.clone()
+        && !is_ipv4_cidr(&c)
+    {
+        r.fail(
+            a::PRIVATE_SUBNET_IP_RANGE,
+            &c,
+            "an IPv4 CIDR such as 10.0.1.0/24",
+        );
+        s.private_subnet_ip_range = None;
+    }
+    let selector = r.string(a::NODE_SELECTOR);
+    if let Some(sel) = &selector {
+        match LabelSelector::parse(&format!("annotation {}", a::NODE_SELECTOR), sel) {
+            Ok(x) => s.node_selector = Some(x),
+            Err(e) => r.errors.push(e),
+        }
+    }
+    s.target_selection = target_selection(selector.as_deref(), s.use_private_ip);
+}
+
+/// The fingerprint of a target selection: the selector's requirements in order, so that
+/// `a=1,b=2` and `b=2, a=1` agree, and whether targets are reached by private IP.
+pub(super) fn target_selection(selector: Option<&str>, use_private_ip: bool) -> String {
+    let mut parts: Vec<&str> = selector
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    parts.sort_unstable();
+    fingerprint(&format!("{}|private={use_private_ip}", parts.join(",")))
+}
