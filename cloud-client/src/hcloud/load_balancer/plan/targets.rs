@@ -1,0 +1,239 @@
+//! The load balancer's targets: which nodes should be there (Cloud servers by id, dedicated
+//! servers by IP), and what to add or remove without going past the type's limit.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::super::annotations as a;
+use super::super::ops::Op;
+use super::super::spec::LbSpec;
+use super::{type_after, type_change};
+use crate::hcloud::provider_id::ProviderId;
+use crate::hcloud::wire::LoadBalancer;
+use crate::provider::{LbNode, Warning};
+
+/// `max_targets` of the known types, for types we have not read from the API (a new load balancer,
+/// or the type a `change_type` is about to switch to).
+pub fn known_max_targets(lb_type: &str) -> u32 {
+    match lb_type {
+        "lb21" => 75,
+        "lb31" => 150,
+        _ => 25,
+    }
+}
+
+/// `max_targets` of the type after the plan (see
+/// [`max_services_after`](super::services::max_services_after)).
+pub fn max_targets_after(lb: &LoadBalancer, spec: &LbSpec) -> u32 {
+    match type_change(lb, spec) {
+        Some(t) => known_max_targets(t),
+        None => lb
+            .load_balancer_type
+            .as_ref()
+            .and_then(|t| t.max_targets)
+            .unwrap_or_else(|| known_max_targets(&type_after(Some(lb), spec))),
+    }
+}
+
+/// A Service's nodes as load-balancer targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DesiredTargets {
+    /// Server ids in node order.
+    pub servers: Vec<i64>,
+    /// Server id → Node name, so warnings about a server name its Node.
+    pub nodes: BTreeMap<i64, String>,
+    /// Dedicated servers' addresses (IP targets), in node order.
+    pub ips: Vec<String>,
+    /// Address → Node name.
+    pub ip_nodes: BTreeMap<String, String>,
+    pub warnings: Vec<Warning>,
+}
+
+/// What the controller knows of dedicated servers when it plans targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RobotTargets {
+    /// `ROBOT_ENABLED`.
+    pub enabled: bool,
+    /// Server number → main IPv4, from the Robot API (empty without credentials).
+    pub public_ips: BTreeMap<i64, String>,
+    /// Whether the Robot API could be asked (credentials given).
+    pub api: bool,
+}
+
+/// The nodes that should be targets, in node order: Cloud servers by id, dedicated servers by IP
+/// as HCCM targets them (the server's public IPv4 from the Robot API; with `use-private-ip`, the
+/// Node's InternalIP, e.g. its vSwitch address). Nodes rejected by the node selector are dropped
+/// silently; foreign providerIDs, and Robot ones without Robot support, with a warning (HCCM's
+/// `UnknownProviderIDPrefix`); nodes without providerID (not initialized yet) are skipped.
+pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode], robot: &RobotTargets) -> DesiredTargets {
+    let mut d = DesiredTargets::default();
+    for n in nodes {
+        if let Some(sel) = &spec.node_selector
+            && !sel.matches(&n.labels)
+        {
+            continue;
+        }
+        let Some(pid) = n.provider_id.as_deref().filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        match ProviderId::parse(pid) {
+            Ok(ProviderId::Cloud(id)) => {
+                if d.nodes.insert(id, n.name.clone()).is_none() {
+                    d.servers.push(id);
+                }
+            }
+            Ok(ProviderId::Robot(_)) if !robot.enabled => d.warnings.push(Warning::on_node(
+                &n.name,
+                "RobotServerNotSupported",
+                format!(
+                    "node {} is a Robot server ({pid}); it is not added as a load balancer target \
+                     while Robot support is off (ROBOT_ENABLED)",
+                    n.name
+                ),
+            )),
+            Ok(ProviderId::Robot(number)) => {
+                let internal = n.internal_ips.first();
+                let ip = match (spec.use_private_ip, internal) {
+                    (true, Some(ip)) => Some(ip.clone()),
+                    (true, None) => {
+                        d.warnings.push(Warning::new(
+                            "InternalIPNotConfigured",
+                            format!(
+                                "use-private-ip is set, but Robot node {} has no InternalIP \
+                                 (kubelet --node-ip); {}",
+                                n.name,
+                                if robot.api {
+                                    "targeting its public IP instead"
+                                } else {
+                                    "it is skipped (without Robot credentials there is no other address)"
+                                }
+                            ),
+                        ));
+                        robot.public_ips.get(&number).cloned()
+                    }
+                    (false, _) => robot.public_ips.get(&number).cloned(),
+                };
+                match ip {
+                    Some(ip) if d.ip_nodes.insert(ip.clone(), n.name.clone()).is_none() => {
+                        d.ips.push(ip)
+                    }
+                    Some(_) => {}
+                    None if robot.api => d.warnings.push(Warning::on_node(
+                        &n.name,
+                        "ServerNotFound",
+                        format!("No server with id {number} was found in Robot"),
+                    )),
+                    None if !spec.use_private_ip => d.warnings.push(Warning::on_node(
+                        &n.name,
+                        "RobotServerNotSupported",
+                        format!(
+                            "node {} is a Robot server ({pid}): without Robot credentials \
+                             (ROBOT_USER, ROBOT_PASSWORD) only use-private-ip targets it, by \
+                             its InternalIP",
+                            n.name
+                        ),
+                    )),
+                    None => {}
+                }
+            }
+            Err(_) => d.warnings.push(Warning::on_node(
+                &n.name,
+                "UnknownProviderIDPrefix",
+                format!(
+                    "node {} has providerID {pid:?} which is not a Hetzner Cloud server; skipped \
+                     (expected hcloud://<server id>)",
+                    n.name
+                ),
+            )),
+        }
+    }
+    d
+}
+
+/// A target that did not fit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Target {
+    Server(i64),
+    Ip(String),
+}
+
+/// Remove unwanted or wrong-mode server targets and IP targets that are no dedicated server's
+/// (HCCM removes those whether Robot is on or not: the load balancer is ours), then add up to
+/// `max`; returns what did not fit. Label-selector targets (not made by us) stay and count.
+pub(super) fn target_ops(
+    lb: &LoadBalancer,
+    spec: &LbSpec,
+    targets: &DesiredTargets,
+    max: u32,
+) -> (Vec<Op>, Vec<Target>) {
+    let mut ops = Vec::new();
+    let want: BTreeSet<i64> = targets.servers.iter().copied().collect();
+    let want_ips: BTreeSet<&str> = targets.ips.iter().map(String::as_str).collect();
+    let mut kept = BTreeSet::new();
+    let mut kept_ips = BTreeSet::new();
+    let mut other_targets = 0u32;
+    for t in &lb.targets {
+        match (t.kind.as_str(), &t.server, &t.ip) {
+            ("server", Some(s), _)
+                if want.contains(&s.id) && t.use_private_ip == spec.use_private_ip =>
+            {
+                kept.insert(s.id);
+            }
+            ("server", Some(s), _) => ops.push(Op::RemoveTarget(s.id)),
+            ("ip", _, Some(ip)) if want_ips.contains(ip.ip.as_str()) => {
+                kept_ips.insert(ip.ip.clone());
+            }
+            ("ip", _, Some(ip)) => ops.push(Op::RemoveIpTarget(ip.ip.clone())),
+            _ => other_targets += 1,
+        }
+    }
+    let mut room = max.saturating_sub((kept.len() + kept_ips.len()) as u32 + other_targets);
+    let mut skipped = Vec::new();
+    let missing = targets
+        .servers
+        .iter()
+        .filter(|id| !kept.contains(*id))
+        .map(|id| Target::Server(*id))
+        .chain(
+            targets
+                .ips
+                .iter()
+                .filter(|ip| !kept_ips.contains(*ip))
+                .map(|ip| Target::Ip(ip.clone())),
+        );
+    for target in missing {
+        if room == 0 {
+            skipped.push(target);
+            continue;
+        }
+        room -= 1;
+        ops.push(match target {
+            Target::Server(server) => Op::AddTarget {
+                server,
+                use_private_ip: spec.use_private_ip,
+            },
+            Target::Ip(ip) => Op::AddIpTarget(ip),
+        });
+    }
+    (ops, skipped)
+}
+
+/// HCCM's `MaxTargetsReached`, one per Node that could not be added (the event goes on the Node).
+/// `target` is the server id or, for a dedicated server, its address.
+pub fn max_targets_warning(
+    max: u32,
+    target: &str,
+    node: Option<&String>,
+    service: &str,
+) -> Warning {
+    let message = |who: &str| {
+        format!(
+            "{who} (server {target}) could not be added to the load balancer of Service {service}: \
+             its type allows {max} targets. Choose a larger type with {}",
+            a::TYPE
+        )
+    };
+    match node {
+        Some(n) => Warning::on_node(n, "MaxTargetsReached", message(&format!("node {n}"))),
+        None => Warning::new("MaxTargetsReached", message("a node")),
+    }
+}
