@@ -281,6 +281,44 @@ fn check_capacity(
     )))
 }
 
+/// A Service that does not share is refused a load balancer other Services share (found by its
+/// `name` annotation): taking it over would delete their ports.
+pub(super) fn refuse_if_shared(lb: &LoadBalancer, svc: &ServiceRef) -> Result<(), CloudError> {
+    let owners = Owners::of(&lb.labels);
+    if !owners.is_shared() {
+        return Ok(());
+    }
+    if owners.members.contains_key(&svc.uid) {
+        return Err(CloudError::Conflict {
+            message: format!(
+                "this Service has ports on shared load balancer {} ({}) but no longer sets \
+                 annotation {}: \"true\"; set it again, or remove {} to get a load balancer of \
+                 its own (its ports on {} go when the Service is deleted)",
+                lb.name,
+                lb.id,
+                a::SHARED,
+                a::NAME,
+                lb.name
+            ),
+        });
+    }
+    let members: Vec<String> = owners
+        .members
+        .keys()
+        .map(|uid| svc.names.describe(uid))
+        .collect();
+    Err(CloudError::Conflict {
+        message: format!(
+            "load balancer {} ({}) is shared by {}; set annotation {}: \"true\" to share it \
+             too, or choose another name",
+            lb.name,
+            lb.id,
+            members.join(", "),
+            a::SHARED
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,7 +361,7 @@ mod tests {
     }
 
     fn desired(s: &ServiceRef) -> DesiredServices {
-        super::super::plan::desired_services(&spec(s), &s.ports)
+        crate::hcloud::load_balancer::plan::desired_services(&spec(s), &s.ports)
     }
 
     /// The load balancer `members` made, with their ports, plus `by_hand` ports.

@@ -3,11 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::super::annotations as a;
-use super::super::ops::Op;
-use super::super::spec::{LbProtocol, LbSpec};
 use super::{type_after, type_change};
 use crate::error::CloudError;
+use crate::hcloud::load_balancer::annotations as a;
+use crate::hcloud::load_balancer::ops::Op;
+use crate::hcloud::load_balancer::spec::{LbProtocol, LbSpec};
 use crate::hcloud::wire::{HealthCheck, HealthCheckHttp, LbService, LbServiceHttp, LoadBalancer};
 use crate::provider::{PortProtocol, ServicePort, Warning};
 
@@ -115,7 +115,7 @@ fn service_for(spec: &LbSpec, p: &ServicePort) -> LbService {
 }
 
 /// HCCM `buildAddServiceOpts`/`buildUpdateServiceOpts`: the custom block when
-/// [`HealthCheckSpec::custom`](super::super::spec::HealthCheckSpec::custom), else TCP on the
+/// [`HealthCheckSpec::custom`](crate::hcloud::load_balancer::spec::HealthCheckSpec::custom), else TCP on the
 /// NodePort.
 /// Precedence, field by field: the `health-check-*` annotation, then `health-check-kube-proxy`
 /// (HTTP `GET /healthz` on kube-proxy's port), then the env default, then HCCM's default.
@@ -144,7 +144,9 @@ fn health_check_for(spec: &LbSpec, node_port: u16) -> HealthCheck {
         http: (protocol != LbProtocol::Tcp).then(|| HealthCheckHttp {
             domain: hc.http_domain.clone(),
             path: hc.http_path.clone().or_else(|| {
-                kube_proxy.map(|_| super::super::spec::KUBE_PROXY_HEALTHZ_PATH.to_string())
+                kube_proxy.map(|_| {
+                    crate::hcloud::load_balancer::spec::KUBE_PROXY_HEALTHZ_PATH.to_string()
+                })
             }),
             status_codes: (!hc.http_status_codes.is_empty()).then(|| hc.http_status_codes.clone()),
             tls: hc.http_validate_certificate,

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::super::annotations as a;
-use super::super::ops::Op;
-use super::super::spec::LbSpec;
 use super::{type_after, type_change};
+use crate::hcloud::load_balancer::annotations as a;
+use crate::hcloud::load_balancer::ops::Op;
+use crate::hcloud::load_balancer::spec::LbSpec;
 use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::wire::LoadBalancer;
 use crate::provider::{LbNode, Warning};

@@ -1,0 +1,161 @@
+//! Deleting a Service's load balancer: its own one (unless delete-protected), or its part of a
+//! shared one (its ports and label; the load balancer itself only with the last Service, and only
+//! when nothing made by hand is left on it).
+
+use super::*;
+
+impl HcloudLoadBalancers {
+    /// The Service's load balancer goes, or its part of a shared one.
+    pub(super) async fn delete_service(
+        &self,
+        svc: &ServiceRef,
+    ) -> Result<DeleteOutcome, CloudError> {
+        // A shared Service's load balancer by its name, where its member label says it is ours
+        // (the remembered object will do: leaving reads it again under the lock).
+        if annotations::is_shared(svc)
+            && let Some((lb, _)) = self.finder.find_shared(svc, &spec::name(svc), true).await?
+            && lb.labels.contains_key(&ownership::member_label(&svc.uid))
+        {
+            return self.leave_shared(svc, &lb).await;
+        }
+        // Only our labels identify what we may delete; a same-named foreign LB is never touched.
+        let own = self.finder.find(svc, None, false).await?.map(|(lb, _)| lb);
+        if let Some(lb) = own
+            .as_ref()
+            .filter(|lb| !Owners::of(&lb.labels).is_shared())
+        {
+            let mut outcome = self.delete_own(svc, lb).await?;
+            // A Service that once shared a load balancer may still have ports there.
+            if let Some(shared) = self.finder.find_member(&svc.uid).await? {
+                let left = self.leave_shared(svc, &shared).await?;
+                outcome.warnings.extend(left.warnings);
+            }
+            return Ok(outcome);
+        }
+        let shared = match own {
+            Some(lb) => Some(lb),
+            None => self.finder.find_member(&svc.uid).await?,
+        };
+        match shared {
+            Some(lb) => self.leave_shared(svc, &lb).await,
+            None => Ok(DeleteOutcome {
+                deleted: false,
+                warnings: Vec::new(),
+            }),
+        }
+    }
+
+    /// Deletes the Service's own (not shared) load balancer, unless it is delete-protected.
+    async fn delete_own(
+        &self,
+        svc: &ServiceRef,
+        lb: &LoadBalancer,
+    ) -> Result<DeleteOutcome, CloudError> {
+        if lb.protection.as_ref().is_some_and(|p| p.delete) {
+            return Ok(DeleteOutcome {
+                deleted: false,
+                warnings: vec![Warning::new(
+                    "DeleteProtected",
+                    format!(
+                        "load balancer {} ({}) has delete protection; it was left in place",
+                        lb.name, lb.id
+                    ),
+                )],
+            });
+        }
+        let r = self.delete_lb(lb.id).await;
+        self.finder.forget(&svc.uid);
+        r
+    }
+
+    /// `DELETE`; one already gone counts as not deleted by us.
+    async fn delete_lb(&self, id: i64) -> Result<DeleteOutcome, CloudError> {
+        match self.applier.delete(id).await {
+            Ok(()) => Ok(DeleteOutcome {
+                deleted: true,
+                warnings: Vec::new(),
+            }),
+            Err(e) if e.is_not_found() => Ok(DeleteOutcome {
+                deleted: false,
+                warnings: Vec::new(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A Service leaves shared load balancer `id`: its own ports are deleted and its label
+    /// removed, and the load balancer itself is deleted only by the last Service on it, and only
+    /// when no port made by hand or by another tool is left on it.
+    async fn leave_shared(
+        &self,
+        svc: &ServiceRef,
+        found: &LoadBalancer,
+    ) -> Result<DeleteOutcome, CloudError> {
+        let _shared = self.shared.hold(Some(&found.name)).await;
+        // Read again under the lock: another Service on it may have just written.
+        let lb = self.finder.get_lb(found.id).await?;
+        let owners = Owners::of(&lb.labels);
+        if !owners.members.contains_key(&svc.uid) {
+            return Ok(DeleteOutcome {
+                deleted: false,
+                warnings: Vec::new(),
+            });
+        }
+        let claimed = sharing::claimed(&lb, &svc.uid);
+        let foreign: Vec<u16> = lb
+            .services
+            .iter()
+            .map(|s| s.listen_port)
+            .filter(|p| !claimed.contains(p) && owners.owner_of(*p).is_none())
+            .collect();
+        let last = owners.others(&svc.uid).next().is_none();
+        let protected = lb.protection.as_ref().is_some_and(|p| p.delete);
+        self.finder.forget(&svc.uid);
+        if last && foreign.is_empty() && !protected {
+            return self.delete_lb(lb.id).await;
+        }
+        let mut ops: Vec<Op> = lb
+            .services
+            .iter()
+            .filter(|s| claimed.contains(&s.listen_port))
+            .map(|s| Op::DeleteService(s.listen_port))
+            .collect();
+        ops.push(Op::Update {
+            name: None,
+            labels: Some(sharing::labels_without(&lb, &svc.uid)),
+        });
+        let none = plan::DesiredTargets::default();
+        let limit = TargetLimit {
+            max: 0,
+            desired: &none,
+            service: &svc.key(),
+        };
+        let mut warnings = Vec::new();
+        self.applier
+            .apply(lb.id, &ops, &limit, &mut warnings)
+            .await?;
+        if last {
+            let why = if protected {
+                "it has delete protection".to_string()
+            } else {
+                let ports: Vec<String> = foreign.iter().map(u16::to_string).collect();
+                format!(
+                    "port(s) {} on it were not made by a Service",
+                    ports.join(", ")
+                )
+            };
+            warnings.push(Warning::new(
+                "LoadBalancerKept",
+                format!(
+                    "this Service was the last on shared load balancer {} ({}); its ports were \
+                     removed and the load balancer left in place: {why}",
+                    lb.name, lb.id
+                ),
+            ));
+        }
+        Ok(DeleteOutcome {
+            deleted: false,
+            warnings,
+        })
+    }
+}
