@@ -91,7 +91,7 @@ impl HcloudLoadBalancers {
         svc: &ServiceRef,
         found: &LoadBalancer,
     ) -> Result<DeleteOutcome, CloudError> {
-        let _shared = self.shared.hold(Some(&found.name)).await;
+        let _turn = self.turns.hold(Some(&found.name)).await;
         // Read again under the lock: another Service on it may have just written.
         let lb = self.finder.get_lb(found.id).await?;
         let owners = Owners::of(&lb.labels);

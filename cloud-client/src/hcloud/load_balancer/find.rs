@@ -66,6 +66,16 @@ struct Index {
 /// finds it taken and adopts it instead of making a second.
 const INDEX_MAX_AGE: Duration = Duration::from_secs(3);
 
+/// What a reconcile knows of a load balancer after writing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Known {
+    /// It is as the object says (read, or followed through writes that all succeeded): the next
+    /// reconcile needs no read.
+    Whole,
+    /// Only its id: a write may have changed it in ways the object does not show.
+    IdOnly,
+}
+
 impl Finder {
     pub(super) fn new(transport: Transport) -> Self {
         Self {
@@ -79,14 +89,23 @@ impl Finder {
         self.memory.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(super) fn remember(&self, uid: &str, lb: &LoadBalancer) {
+    /// Keeps what a reconcile knows of the Service's load balancer after writing it (see
+    /// [`Known`]).
+    pub(super) fn record(&self, uid: &str, lb: &LoadBalancer, known: Known) {
+        match known {
+            Known::Whole => self.remember(uid, lb),
+            Known::IdOnly => self.remember_id(uid, lb.id),
+        }
+    }
+
+    fn remember(&self, uid: &str, lb: &LoadBalancer) {
         let mut m = self.memory();
         m.ids.insert(uid.to_string(), lb.id);
         m.lbs.insert(lb.id, (Instant::now(), lb.clone()));
     }
 
     /// Keep the id, drop the object (it no longer reflects the cloud).
-    pub(super) fn remember_id(&self, uid: &str, id: i64) {
+    fn remember_id(&self, uid: &str, id: i64) {
         let mut m = self.memory();
         m.ids.insert(uid.to_string(), id);
         m.lbs.remove(&id);

@@ -2,16 +2,16 @@
 //! HCCM: the LB id is remembered per Service UID, a new LB is created with its services and targets
 //! inline in one request, and an existing one only receives the actions that change something.
 //!
-//! A reconcile runs these stages, one module each:
+//! `ensure` and `update_targets` run these stages, one module each, top to bottom:
 //! [`spec`] (annotations and env → [`LbSpec`], each value with its source) →
-//! [`find`] (the LB: remembered, by label, or adopted by name) →
+//! [`find`] (the LB: remembered, by label, or adopted by name) and [`tenancy`] (whose it is) →
+//! [`holding`] (own: alone, or a member of a shared LB; [`sharing`] checks who may join and what
+//! each owns, and [`locks`] lets one reconcile at a time write a shared LB) →
 //! [`certificates`] and [`catalog`] (what the spec names must exist) →
 //! [`plan`] (desired vs. actual → [`ops::Op`]s, pure) → [`ops`] (each op as its HTTP request) →
-//! [`apply`] (the requests, one at a time, actions waited for) → [`status`].
-//! A load balancer shared by several Services (annotation `shared`) adds [`sharing`] (who may
-//! join and what each owns, checked before any write) between plan input and plan, and
-//! [`locks`] (one reconcile at a time per shared load balancer). A deleted Service goes through
-//! [`delete`] (its own load balancer, or its part of a shared one).
+//! [`apply`] (the requests, one at a time, actions waited for) → settle (the one step that tells
+//! the [`Finder`] what it now knows of the LB) → [`status`].
+//! A deleted Service goes through [`delete`] (its own LB, or its part of a shared one).
 //! This module only wires them together behind the provider trait.
 
 pub mod annotations;
@@ -21,6 +21,7 @@ mod certificates;
 mod delete;
 mod find;
 mod health;
+mod holding;
 mod locks;
 pub mod ops;
 mod ownership;
@@ -49,10 +50,11 @@ use crate::provider::{
 use crate::robot::RobotClient;
 use apply::{Applier, TargetLimit};
 use certificates::Certificates;
-use find::{Finder, note_adoption};
+use find::{Finder, Known};
+use holding::Holding;
 use locks::Locks;
 use ops::Op;
-use ownership::{Owners, SERVICE_UID_LABEL};
+use ownership::Owners;
 use plan::{Desired, PlanInput, RobotTargets};
 use spec::LbSpec;
 
@@ -70,7 +72,8 @@ pub struct HcloudLoadBalancers {
     /// targeted by IP.
     robot_enabled: bool,
     robot: Option<RobotClient>,
-    shared: Locks,
+    /// One reconcile at a time writes a shared load balancer (see [`Holding::lock_name`]).
+    turns: Locks,
 }
 
 impl HcloudLoadBalancers {
@@ -90,7 +93,7 @@ impl HcloudLoadBalancers {
             transport,
             robot_enabled: false,
             robot: None,
-            shared: Locks::default(),
+            turns: Locks::default(),
         }
     }
 
@@ -164,20 +167,6 @@ impl HcloudLoadBalancers {
         Ok(robot)
     }
 
-    /// The Service's load balancer (see [`Finder`]); `trust_known` for a target update.
-    async fn find(
-        &self,
-        svc: &ServiceRef,
-        spec: &LbSpec,
-        trust_known: bool,
-    ) -> Result<Option<(LoadBalancer, find::Found)>, CloudError> {
-        if spec.shared {
-            return self.finder.find_shared(svc, &spec.name, trust_known).await;
-        }
-        let named = spec.name_annotated.then_some(spec.name.as_str());
-        self.finder.find(svc, named, trust_known).await
-    }
-
     /// Creates the load balancer with everything the request can carry, then plans the rest
     /// against the create's answer when it shows what was asked (HCCM always reads it again by
     /// id). Usually that plan is empty. Returns the LB and the writes made.
@@ -185,6 +174,7 @@ impl HcloudLoadBalancers {
         &self,
         svc: &ServiceRef,
         spec: &LbSpec,
+        holding: Holding,
         nodes: &[LbNode],
         warnings: &mut Vec<Warning>,
     ) -> Result<(LoadBalancer, u32), CloudError> {
@@ -192,15 +182,12 @@ impl HcloudLoadBalancers {
         let (placement, zone_ignored) = spec.placement()?;
         warnings.extend(zone_ignored);
         let desired = self.desired(svc, spec, nodes, None, warnings).await?;
-        let labels = if spec.shared {
-            sharing::new_labels(svc, spec, &desired.services)?
-        } else {
-            BTreeMap::from([(SERVICE_UID_LABEL.to_string(), svc.uid.clone())])
-        };
+        let labels = holding.new_labels(svc, spec, &desired.services)?;
         let (new, no_type) = plan::plan_create(spec, labels, placement, self.network, &desired);
         warnings.extend(no_type);
         let created = self.applier.create(&new).await?;
-        self.finder.remember_id(&svc.uid, created.lb.id);
+        // Found by id next time, even when the create's action fails.
+        self.finder.record(&svc.uid, &created.lb, Known::IdOnly);
         self.applier.wait(created.action.as_ref()).await?;
         // The answer usually shows everything created (services, targets, addresses), and the plan
         // against it is empty. An answer without them (seen from the API) is read again, or the
@@ -211,7 +198,7 @@ impl HcloudLoadBalancers {
             self.finder.get_lb(created.lb.id).await?
         };
         let (lb, more) = self
-            .reconcile_existing(svc, spec, lb, &desired, warnings)
+            .reconcile_existing(svc, spec, holding, lb, &desired, warnings)
             .await?;
         Ok((lb, more + 1))
     }
@@ -249,22 +236,18 @@ impl HcloudLoadBalancers {
         }
     }
 
-    /// Shared by ensure and update: plan against `lb` and apply.
+    /// Shared by ensure and update: own → plan against `lb` → apply → settle.
     async fn reconcile_existing(
         &self,
         svc: &ServiceRef,
         spec: &LbSpec,
+        holding: Holding,
         lb: LoadBalancer,
         desired: &Desired,
         warnings: &mut Vec<Warning>,
     ) -> Result<(LoadBalancer, u32), CloudError> {
         let service = svc.key();
-        let membership = if spec.shared {
-            Some(sharing::join(&lb, svc, spec, &desired.services)?)
-        } else {
-            sharing::refuse_if_shared(&lb, svc)?;
-            None
-        };
+        let membership = holding.membership(&lb, svc, spec, &desired.services)?;
         let input = PlanInput {
             uid: &svc.uid,
             service: &service,
@@ -275,48 +258,50 @@ impl HcloudLoadBalancers {
         };
         let (ops, plan_warnings) = plan::plan(&lb, spec, &input);
         warnings.extend(plan_warnings);
-        if ops.is_empty() {
-            self.finder.remember(&svc.uid, &lb);
-            return Ok((lb, 0));
+        if !ops.is_empty() {
+            tracing::debug!(service = %service, lb = lb.id, ops = ops.len(), "reconciling load balancer");
         }
-        tracing::debug!(service = %service, lb = lb.id, ops = ops.len(), "reconciling load balancer");
         let limit = TargetLimit {
             max: plan::max_targets_after(&lb, spec),
             desired: &desired.targets,
             service: &service,
         };
         let warnings_before = warnings.len();
-        let (writes, reread) = match self.applier.apply(lb.id, &ops, &limit, warnings).await {
+        let applied = self.applier.apply(lb.id, &ops, &limit, warnings).await;
+        let clean = warnings.len() == warnings_before;
+        self.settle(svc, lb, &ops, applied, clean).await
+    }
+
+    /// After apply, the one step that records what was written: the finder keeps the load
+    /// balancer as it now is when that is known without a read (nothing written, or only target
+    /// writes that all succeeded), reads it when the status needs it (a network change assigns
+    /// addresses), and otherwise keeps only its id, so the next reconcile reads it.
+    async fn settle(
+        &self,
+        svc: &ServiceRef,
+        mut lb: LoadBalancer,
+        ops: &[Op],
+        applied: Result<(u32, bool), CloudError>,
+        clean: bool,
+    ) -> Result<(LoadBalancer, u32), CloudError> {
+        let (writes, reread) = match applied {
             Ok(r) => r,
             Err(e) => {
-                // Part of the plan may have been applied: the next reconcile must read the LB.
-                self.finder.remember_id(&svc.uid, lb.id);
+                // Part of the plan may have been applied.
+                self.finder.record(&svc.uid, &lb, Known::IdOnly);
                 return Err(e);
             }
         };
-        let mut lb = if reread {
-            self.finder.get_lb(lb.id).await?
+        let known = if reread {
+            lb = self.finder.get_lb(lb.id).await?;
+            Known::Whole
+        } else if ops.iter().all(Op::is_target) && clean {
+            apply::follow_targets(&mut lb, ops);
+            Known::Whole
         } else {
-            lb
+            Known::IdOnly
         };
-        let only_targets = ops.iter().all(|o| {
-            matches!(
-                o,
-                Op::AddTarget { .. }
-                    | Op::RemoveTarget(_)
-                    | Op::AddIpTarget(_)
-                    | Op::RemoveIpTarget(_)
-            )
-        });
-        if reread {
-            self.finder.remember(&svc.uid, &lb);
-        } else if only_targets && warnings.len() == warnings_before {
-            // Every target write succeeded: the remembered LB can follow without a re-read.
-            apply::follow_targets(&mut lb, &ops);
-            self.finder.remember(&svc.uid, &lb);
-        } else {
-            self.finder.remember_id(&svc.uid, lb.id);
-        }
+        self.finder.record(&svc.uid, &lb, known);
         Ok((lb, writes))
     }
 }
@@ -373,21 +358,20 @@ impl LoadBalancers for HcloudLoadBalancers {
             .stats()
             .record_operation("hcloud/loadBalancers.EnsureLoadBalancer");
         let spec = self.spec(svc)?;
-        let _shared = self
-            .shared
-            .hold(spec.shared.then_some(spec.name.as_str()))
-            .await;
+        let holding = Holding::of(&spec);
+        let _turn = self.turns.hold(holding.lock_name(&spec)).await;
         let mut warnings = Vec::new();
-        // HCCM also looks an unlabelled LB up by name. With the default name (`a` + this Service's
-        // UID) only a label-less LB from before labels could be found that way, so the list is
-        // saved and made only when the create says the name is taken. A shared one taken in the
-        // meantime (by another process) is joined the same way.
-        let by_name_after_all = !spec.name_annotated || spec.shared;
-        let (lb, how) = match self.find(svc, &spec, false).await? {
+        let found = holding.find(&self.finder, svc, &spec, false).await?;
+        let (lb, how) = match found {
             Some(found) => found,
-            None => match self.create_and_plan(svc, &spec, nodes, &mut warnings).await {
+            None => match self
+                .create_and_plan(svc, &spec, holding, nodes, &mut warnings)
+                .await
+            {
                 Ok((lb, writes)) => return Ok(outcome(&lb, &spec, warnings, writes)),
-                Err(e) if e.code() == Some("uniqueness_error") && by_name_after_all => {
+                Err(e)
+                    if e.code() == Some("uniqueness_error") && holding.finds_taken_name(&spec) =>
+                {
                     self.finder.find_by_name(&spec.name).await?.ok_or(e)?
                 }
                 Err(e) => return Err(e),
@@ -397,11 +381,9 @@ impl LoadBalancers for HcloudLoadBalancers {
         let desired = self
             .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
             .await?;
-        if !spec.shared {
-            note_adoption(svc, &lb, &how, &mut warnings);
-        }
+        holding.note_found(svc, &lb, &how, &mut warnings);
         let (lb, writes) = self
-            .reconcile_existing(svc, &spec, lb, &desired, &mut warnings)
+            .reconcile_existing(svc, &spec, holding, lb, &desired, &mut warnings)
             .await?;
         Ok(outcome(&lb, &spec, warnings, writes))
     }
@@ -415,12 +397,10 @@ impl LoadBalancers for HcloudLoadBalancers {
             .stats()
             .record_operation("hcloud/loadBalancers.UpdateLoadBalancer");
         let spec = self.spec(svc)?;
-        let _shared = self
-            .shared
-            .hold(spec.shared.then_some(spec.name.as_str()))
-            .await;
+        let holding = Holding::of(&spec);
+        let _turn = self.turns.hold(holding.lock_name(&spec)).await;
         let mut warnings = Vec::new();
-        let Some((lb, how)) = self.find(svc, &spec, true).await? else {
+        let Some((lb, how)) = holding.find(&self.finder, svc, &spec, true).await? else {
             return Ok(UpdateOutcome {
                 found: false,
                 warnings,
@@ -431,11 +411,9 @@ impl LoadBalancers for HcloudLoadBalancers {
         let desired = self
             .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
             .await?;
-        if !spec.shared {
-            note_adoption(svc, &lb, &how, &mut warnings);
-        }
+        holding.note_found(svc, &lb, &how, &mut warnings);
         let (lb, writes) = self
-            .reconcile_existing(svc, &spec, lb, &desired, &mut warnings)
+            .reconcile_existing(svc, &spec, holding, lb, &desired, &mut warnings)
             .await?;
         dedup(&mut warnings);
         Ok(UpdateOutcome {

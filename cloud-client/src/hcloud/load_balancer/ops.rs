@@ -80,6 +80,15 @@ macro_rules! action {
 }
 
 impl Op {
+    /// A target write: what [`follow_targets`](super::apply::follow_targets) can follow without
+    /// a read.
+    pub fn is_target(&self) -> bool {
+        matches!(
+            self,
+            Op::AddTarget { .. } | Op::RemoveTarget(_) | Op::AddIpTarget(_) | Op::RemoveIpTarget(_)
+        )
+    }
+
     /// The action this op posts; `None`: a `PUT` of the load balancer itself.
     pub fn action(&self) -> Option<Action> {
         match self {
