@@ -566,7 +566,7 @@ pub const CASES: &[Case] = &[
 
 /// Values the controller accepts for one annotation, odd forms included (as its parsers in
 /// cloud-client read them: `hcloud/values.rs`, `hcloud/label_selector.rs`,
-/// `hcloud/load_balancer/spec.rs`), each tried on its own next to the annotations of `with`.
+/// `hcloud/load_balancer/spec/`), each tried on its own next to the annotations of `with`.
 #[derive(Debug)]
 pub struct Accepted {
     /// Without the prefix.
@@ -1062,7 +1062,7 @@ pub const VALID_SERVICES: &[Shape] = &[
     },
     Shape {
         name: "every-annotation",
-        source: "cloud-client spec.rs every_annotation_parses_good_values",
+        source: "cloud-client spec/tests.rs every_annotation_parses_good_values",
         ann: &[
             ("name", "my-lb"),
             ("type", "lb21"),
@@ -1104,7 +1104,7 @@ pub const VALID_SERVICES: &[Shape] = &[
     },
     Shape {
         name: "managed-staging",
-        source: "cloud-client spec.rs managed_certificates",
+        source: "cloud-client spec/tests.rs managed_certificates",
         ann: &[
             ("certificate-type", "managed"),
             (
