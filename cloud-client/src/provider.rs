@@ -503,6 +503,31 @@ pub trait Routes: Send + Sync {
 
     /// Whether these routes can reach the node with `provider_id`.
     fn routability(&self, provider_id: &str) -> Routability;
+
+    /// What these routes can do; the route controller follows it.
+    fn support(&self) -> RouteSupport {
+        RouteSupport::default()
+    }
+}
+
+/// What a provider's routes can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteSupport {
+    /// `None` when IPv6 podCIDRs can be routed; else why not, for the Node's Warning (the CNI must
+    /// route them then), e.g. "Hetzner networks are IPv4-only".
+    pub ipv6_unsupported: Option<&'static str>,
+    /// Route writes the controller may have in flight at once: 1 where the cloud locks the
+    /// network while a route action runs, so a second write would only be refused.
+    pub writes_at_once: usize,
+}
+
+impl Default for RouteSupport {
+    fn default() -> Self {
+        Self {
+            ipv6_unsupported: None,
+            writes_at_once: 1,
+        }
+    }
 }
 
 /// Whether a provider's routes can reach a node, judged by its providerID.

@@ -93,6 +93,7 @@ pub fn plan<'a>(
     routes: &[Route],
     cluster: &ClusterCidrs,
     routability: impl Fn(&str) -> Routability,
+    ipv6_unsupported: Option<&str>,
 ) -> Plan {
     let mut plan = Plan::default();
     let mut wanted_destinations = Vec::new();
@@ -141,12 +142,13 @@ pub fn plan<'a>(
                     });
                     continue;
                 }
-                Ok(c) if c.is_ipv6() => {
+                Ok(c) if c.is_ipv6() && ipv6_unsupported.is_some() => {
+                    let why = ipv6_unsupported.unwrap_or_default();
                     plan.problems.push(Problem {
                         node: name.clone(),
                         reason: reasons::IPV6_UNSUPPORTED,
                         message: format!(
-                            "podCIDR {cidr} is IPv6: Hetzner networks are IPv4-only, so its routing must be done by the CNI (no route created)"
+                            "podCIDR {cidr} is IPv6: {why}, so its routing must be done by the CNI (no route created)"
                         ),
                     });
                     continue;
@@ -261,7 +263,13 @@ mod tests {
         routes: &[Route],
         cluster: &ClusterCidrs,
     ) -> Plan {
-        super::plan(nodes, routes, cluster, routability)
+        super::plan(
+            nodes,
+            routes,
+            cluster,
+            routability,
+            Some("Hetzner networks are IPv4-only"),
+        )
     }
 
     #[test]

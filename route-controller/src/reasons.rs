@@ -4,7 +4,7 @@
 pub const FAILED_TO_CREATE_ROUTE: &str = "FailedToCreateRoute";
 /// podCIDR outside `--cluster-cidr` (Warning; HCCM's reason).
 pub const CLUSTER_CIDR_MISCONFIGURED: &str = "ClusterCIDRMisconfigured";
-/// IPv6 podCIDR: Hetzner networks are IPv4-only (Warning).
+/// IPv6 podCIDR where the provider's routes are IPv4-only, as Hetzner's are (Warning).
 pub const IPV6_UNSUPPORTED: &str = "IPv6PodCIDRUnsupported";
 /// A podCIDR that does not parse (Warning).
 pub const INVALID_POD_CIDR: &str = "InvalidPodCIDR";

@@ -1,6 +1,7 @@
 //! The route pass and the loop that schedules it. All writes to the network go through this one
-//! loop, one at a time, each awaited: Hetzner locks a network while a route action runs, so
-//! parallel writes would only collect `423 locked` answers. Node events are coalesced into one
+//! loop, as many at once as the provider says (`Routes::support`), each awaited: Hetzner locks a
+//! network while a route action runs, so there it is one at a time (parallel writes would only
+//! collect `423 locked` answers). Node events are coalesced into one
 //! pass; a slow resync catches changes made behind our back.
 //!
 //! Because every write is ours and goes through here, the routes read at the start of one pass
@@ -237,6 +238,7 @@ pub async fn pass(ctx: &RoutePass) -> Result<Option<Instant>, CloudError> {
             &view.routes,
             &ctx.cluster,
             |provider_id| ctx.routes.routability(provider_id),
+            ctx.routes.support().ipv6_unsupported,
         )
     };
     ctx.report(&plan.problems).await;
@@ -325,8 +327,10 @@ async fn delete_stale(ctx: &RoutePass, plan: &Plan, view: &mut View) -> bool {
     failed
 }
 
-/// Creates the missing routes node by node, writing each node's condition as soon as its routes
-/// exist. Returns how many nodes are still without their routes.
+/// Creates the missing routes, as many nodes at once as the provider allows
+/// ([`RouteSupport::writes_at_once`](cloud_client::RouteSupport), one on Hetzner), writing each
+/// node's condition as soon as its routes exist. Returns how many nodes are still without their
+/// routes.
 async fn create_missing(
     ctx: &RoutePass,
     plan: &Plan,
@@ -339,76 +343,58 @@ async fn create_missing(
     }
     let mut pending = plan.nodes.iter().filter(|(_, present)| !present).count();
     let mut confirmations = tokio::task::JoinSet::new();
-    'nodes: for (node, present) in &plan.nodes {
-        if *present {
-            continue;
-        }
-        let creates = by_node.remove(node.as_str()).unwrap_or_default();
-        let blocked = plan
-            .problems
-            .iter()
-            .any(|p| &p.node == node && p.reason == reasons::CLUSTER_CIDR_MISCONFIGURED);
-        if ctx.failures.waiting(node) {
-            continue;
-        }
-        let mut ok = !blocked;
-        for c in creates {
-            let started = std::time::Instant::now();
-            let reason = format!(
-                "Node {node}: podCIDR {} has no route",
-                c.request.destination_cidr
-            );
-            let created = ctx.routes.create_route_in(&c.request, &view.routes);
-            match cloud_client::shadow::with_reason(reason, created).await {
-                Ok(route) => {
-                    ctx.metrics.count_write("create", true);
-                    debug!(node, destination = %c.request.destination_cidr, "route created");
-                    view.routes
-                        .retain(|r| r.destination_cidr != route.destination_cidr);
-                    view.routes.push(route);
+    let due: Vec<(&str, Vec<&Create>, bool)> = plan
+        .nodes
+        .iter()
+        .filter(|(node, present)| !present && !ctx.failures.waiting(node))
+        .map(|(node, _)| {
+            let blocked = plan
+                .problems
+                .iter()
+                .any(|p| &p.node == node && p.reason == reasons::CLUSTER_CIDR_MISCONFIGURED);
+            let creates = by_node.remove(node.as_str()).unwrap_or_default();
+            (node.as_str(), creates, blocked)
+        })
+        .collect();
+    let at_once = ctx.routes.support().writes_at_once.max(1);
+    'batches: for batch in due.chunks(at_once) {
+        // Each node of a batch writes against the routes as they were before the batch: the
+        // provider allows that many writes at once, so none of them depends on another's.
+        let (before, fresh) = (&view.routes, view.fresh);
+        let done = futures::future::join_all(batch.iter().map(|(node, creates, blocked)| {
+            create_node(ctx, node, creates, *blocked, before, fresh)
+        }))
+        .await;
+        let mut doubted = false;
+        for ((node, _, blocked), made) in batch.iter().zip(done) {
+            for route in made.routes {
+                view.routes
+                    .retain(|r| r.destination_cidr != route.destination_cidr);
+                view.routes.push(route);
+            }
+            view.doubtful |= made.doubtful;
+            if made.stopped {
+                doubted = true;
+                continue;
+            }
+            if made.ok {
+                pending -= 1;
+                ctx.failures.succeeded(&node.to_string());
+                // The node learns its route exists without holding up the next route write.
+                if ctx.condition_due(node, Routed::Yes, written) {
+                    let (nodes, name) = (ctx.nodes.clone(), node.to_string());
+                    confirmations.spawn(async move {
+                        let r = condition::write(&nodes, &name, Routed::Yes).await;
+                        (name, r)
+                    });
                 }
-                // Shadow mode: planned, not made; the node waits like one whose create failed.
-                Err(e) if e.is_dry_run() => ok = false,
-                // Maybe only because the kept routes are out of date: the pass ends here and the
-                // next one, at once, reads them first.
-                Err(e) if !view.fresh && puts_routes_in_doubt(&e) => {
-                    ctx.metrics.count_write("create", false);
-                    view.doubtful = true;
-                    info!(node, error = %e, "creating a route failed against the routes kept from the last pass; reading the network and trying again");
-                    break 'nodes;
-                }
-                Err(e) => {
-                    ctx.metrics.count_write("create", false);
-                    view.doubtful |= puts_routes_in_doubt(&e);
-                    ok = false;
-                    let (reason, bad_input) = create_failure_reason(&e);
-                    if bad_input {
-                        ctx.kit.count_warning(reason);
-                    }
-                    let note = format!(
-                        "Could not create route {} {} for node {node} after {:?}: {e}",
-                        c.request.name_hint,
-                        c.request.destination_cidr,
-                        started.elapsed()
-                    );
-                    warn!(node, reason, "{note}");
-                    ctx.warn_node(node, reason, note).await;
-                }
+            } else if !blocked {
+                ctx.failures.failed(node.to_string());
             }
         }
-        if ok {
-            pending -= 1;
-            ctx.failures.succeeded(node);
-            // The node learns its route exists without holding up the next route write.
-            if ctx.condition_due(node, Routed::Yes, written) {
-                let (nodes, name) = (ctx.nodes.clone(), node.clone());
-                confirmations.spawn(async move {
-                    let r = condition::write(&nodes, &name, Routed::Yes).await;
-                    (name, r)
-                });
-            }
-        } else if !blocked {
-            ctx.failures.failed(node.clone());
+        // A write failed against kept routes: the pass ends and the next one, at once, reads them.
+        if doubted {
+            break 'batches;
         }
     }
     while let Some(done) = confirmations.join_next().await {
@@ -423,6 +409,79 @@ async fn create_missing(
         }
     }
     pending
+}
+
+/// What [`create_node`] did for one node.
+struct NodeRoutes {
+    /// The routes it made, as they now are.
+    routes: Vec<Route>,
+    /// Every route of the node exists.
+    ok: bool,
+    /// A write failed in a way that says the network may not be what the pass thinks.
+    doubtful: bool,
+    /// It stopped because a write failed against routes kept from an earlier pass: maybe only
+    /// because they were out of date, so the pass ends and the next one reads them first.
+    stopped: bool,
+}
+
+/// Creates one node's missing routes one after another against `routes` (read by this pass when
+/// `fresh`), warning the node about each that fails for good.
+async fn create_node(
+    ctx: &RoutePass,
+    node: &str,
+    creates: &[&Create],
+    blocked: bool,
+    routes: &[Route],
+    fresh: bool,
+) -> NodeRoutes {
+    let mut out = NodeRoutes {
+        routes: Vec::new(),
+        ok: !blocked,
+        doubtful: false,
+        stopped: false,
+    };
+    for c in creates {
+        let started = std::time::Instant::now();
+        let reason = format!(
+            "Node {node}: podCIDR {} has no route",
+            c.request.destination_cidr
+        );
+        let created = ctx.routes.create_route_in(&c.request, routes);
+        match cloud_client::shadow::with_reason(reason, created).await {
+            Ok(route) => {
+                ctx.metrics.count_write("create", true);
+                debug!(node, destination = %c.request.destination_cidr, "route created");
+                out.routes.push(route);
+            }
+            // Shadow mode: planned, not made; the node waits like one whose create failed.
+            Err(e) if e.is_dry_run() => out.ok = false,
+            Err(e) if !fresh && puts_routes_in_doubt(&e) => {
+                ctx.metrics.count_write("create", false);
+                out.doubtful = true;
+                out.stopped = true;
+                info!(node, error = %e, "creating a route failed against the routes kept from the last pass; reading the network and trying again");
+                return out;
+            }
+            Err(e) => {
+                ctx.metrics.count_write("create", false);
+                out.doubtful |= puts_routes_in_doubt(&e);
+                out.ok = false;
+                let (reason, bad_input) = create_failure_reason(&e);
+                if bad_input {
+                    ctx.kit.count_warning(reason);
+                }
+                let note = format!(
+                    "Could not create route {} {} for node {node} after {:?}: {e}",
+                    c.request.name_hint,
+                    c.request.destination_cidr,
+                    started.elapsed()
+                );
+                warn!(node, reason, "{note}");
+                ctx.warn_node(node, reason, note).await;
+            }
+        }
+    }
+    out
 }
 
 /// Runs passes until shutdown: after node changes (coalesced over `window`), when a failed node's

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use cloud_client::RouteSupport;
 use controller_kit::metrics::Registries;
 use controller_kit::slim_node::SlimNode;
 use controller_kit::{Events, KitMetrics, Reporters};
@@ -20,7 +21,7 @@ use route_controller::cidr::ClusterCidrs;
 use route_controller::metrics::RouteMetrics;
 use route_controller::sync::{RoutePass, pass};
 use serde_json::{Value, json};
-use test_support::memory_cloud::{Fault, MemoryCloud, Op, Server};
+use test_support::memory_cloud::{Fault, MEMORY_ROUTE_SUPPORT, MemoryCloud, Op, Server};
 use test_support::mock_kube::{RequestLog, Sent, mock_client};
 
 struct Setup {
@@ -33,6 +34,11 @@ struct Setup {
 /// A pass context over the memory cloud's network, `--cluster-cidr=10.244.0.0/16`, and an
 /// apiserver that accepts every write.
 fn setup() -> Setup {
+    setup_with("10.244.0.0/16")
+}
+
+/// [`setup`] with `--cluster-cidr=cluster`.
+fn setup_with(cluster: &str) -> Setup {
     let memory = MemoryCloud::new();
     let (store, nodes) = reflector::store::<SlimNode>();
     let (client, api) = mock_client();
@@ -53,7 +59,7 @@ fn setup() -> Setup {
         client.clone(),
         store,
         routes,
-        ClusterCidrs::parse("10.244.0.0/16").unwrap(),
+        ClusterCidrs::parse(cluster).unwrap(),
         Reporters {
             events: Events::new(client, "route_controller", None),
             kit: KitMetrics::register("route-controller", &mut r.ours),
@@ -372,6 +378,11 @@ async fn an_ipv6_pod_cidr_warns_and_the_ipv4_half_is_routed() {
         log,
         mut nodes,
     } = setup();
+    // As Hetzner's network: IPv4 only, one write at a time.
+    memory.set_route_support(RouteSupport {
+        ipv6_unsupported: Some("the memory network is IPv4-only"),
+        writes_at_once: 1,
+    });
     let cidrs = ["10.244.1.0/24", "fd00:10:244:1::/64"];
     apply(&mut nodes, node("d", &cidrs, Some("10.0.0.2"), false));
     pass(&ctx).await.unwrap();
@@ -389,7 +400,43 @@ async fn an_ipv6_pod_cidr_warns_and_the_ipv4_half_is_routed() {
         ("d", "IPv6PodCIDRUnsupported")
     );
     assert!(note.contains("fd00:10:244:1::/64"), "{note}");
+    assert!(note.contains("the memory network is IPv4-only"), "{note}");
     assert_eq!(conditions(&sent), statuses(&[("d", &["True", "False"])]));
+}
+
+/// The controller follows what the provider's routes can do (`Routes::support`), not Hetzner's
+/// limits: the memory network routes IPv6 and takes four writes at once; told it takes one, it
+/// gets one at a time.
+#[tokio::test]
+async fn the_controller_routes_what_the_provider_supports_as_many_at_once_as_it_allows() {
+    for at_once in [4, 1] {
+        let Setup {
+            memory,
+            ctx,
+            log,
+            mut nodes,
+        } = setup_with("10.244.0.0/16,fd00:10:244::/56");
+        memory.set_route_support(RouteSupport {
+            writes_at_once: at_once,
+            ..MEMORY_ROUTE_SUPPORT
+        });
+        for i in 1..=8 {
+            let cidrs = [format!("10.244.{i}.0/24"), format!("fd00:10:244:{i}::/64")];
+            let cidrs: Vec<&str> = cidrs.iter().map(String::as_str).collect();
+            let ip = format!("10.0.0.{i}");
+            apply(&mut nodes, node(&format!("n{i}"), &cidrs, Some(&ip), false));
+        }
+        pass(&ctx).await.unwrap();
+        let made = write_subjects(&memory);
+        assert_eq!(made.len(), 16, "{made:?}");
+        assert!(
+            made.iter()
+                .any(|(_, s)| s == "fd00:10:244:3::/64 via 10.0.0.3"),
+            "{made:?}"
+        );
+        assert_eq!(memory.most_route_writes_at_once(), at_once, "{at_once}");
+        assert!(events(&log.take()).is_empty(), "no Warning: IPv6 is routed");
+    }
 }
 
 /// Mirrors `unroutable_nodes_get_a_warning_and_network_unavailable`.

@@ -21,8 +21,8 @@ use cloud_client::registry::{Provider, ProviderConfig, Setting, SettingValues, U
 use cloud_client::{
     AddressKind, ApiError, Capability, ClientStats, Cloud, CloudError, DeleteOutcome,
     EnsureOutcome, InstanceMetadata, Instances, LbNode, LoadBalancerIngress, LoadBalancerStatus,
-    LoadBalancers, NodeAddress, NodeRef, Routability, Route, RouteRequest, Routes, ServiceRef,
-    UpdateOutcome, Warning,
+    LoadBalancers, NodeAddress, NodeRef, Routability, Route, RouteRequest, RouteSupport, Routes,
+    ServiceRef, UpdateOutcome, Warning,
 };
 
 /// The provider's name in its `Cloud` bundle.
@@ -204,12 +204,25 @@ struct State {
     calls: Vec<Call>,
     faults: BTreeMap<Op, Fault>,
     next_id: u64,
+    /// `None`: [`MEMORY_ROUTE_SUPPORT`].
+    route_support: Option<RouteSupport>,
 }
+
+/// What the memory network's routes can do unless a test says otherwise: unlike Hetzner's, it
+/// routes IPv6 and takes several writes at once, so a test shows the route controller follows
+/// the provider rather than Hetzner's limits.
+pub const MEMORY_ROUTE_SUPPORT: RouteSupport = RouteSupport {
+    ipv6_unsupported: None,
+    writes_at_once: 4,
+};
 
 /// The in-memory cloud. Cheap to share: every handle sees the same state.
 #[derive(Debug, Default)]
 pub struct MemoryCloud {
     state: Mutex<State>,
+    /// Route writes running now, and the most seen at once.
+    route_writes: std::sync::atomic::AtomicUsize,
+    most_route_writes: std::sync::atomic::AtomicUsize,
 }
 
 impl MemoryCloud {
@@ -219,6 +232,17 @@ impl MemoryCloud {
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the network's routes can do from now on (see [`MEMORY_ROUTE_SUPPORT`]).
+    pub fn set_route_support(&self, support: RouteSupport) {
+        self.state().route_support = Some(support);
+    }
+
+    /// The most route writes that were in flight at once so far.
+    pub fn most_route_writes_at_once(&self) -> usize {
+        self.most_route_writes
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The bundle a controller's `start` takes: every capability, provider `memory`.
@@ -551,9 +575,19 @@ impl Routes for MemoryCloud {
             .map(|a| a.address.clone());
         let to = internal.as_deref().unwrap_or("its server's private IP");
         let subject = format!("{} via {to}", route.destination_cidr);
+        // A write takes a moment, during which others may start: counted, to show how many the
+        // controller sends at once.
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.route_writes.fetch_add(1, SeqCst) + 1;
+        self.most_route_writes.fetch_max(now, SeqCst);
+        tokio::task::yield_now().await;
+        self.route_writes.fetch_sub(1, SeqCst);
         let mut s = self.call(Op::CreateRoute, subject)?;
-        if route.destination_cidr.contains(':') {
-            return Err(CloudError::unsupported("the memory network is IPv4-only"));
+        let support = s.route_support.unwrap_or(MEMORY_ROUTE_SUPPORT);
+        if let Some(why) = support.ipv6_unsupported
+            && route.destination_cidr.contains(':')
+        {
+            return Err(CloudError::unsupported(why));
         }
         let gateway = internal.or_else(|| {
             let server = s
@@ -590,6 +624,10 @@ impl Routes for MemoryCloud {
             !(r.destination_cidr == route.destination_cidr && r.gateway == route.gateway)
         });
         Ok(())
+    }
+
+    fn support(&self) -> RouteSupport {
+        self.state().route_support.unwrap_or(MEMORY_ROUTE_SUPPORT)
     }
 
     /// Routes reach `memory://` servers; a dedicated one gets a Warning, anything else is

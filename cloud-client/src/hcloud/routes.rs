@@ -13,7 +13,7 @@ use crate::hcloud::provider_id::{ProviderId, ServerKind};
 use crate::hcloud::servers::{ServerCache, ServerKey};
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{ActionResponse, Network, NetworkResponse, Server};
-use crate::provider::{AddressKind, Routability, Route, RouteRequest, Routes};
+use crate::provider::{AddressKind, Routability, Route, RouteRequest, RouteSupport, Routes};
 
 #[derive(Debug)]
 pub struct HcloudRoutes {
@@ -307,6 +307,14 @@ impl Routes for HcloudRoutes {
 
     fn routability(&self, provider_id: &str) -> Routability {
         routability(provider_id)
+    }
+
+    /// Hetzner locks a network while a route action runs: one write at a time, each awaited.
+    fn support(&self) -> RouteSupport {
+        RouteSupport {
+            ipv6_unsupported: Some("Hetzner networks are IPv4-only"),
+            writes_at_once: 1,
+        }
     }
 }
 
