@@ -577,6 +577,33 @@ pub struct Cloud {
     pub other_api_stats: Vec<(&'static str, Arc<ClientStats>)>,
     /// The API token and the cloud's verdict on it (for metrics and readiness).
     pub credentials: Option<Arc<crate::credentials::Credentials>>,
+    /// The families the controller the users switch from served for this cloud's API (Hetzner:
+    /// hcloud-go's `hcloud_api_*` and HCCM's operations), so their dashboards keep working; the
+    /// controllers serve `stats` under these names too. `None`: only ours.
+    pub api_metric_families: Option<ApiMetricFamilies>,
+}
+
+/// Names (and help texts) under which a cloud's API calls were counted by the controller users
+/// switch from. Served from [`Cloud::stats`] at scrape time.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiMetricFamilies {
+    /// Answered requests, a counter labelled `code`, `method` (lowercase) and `api_endpoint`.
+    pub requests: MetricFamily,
+    /// Request latency, a histogram labelled `method` (lowercase).
+    pub request_duration: MetricFamily,
+    /// Requests in flight, a gauge.
+    pub in_flight: MetricFamily,
+    /// Operations by name (`Cloud::stats` operations), a counter labelled `op`.
+    pub operations: MetricFamily,
+    /// The `api_endpoint` label of a request's path template (e.g. `/servers/{id}`).
+    pub api_endpoint: fn(&str) -> String,
+}
+
+/// A metric family's name (without a counter's `_total`) and help text.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricFamily {
+    pub name: &'static str,
+    pub help: &'static str,
 }
 
 impl Cloud {

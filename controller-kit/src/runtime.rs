@@ -24,7 +24,7 @@ use crate::metrics::{
     Registries,
 };
 use crate::telemetry;
-use crate::upstream_metrics::{HcloudApiCollector, ProcessCollector};
+use crate::upstream_metrics::{ApiFamiliesCollector, ProcessCollector};
 
 /// What a controller gets when it starts (after winning the Lease).
 #[derive(Clone)]
@@ -209,15 +209,20 @@ impl Runtime {
         (&mut self.registries.ours, &mut self.registries.upstream)
     }
     /// Exposes the cloud's call counters and rate-limit budget on `/metrics`, under our names
-    /// and under hcloud-go's and HCCM's; those of the provider's other APIs (Hetzner's Robot
+    /// and under the names the provider declares (Hetzner: hcloud-go's and HCCM's); those of the provider's other APIs (Hetzner's Robot
     /// webservice) as `cloud_controllers_<name>_*`.
     pub fn register_cloud_stats(&mut self, cloud: &cloud_client::Cloud) {
         self.registries
             .ours
             .register_collector(Box::new(CloudStatsCollector::new(cloud.stats.clone())));
-        self.registries
-            .upstream
-            .register_collector(Box::new(HcloudApiCollector::new(cloud.stats.clone())));
+        if let Some(families) = cloud.api_metric_families {
+            self.registries
+                .upstream
+                .register_collector(Box::new(ApiFamiliesCollector::new(
+                    cloud.stats.clone(),
+                    families,
+                )));
+        }
         if let Some(credentials) = &cloud.credentials {
             self.registries
                 .ours

@@ -2,8 +2,9 @@
 //! alerts written for it keep working after a switch. They sit next to ours (`cloud_controllers_*`)
 //! on the same `/metrics` page, in a registry without prefix ([`crate::Runtime::registries_mut`]).
 //!
-//! From hcloud-go's instrumentation: `hcloud_api_requests_total{code,method,api_endpoint}`,
-//! `hcloud_api_request_duration_seconds{method}`, `hcloud_api_in_flight_requests`. From HCCM:
+//! The cloud API's families are the provider's to name ([`ApiMetricFamilies`]); Hetzner's are
+//! hcloud-go's instrumentation, `hcloud_api_requests_total{code,method,api_endpoint}`,
+//! `hcloud_api_request_duration_seconds{method}`, `hcloud_api_in_flight_requests`, and HCCM's
 //! `cloud_controller_manager_operations_total{op}`. From client-go: `leader_election_master_status
 //! {name}`. From Prometheus's process collector: `process_*`. The controllers register
 //! k8s.io/cloud-provider's own series (`service_controller_*`, `route_controller_*`,
@@ -18,48 +19,32 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::histogram::Histogram;
 
-use cloud_client::ClientStats;
 use cloud_client::stats::LATENCY_BUCKETS;
+use cloud_client::{ApiMetricFamilies, ClientStats};
 
-/// hcloud-go's `api_endpoint`: the path template with every placeholder as `-`
-/// (`/servers/{id}` → `/servers/-`), as its `ctxutil.SetOpPath` writes it.
-fn api_endpoint(template: &str) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut in_placeholder = false;
-    for c in template.chars() {
-        match c {
-            '{' => {
-                in_placeholder = true;
-                out.push('-');
-            }
-            '}' => in_placeholder = false,
-            c if !in_placeholder => out.push(c),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// hcloud-go's and HCCM's cloud API families, read from cloud-client's statistics at scrape time.
+/// The API families the provider declares ([`ApiMetricFamilies`]; Hetzner: hcloud-go's and
+/// HCCM's), read from cloud-client's statistics at scrape time.
 #[derive(Debug)]
-pub struct HcloudApiCollector {
+pub struct ApiFamiliesCollector {
     stats: Arc<ClientStats>,
+    families: ApiMetricFamilies,
 }
 
-impl HcloudApiCollector {
-    /// Wraps the statistics of one cloud client.
-    pub fn new(stats: Arc<ClientStats>) -> Self {
-        Self { stats }
+impl ApiFamiliesCollector {
+    /// Serves the statistics of one cloud client under `families`.
+    pub fn new(stats: Arc<ClientStats>, families: ApiMetricFamilies) -> Self {
+        Self { stats, families }
     }
 }
 
-impl Collector for HcloudApiCollector {
+impl Collector for ApiFamiliesCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let snap = self.stats.snapshot();
+        let f = &self.families;
         {
             let mut requests = encoder.encode_descriptor(
-                "hcloud_api_requests",
-                "A counter for requests to the hcloud api per endpoint.",
+                f.requests.name,
+                f.requests.help,
                 None,
                 MetricType::Counter,
             )?;
@@ -68,7 +53,7 @@ impl Collector for HcloudApiCollector {
                 let labels = [
                     ("code", key.status.to_string()),
                     ("method", key.method.to_ascii_lowercase()),
-                    ("api_endpoint", api_endpoint(&key.endpoint)),
+                    ("api_endpoint", (f.api_endpoint)(&key.endpoint)),
                 ];
                 requests
                     .encode_family(&labels)?
@@ -77,8 +62,8 @@ impl Collector for HcloudApiCollector {
         }
         {
             let mut durations = encoder.encode_descriptor(
-                "hcloud_api_request_duration_seconds",
-                "A histogram of request latencies to the hcloud api .",
+                f.request_duration.name,
+                f.request_duration.help,
                 None,
                 MetricType::Histogram,
             )?;
@@ -97,16 +82,11 @@ impl Collector for HcloudApiCollector {
             }
         }
         encoder
-            .encode_descriptor(
-                "hcloud_api_in_flight_requests",
-                "A gauge of in-flight requests to the hcloud api.",
-                None,
-                MetricType::Gauge,
-            )?
+            .encode_descriptor(f.in_flight.name, f.in_flight.help, None, MetricType::Gauge)?
             .encode_gauge(&snap.in_flight)?;
         let mut operations = encoder.encode_descriptor(
-            "cloud_controller_manager_operations",
-            "The total number of operation was called",
+            f.operations.name,
+            f.operations.help,
             None,
             MetricType::Counter,
         )?;
@@ -350,12 +330,24 @@ mod tests {
     }
 
     #[test]
-    fn api_endpoints_are_written_as_hcloud_go_writes_them() {
-        assert_eq!(api_endpoint("/servers/{id}"), "/servers/-");
-        assert_eq!(
-            api_endpoint("/load_balancers/{id}/actions/add_target"),
-            "/load_balancers/-/actions/add_target"
-        );
-        assert_eq!(api_endpoint("/servers"), "/servers");
+    fn the_api_families_are_the_ones_the_provider_declares() {
+        use cloud_client::MetricFamily;
+        let family = |name| MetricFamily { name, help: "h" };
+        let families = ApiMetricFamilies {
+            requests: family("other_api_requests"),
+            request_duration: family("other_api_request_duration_seconds"),
+            in_flight: family("other_api_in_flight_requests"),
+            operations: family("other_operations"),
+            api_endpoint: |t| t.to_uppercase(),
+        };
+        let stats = ClientStats::new();
+        stats.record_operation("op/One");
+        let mut reg = Registries::default();
+        reg.upstream
+            .register_collector(Box::new(ApiFamiliesCollector::new(stats, families)));
+        let text = encode(&reg);
+        assert_eq!(value(&text, "other_api_in_flight_requests"), 0.0);
+        assert_eq!(value(&text, r#"other_operations_total{op="op/One"}"#), 1.0);
+        assert!(!text.contains("hcloud_api"), "{text}");
     }
 }

@@ -255,6 +255,7 @@ impl MemoryCloud {
             switched_off: Vec::new(),
             stats: ClientStats::new(),
             other_api_stats: Vec::new(),
+            api_metric_families: None,
             credentials: None,
         }
     }

@@ -9,7 +9,9 @@ use super::servers::ServerCache;
 use super::transport::Req;
 use super::wire::{Network, NetworkResponse, NetworksPage};
 use crate::error::CloudError;
-use crate::provider::{Capability, Cloud, Instances, LoadBalancers, Routes};
+use crate::provider::{
+    ApiMetricFamilies, Capability, Cloud, Instances, LoadBalancers, MetricFamily, Routes,
+};
 use crate::stats::ClientStats;
 
 use super::config::HcloudConfig;
@@ -141,6 +143,7 @@ impl HcloudProvider {
                 .into_iter()
                 .collect(),
             credentials: Some(self.transport.credentials().clone()),
+            api_metric_families: Some(HCLOUD_GO_METRICS),
         }
     }
 
@@ -204,4 +207,60 @@ async fn resolve_network(t: &Transport, id_or_name: &str) -> Result<Network, Clo
             what: format!("network {id_or_name:?} (HCLOUD_NETWORK)"),
             tried: vec!["network id".into(), "network name".into()],
         })
+}
+
+/// hcloud-go's instrumentation (`hcloud_api_*`) and HCCM's `cloud_controller_manager_operations`,
+/// as HCCM serves them.
+pub const HCLOUD_GO_METRICS: ApiMetricFamilies = ApiMetricFamilies {
+    requests: MetricFamily {
+        name: "hcloud_api_requests",
+        help: "A counter for requests to the hcloud api per endpoint.",
+    },
+    request_duration: MetricFamily {
+        name: "hcloud_api_request_duration_seconds",
+        help: "A histogram of request latencies to the hcloud api .",
+    },
+    in_flight: MetricFamily {
+        name: "hcloud_api_in_flight_requests",
+        help: "A gauge of in-flight requests to the hcloud api.",
+    },
+    operations: MetricFamily {
+        name: "cloud_controller_manager_operations",
+        help: "The total number of operation was called",
+    },
+    api_endpoint,
+};
+
+/// hcloud-go's `api_endpoint`: the path template with every placeholder as `-`
+/// (`/servers/{id}` → `/servers/-`), as its `ctxutil.SetOpPath` writes it.
+fn api_endpoint(template: &str) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut in_placeholder = false;
+    for c in template.chars() {
+        match c {
+            '{' => {
+                in_placeholder = true;
+                out.push('-');
+            }
+            '}' => in_placeholder = false,
+            c if !in_placeholder => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod metric_tests {
+    use super::*;
+
+    #[test]
+    fn api_endpoints_are_written_as_hcloud_go_writes_them() {
+        assert_eq!(api_endpoint("/servers/{id}"), "/servers/-");
+        assert_eq!(
+            api_endpoint("/load_balancers/{id}/actions/add_target"),
+            "/load_balancers/-/actions/add_target"
+        );
+        assert_eq!(api_endpoint("/servers"), "/servers");
+    }
 }
