@@ -3,7 +3,7 @@
 //! This crate knows nothing about Kubernetes controllers: it speaks plain Rust types.
 //!
 //! The floor every provider stands on, naming no cloud:
-//! - [`provider`]: the traits ([`Instances`], [`LoadBalancers`], [`Routes`]) and their plain types.
+//! - [`capabilities`]: the traits ([`Instances`], [`LoadBalancers`], [`Routes`]) and their plain types.
 //! - [`error`]: [`CloudError`], classified into not-found / retryable / permanent.
 //! - [`stats`]: API call counters and rate-limit budget for the controllers' metrics.
 //! - [`secret`]: [`Secret`], the one redacted type of every credential.
@@ -23,9 +23,9 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), cloud_client::CloudError> {
-//! use cloud_client::hcloud::{HcloudConfig, HcloudProvider};
+//! use cloud_client::hcloud::{HcloudConfig, HcloudClients};
 //! let config = HcloudConfig::from_env()?; // HCLOUD_* as HCCM reads them; all problems at once
-//! let cloud = HcloudProvider::new(config).await?.cloud();
+//! let cloud = HcloudClients::new(config).await?.cloud();
 //! let instances = cloud.instances.clone().expect("always present on Hetzner");
 //! let md = instances.instance_metadata(&cloud_client::NodeRef::new("node-1")).await?;
 //! // Metrics: pull `cloud.stats.snapshot()` at scrape time, or install an `ApiObserver`.
@@ -36,12 +36,12 @@
 //! Every HTTP request runs in a `cloud_request` debug span with `method`, `path` (template),
 //! `status` and `correlation_id`.
 
+pub mod capabilities;
 pub mod credentials;
 pub mod error;
 pub mod hcloud;
 pub(crate) mod http;
 pub mod label_selector;
-pub mod provider;
 pub mod providers;
 pub mod registry;
 pub mod robot;
@@ -51,8 +51,8 @@ pub mod shadow;
 pub mod stats;
 pub mod values;
 
+pub use capabilities::*;
 pub use credentials::{Credentials, CredentialsStatus};
 pub use error::{ApiError, CloudError, ErrorClass};
-pub use provider::*;
 pub use secret::Secret;
 pub use stats::{ApiObserver, CallKey, ClientStats, RateLimitSnapshot, StatsSnapshot};

@@ -7,5 +7,5 @@ use crate::registry::Registry;
 
 /// Every built-in provider; the first (`hcloud`) is the default `--cloud-provider`.
 pub fn builtin() -> Registry {
-    Registry::new(vec![Arc::new(crate::hcloud::HcloudFactory)])
+    Registry::new(vec![Arc::new(crate::hcloud::HcloudProvider)])
 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::capabilities::{Capability, Cloud};
 use crate::error::CloudError;
-use crate::provider::{Capability, Cloud};
 use crate::secret::Secret;
 use crate::shadow::PlannedWrites;
 

@@ -109,7 +109,7 @@ pub fn router(
         .with_state(AdminState { readiness })
         .merge(
             Router::new()
-                .route("/plan", get(plan_json))
+                .route("/plan", get(planned_writes_json))
                 .with_state(plan),
         );
     match registries {
@@ -119,7 +119,7 @@ pub fn router(
 }
 
 /// `/plan`: every write shadow mode planned instead of making it, oldest first.
-async fn plan_json(
+async fn planned_writes_json(
     State(plan): State<Option<Arc<cloud_client::shadow::PlannedWrites>>>,
 ) -> axum::response::Response {
     match plan {

@@ -14,19 +14,19 @@ use cloud_client::shadow::{Api, PlannedWrites};
 use http::{Method, Request};
 use kube::client::Body;
 
-/// `client`, with every write sent dry and planned into `plan`.
-pub fn client(client: kube::Client, plan: Arc<PlannedWrites>) -> kube::Client {
+/// `client`, with every write sent dry and recorded in `planned_writes`.
+pub fn client(client: kube::Client, planned_writes: Arc<PlannedWrites>) -> kube::Client {
     let namespace = client.default_namespace().to_owned();
     let service = tower::service_fn(move |request: Request<Body>| {
         let client = client.clone();
-        let plan = plan.clone();
+        let planned_writes = planned_writes.clone();
         async move {
             let Some(write) = Write::of(&request) else {
                 return client.send(request).await;
             };
             let response = client.send(dry(request).await?).await?;
             if write.planned && response.status().is_success() {
-                plan.record(Api::Kubernetes, write.operation, write.object, None);
+                planned_writes.record(Api::Kubernetes, write.operation, write.object, None);
             }
             Ok(response)
         }

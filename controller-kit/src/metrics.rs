@@ -293,18 +293,18 @@ impl Collector for CloudStatsCollector {
 /// Shadow mode's planned writes, read at scrape time: `planned_writes_total{controller,api,operation}`,
 /// distinct writes (object and operation) planned so far, as `/plan` lists them.
 #[derive(Debug)]
-pub struct PlanCollector {
+pub struct PlannedWritesCollector {
     controller: &'static str,
     plan: Arc<cloud_client::shadow::PlannedWrites>,
 }
 
-impl PlanCollector {
+impl PlannedWritesCollector {
     pub fn new(controller: &'static str, plan: Arc<cloud_client::shadow::PlannedWrites>) -> Self {
         Self { controller, plan }
     }
 }
 
-impl Collector for PlanCollector {
+impl Collector for PlannedWritesCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let mut family = encoder.encode_descriptor(
             "planned_writes",

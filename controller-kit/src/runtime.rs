@@ -20,7 +20,7 @@ use crate::events::Events;
 use crate::info::ControllerInfo;
 use crate::leader::LeaderGate;
 use crate::metrics::{
-    CloudStatsCollector, CredentialsCollector, KitMetrics, KubeApiMetrics, PlanCollector,
+    CloudStatsCollector, CredentialsCollector, KitMetrics, KubeApiMetrics, PlannedWritesCollector,
     Registries,
 };
 use crate::telemetry;
@@ -139,15 +139,18 @@ impl Runtime {
         if let Some(le) = &config.leader_election {
             metrics.register_leader_status(&le.lease_name, &mut registries.upstream);
         }
-        if let Some(plan) = &config.plan {
+        if let Some(plan) = &config.planned_writes {
             registries
                 .ours
-                .register_collector(Box::new(PlanCollector::new(info.name, plan.clone())));
+                .register_collector(Box::new(PlannedWritesCollector::new(
+                    info.name,
+                    plan.clone(),
+                )));
             tracing::warn!(
                 "shadow mode (--dry-run): planning writes instead of making them; see /plan"
             );
         }
-        let client = match &config.plan {
+        let client = match &config.planned_writes {
             Some(plan) => crate::dry_run::client(client, plan.clone()),
             None => client,
         };
@@ -301,7 +304,11 @@ impl Runtime {
         };
         admin::spawn_server(
             listener,
-            admin::router(on_admin, self.readiness.clone(), self.config.plan.clone()),
+            admin::router(
+                on_admin,
+                self.readiness.clone(),
+                self.config.planned_writes.clone(),
+            ),
             admin_token.clone(),
         );
 

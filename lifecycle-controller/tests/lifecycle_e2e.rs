@@ -627,7 +627,7 @@ async fn shadow_plans_the_deletion_and_the_taint_and_writes_nothing() {
     .await;
 
     let planned = eventually("the deletion and the taint planned", T, || async {
-        let p = test_support::run::plan(ctl.admin).await;
+        let p = test_support::run::planned_writes(ctl.admin).await;
         (p.len() >= 2).then_some(p)
     })
     .await;
@@ -663,7 +663,7 @@ async fn shadow_plans_the_deletion_and_the_taint_and_writes_nothing() {
             .then_some(())
     })
     .await;
-    let again = test_support::run::plan(ctl.admin).await;
+    let again = test_support::run::planned_writes(ctl.admin).await;
     assert_eq!(again.len(), planned.len(), "{again:#?}");
     assert!(again.iter().all(|e| e["count"].as_u64().unwrap() >= 1));
     assert_eq!(versions().await, before, "neither Node written");

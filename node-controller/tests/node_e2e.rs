@@ -571,7 +571,7 @@ async fn a_shadow_leads_its_own_lease_beside_the_acting_controller() {
     })
     .await;
     node_initialized_by(&admin, &sim, &run, "acting").await;
-    let planned = test_support::run::plan(shadow.admin).await;
+    let planned = test_support::run::planned_writes(shadow.admin).await;
     assert!(
         planned.iter().all(|e| e["api"] == "kubernetes"),
         "node-controller makes no cloud write: {planned:#?}"

@@ -432,7 +432,7 @@ async fn shadow_plans_the_missing_route_and_creates_nothing() {
     fx.spawn_shadow().await;
     let admin = fx.ctl.as_ref().unwrap().admin;
     let planned = eventually("the route planned", T, || async {
-        let p = test_support::run::plan(admin).await;
+        let p = test_support::run::planned_writes(admin).await;
         p.iter().any(|e| e["api"] == "cloud").then_some(p)
     })
     .await;

@@ -280,7 +280,7 @@ pub async fn run(
             ctx.reporters(),
             metrics,
         )
-        .in_dry_run(cfg.plan.is_some())
+        .in_dry_run(cfg.planned_writes.is_some())
         .with_services(svc_store.clone())
         .refusing_unenforced_source_ranges(settings.refuse_unenforced_source_ranges),
     );

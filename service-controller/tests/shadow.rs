@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use serde_json::json;
 use support::{Fixture, PREFIX};
-use test_support::run::plan;
+use test_support::run::planned_writes;
 use test_support::{T, eventually};
 
 /// name → resourceVersion of every Service of the test.
@@ -65,7 +65,7 @@ async fn shadow_beside_hccm_plans_nothing_then_exactly_the_one_update_and_writes
     })
     .await;
     assert_eq!(
-        plan(admin).await,
+        planned_writes(admin).await,
         Vec::<serde_json::Value>::new(),
         "nothing to do"
     );
@@ -80,7 +80,7 @@ async fn shadow_beside_hccm_plans_nothing_then_exactly_the_one_update_and_writes
     .await;
     let after_patch = versions(&fx).await;
     let planned = eventually("the update planned", T, || async {
-        let p = plan(admin).await;
+        let p = planned_writes(admin).await;
         (!p.is_empty()).then_some(p)
     })
     .await;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use cloud_client::Cloud;
-use cloud_client::hcloud::{HcloudConfig, HcloudProvider, Token};
+use cloud_client::hcloud::{HcloudClients, HcloudConfig, Token};
 use controller_kit::{Config, ControllerInfo, RunError, Runtime};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -42,7 +42,7 @@ pub fn sim_config_with_robot(sim: &cloud_sim::Sim) -> HcloudConfig {
 
 /// The cloud built from `cfg`.
 pub async fn cloud_with(cfg: HcloudConfig) -> Cloud {
-    HcloudProvider::new(cfg)
+    HcloudClients::new(cfg)
         .await
         .expect("hcloud provider for the sim")
         .cloud()
@@ -70,13 +70,13 @@ pub fn shadow(
     cloud: &mut HcloudConfig,
 ) -> std::sync::Arc<cloud_client::shadow::PlannedWrites> {
     let plan = cloud_client::shadow::PlannedWrites::new();
-    config.plan = Some(plan.clone());
-    cloud.plan = Some(plan.clone());
+    config.planned_writes = Some(plan.clone());
+    cloud.planned_writes = Some(plan.clone());
     plan
 }
 
 /// The admin server's `/plan` as JSON (shadow mode).
-pub async fn plan(admin: std::net::SocketAddr) -> Vec<serde_json::Value> {
+pub async fn planned_writes(admin: std::net::SocketAddr) -> Vec<serde_json::Value> {
     let (status, body) = http_status(admin, "/plan").await.expect("GET /plan");
     assert_eq!(status, 200, "/plan: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("/plan is not JSON ({e}): {body}"))

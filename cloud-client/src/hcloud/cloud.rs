@@ -8,10 +8,10 @@ use super::actions::ActionWaiter;
 use super::servers::ServerCache;
 use super::transport::Req;
 use super::wire::{Network, NetworkResponse, NetworksPage};
-use crate::error::CloudError;
-use crate::provider::{
+use crate::capabilities::{
     ApiMetricFamilies, Capability, Cloud, Instances, LoadBalancers, MetricFamily, Routes,
 };
+use crate::error::CloudError;
 use crate::stats::ClientStats;
 
 use super::config::HcloudConfig;
@@ -26,10 +26,10 @@ pub const PROVIDER_NAME: &str = "hcloud";
 /// Routes may use an older server snapshot than node lookups (HCCM uses 1 minute for routes).
 const ROUTES_SERVER_MAX_AGE: Duration = Duration::from_secs(60);
 
-/// The configured Hetzner provider: one transport, one server snapshot, one action waiter shared by
+/// The configured Hetzner clients (what `HcloudProvider` builds): one transport, one server snapshot, one action waiter shared by
 /// instances, load balancers and routes.
 #[derive(Debug, Clone)]
-pub struct HcloudProvider {
+pub struct HcloudClients {
     config: Arc<HcloudConfig>,
     transport: Transport,
     network: Option<Network>,
@@ -38,7 +38,7 @@ pub struct HcloudProvider {
     routes: Option<Arc<HcloudRoutes>>,
 }
 
-impl HcloudProvider {
+impl HcloudClients {
     /// Validates `config`, builds the HTTP client and, when `HCLOUD_NETWORK` is set, resolves the network
     /// once (by id, else by name); a missing network fails here, like HCCM's startup check.
     pub async fn new(config: HcloudConfig) -> Result<Self, CloudError> {

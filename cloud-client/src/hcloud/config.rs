@@ -223,7 +223,7 @@ pub struct HcloudConfig {
     /// `ROBOT_*`: dedicated servers.
     pub robot: crate::robot::RobotConfig,
     /// Shadow mode (`--dry-run`): writes are planned here instead of being sent.
-    pub plan: Option<std::sync::Arc<crate::shadow::PlannedWrites>>,
+    pub planned_writes: Option<std::sync::Arc<crate::shadow::PlannedWrites>>,
     /// Settings that are accepted but deserve a word at startup (logged when the provider is
     /// built), e.g. both `HCLOUD_TOKEN` and `HCLOUD_TOKEN_FILE` set.
     pub startup_warnings: Vec<String>,
@@ -277,7 +277,7 @@ impl HcloudConfig {
             debug: false,
             server_cache_mode: ServerCacheMode::All,
             robot: crate::robot::RobotConfig::default(),
-            plan: None,
+            planned_writes: None,
             startup_warnings: Vec::new(),
         }
     }

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::capabilities::{AddressKind, InstanceMetadata, Instances, NodeAddress, NodeRef};
 use crate::error::CloudError;
 use crate::hcloud::config::AddressFamily;
 use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::servers::{ServerCache, ServerKey};
 use crate::hcloud::wire::Server;
-use crate::provider::{AddressKind, InstanceMetadata, Instances, NodeAddress, NodeRef};
 use crate::robot::{RobotClient, RobotServer};
 
 /// Label HCCM puts on every node it manages, telling Cloud from Robot servers.

@@ -1,7 +1,7 @@
 //! Hetzner Cloud implementation of the provider traits, wire-compatible with
 //! hcloud-cloud-controller-manager (providerIDs, labels, annotations, LB ownership label).
 //!
-//! Build it with [`HcloudProvider::new`] from an [`HcloudConfig`] and hand [`HcloudProvider::cloud`] to
+//! Build it with [`HcloudClients::new`] from an [`HcloudConfig`] and hand [`HcloudClients::cloud`] to
 //! the controllers.
 
 pub mod cloud;
@@ -20,13 +20,13 @@ pub(crate) mod servers;
 pub(crate) mod transport;
 pub(crate) mod wire;
 
-pub use cloud::{HcloudProvider, PROVIDER_NAME};
+pub use cloud::{HcloudClients, PROVIDER_NAME};
 pub use config::{
     ActionPollPolicy, AddressFamily, HcloudConfig, LbDefaults, RetryPolicy, ServerCacheMode, Token,
 };
 pub use instances::HcloudInstances;
 pub use load_balancer::HcloudLoadBalancers;
 pub use provider_id::ProviderId;
-pub use registration::HcloudFactory;
+pub use registration::HcloudProvider;
 pub use routes::HcloudRoutes;
 pub use transport::Transport;

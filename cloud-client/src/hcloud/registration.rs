@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::cloud::{HcloudProvider, PROVIDER_NAME};
+use super::cloud::{HcloudClients, PROVIDER_NAME};
 use super::config::HcloudConfig;
+use crate::capabilities::{Capability, Cloud};
 use crate::error::CloudError;
-use crate::provider::{Capability, Cloud};
 use crate::registry::{KitSetting, Provider, ProviderConfig, Setting, SettingValues, Uses};
 
 /// The settings listed in `--help` (each also a flag). The rest of HCCM's variables, e.g. the
@@ -81,9 +81,9 @@ const SETTINGS: &[Setting] = &[
 
 /// The Hetzner provider's registration.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct HcloudFactory;
+pub struct HcloudProvider;
 
-impl Provider for HcloudFactory {
+impl Provider for HcloudProvider {
     fn name(&self) -> &'static str {
         PROVIDER_NAME
     }
@@ -107,7 +107,7 @@ impl Provider for HcloudFactory {
         };
         match HcloudConfig::from_settings(values.secret("HCLOUD_TOKEN"), lookup) {
             Ok(config) => Ok(Arc::new(HcloudConfig {
-                plan: uses.shadow.clone(),
+                planned_writes: uses.shadow.clone(),
                 ..config
             })),
             Err(CloudError::InvalidConfig { problems }) => Err(problems),
@@ -138,7 +138,7 @@ impl Provider for HcloudFactory {
 #[async_trait]
 impl ProviderConfig for HcloudConfig {
     async fn build(&self) -> Result<Cloud, CloudError> {
-        match HcloudProvider::new(self.clone()).await {
+        match HcloudClients::new(self.clone()).await {
             Ok(provider) => Ok(provider.cloud()),
             Err(CloudError::Api(api)) if matches!(api.status, 401 | 403) => {
                 Err(CloudError::InvalidConfig {
@@ -182,8 +182,8 @@ mod tests {
             ("HCLOUD_LOAD_BALANCERS_TYPE", ""),
             ("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES", "many"),
         ]);
-        assert!(HcloudFactory.configure(&v, &Uses::default()).is_ok());
-        let problems = HcloudFactory
+        assert!(HcloudProvider.configure(&v, &Uses::default()).is_ok());
+        let problems = HcloudProvider
             .configure(
                 &v,
                 &Uses {
@@ -204,9 +204,9 @@ mod tests {
     fn a_declared_token_is_taken_as_given_and_never_shown() {
         let mut v = values(&[]);
         v.give_secret("HCLOUD_TOKEN", Some(Secret::new("t0ken\n")));
-        let config = HcloudFactory.configure(&v, &Uses::default()).unwrap();
+        let config = HcloudProvider.configure(&v, &Uses::default()).unwrap();
         assert!(!format!("{config:?}").contains("t0ken"));
-        let missing = HcloudFactory
+        let missing = HcloudProvider
             .configure(&values(&[]), &Uses::default())
             .unwrap_err();
         assert!(
@@ -217,16 +217,16 @@ mod tests {
 
     #[test]
     fn routes_require_a_network() {
-        let without = HcloudFactory.requirements(Capability::Routes, &values(&[]));
+        let without = HcloudProvider.requirements(Capability::Routes, &values(&[]));
         assert!(without[0].starts_with("HCLOUD_NETWORK is required"));
         let with = values(&[("HCLOUD_NETWORK", "k8s")]);
         assert!(
-            HcloudFactory
+            HcloudProvider
                 .requirements(Capability::Routes, &with)
                 .is_empty()
         );
         assert!(
-            HcloudFactory
+            HcloudProvider
                 .requirements(Capability::LoadBalancers, &values(&[]))
                 .is_empty()
         );

@@ -7,13 +7,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::json;
 
+use crate::capabilities::{AddressKind, Routability, Route, RouteRequest, RouteSupport, Routes};
 use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
 use crate::hcloud::provider_id::{ProviderId, ServerKind};
 use crate::hcloud::servers::{ServerCache, ServerKey};
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{ActionResponse, Network, NetworkResponse, Server};
-use crate::provider::{AddressKind, Routability, Route, RouteRequest, RouteSupport, Routes};
 
 #[derive(Debug)]
 pub struct HcloudRoutes {

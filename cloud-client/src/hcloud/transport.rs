@@ -16,7 +16,7 @@ use crate::hcloud::config::{HcloudConfig, RetryPolicy, Token};
 use crate::hcloud::rate_limit::{RateLimiter, parse_headers};
 use crate::hcloud::retry::{backoff, should_retry};
 use crate::hcloud::wire::ErrorBody;
-use crate::shadow::{Api as PlanApi, PlannedWrites};
+use crate::shadow::{Api as WriteApi, PlannedWrites};
 use crate::stats::ClientStats;
 
 /// One API request. `template` is the path with placeholders (`/servers/{id}`) for metrics and logs;
@@ -88,7 +88,7 @@ struct Inner {
     /// `HCLOUD_DEBUG`: log each exchange in full.
     debug: bool,
     /// Shadow mode: writes are recorded here and not sent.
-    plan: Option<Arc<PlannedWrites>>,
+    planned_writes: Option<Arc<PlannedWrites>>,
 }
 
 impl fmt::Debug for Transport {
@@ -122,7 +122,7 @@ impl Transport {
                 limiter: RateLimiter::new(config.rate_limit_reserve),
                 stats,
                 debug: config.debug,
-                plan: config.plan.clone(),
+                planned_writes: config.planned_writes.clone(),
             }),
         })
     }
@@ -140,9 +140,9 @@ impl Transport {
     /// Shadow mode: records a write the controller refused to plan at all, with `note` saying
     /// what would let it (e.g. the command by which an owner consents). Nothing otherwise.
     pub(crate) fn plan_refused(&self, operation: &str, object: String, note: String) {
-        if let Some(plan) = &self.inner.plan {
+        if let Some(plan) = &self.inner.planned_writes {
             plan.record(
-                PlanApi::Cloud,
+                WriteApi::Cloud,
                 format!("refused: {operation}"),
                 object,
                 Some(note),
@@ -167,11 +167,11 @@ impl Transport {
     }
 
     async fn call_raw(&self, req: &Req) -> Result<Vec<u8>, CloudError> {
-        if let Some(plan) = &self.inner.plan
+        if let Some(plan) = &self.inner.planned_writes
             && req.method != Method::GET
         {
             plan.record(
-                PlanApi::Cloud,
+                WriteApi::Cloud,
                 format!("{} {}", req.method, req.template),
                 req.path.clone(),
                 req.body.as_ref().map(|b| self.redact(b.to_string())),

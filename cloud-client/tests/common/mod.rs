@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cloud_client::hcloud::{HcloudConfig, HcloudProvider, RetryPolicy, Token};
+use cloud_client::hcloud::{HcloudClients, HcloudConfig, RetryPolicy, Token};
 use cloud_sim::{Sim, SimConfig};
 
 /// The client configuration for `sim`: its endpoint and token, retries a few milliseconds apart.
@@ -19,10 +19,10 @@ pub fn config(sim: &Sim) -> HcloudConfig {
 }
 
 /// A provider for `sim`, with [`config`] adjusted by `f`.
-pub async fn provider(sim: &Sim, f: impl FnOnce(&mut HcloudConfig)) -> HcloudProvider {
+pub async fn provider(sim: &Sim, f: impl FnOnce(&mut HcloudConfig)) -> HcloudClients {
     let mut c = config(sim);
     f(&mut c);
-    HcloudProvider::new(c).await.expect("provider")
+    HcloudClients::new(c).await.expect("provider")
 }
 
 /// A cloud-sim whose actions take `action_duration`.

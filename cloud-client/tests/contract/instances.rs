@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cloud_client::hcloud::HcloudProvider;
+use cloud_client::hcloud::HcloudClients;
 use cloud_client::{AddressKind, CloudError, NodeAddress, NodeRef};
 
 use crate::common::{config, provider};
@@ -245,7 +245,7 @@ async fn network_by_id_and_missing_network_fails_at_startup() {
     assert_eq!(p.network_id(), Some(net as i64));
     let mut c = config(&sim);
     c.network = Some("does-not-exist".into());
-    let e = HcloudProvider::new(c).await.unwrap_err();
+    let e = HcloudClients::new(c).await.unwrap_err();
     assert!(
         e.is_not_found() && e.to_string().contains("does-not-exist"),
         "{e}"

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cloud_client::hcloud::{HcloudProvider, Token};
+use cloud_client::hcloud::{HcloudClients, Token};
 use cloud_client::{CloudError, NodeRef};
 
 use crate::common::{config, provider};
@@ -17,7 +17,7 @@ async fn token_never_appears_in_debug_or_errors() {
     c.token = Token::new(secret);
     let dbg = format!("{c:?}");
     assert!(!dbg.contains(secret), "{dbg}");
-    let p = HcloudProvider::new(c.clone()).await.unwrap();
+    let p = HcloudClients::new(c.clone()).await.unwrap();
     assert!(!format!("{p:?}").contains(secret));
     let e = p.check_connectivity().await.unwrap_err();
     assert_eq!(e.code(), Some("unauthorized"));
@@ -28,7 +28,7 @@ async fn token_never_appears_in_debug_or_errors() {
     // A transport failure (nothing listens there) must not leak it either.
     c.endpoint = "http://127.0.0.1:9/v1".into();
     c.retry.max_attempts = 2;
-    let p = HcloudProvider::new(c).await.unwrap();
+    let p = HcloudClients::new(c).await.unwrap();
     let e = p.check_connectivity().await.unwrap_err();
     assert!(e.is_retryable(), "{e}");
     for text in [format!("{e}"), format!("{e:?}")] {

@@ -106,7 +106,7 @@ pub struct Config {
     /// Label selector restricting the Node watch (not a flag: tests and sharding set it in code).
     pub node_label_selector: Option<String>,
     /// Shadow mode (`--dry-run`): where the writes not made are planned; `None` acts.
-    pub plan: Option<Arc<PlannedWrites>>,
+    pub planned_writes: Option<Arc<PlannedWrites>>,
     /// Flags given that this controller does not read, each with why (logged once at start).
     pub ignored_flags: Vec<(&'static str, Why)>,
 }
@@ -140,7 +140,7 @@ impl CommonArgs {
     ) -> Result<Config, ConfigError> {
         let enabled = controller_enabled(info, &self.upstream.controllers, p);
         let admin_address = self.serving.admin_address(info, p);
-        let plan = self.dry_run.then(PlannedWrites::new);
+        let planned_writes = self.dry_run.then(PlannedWrites::new);
         let leader_election = self.leader_election.validate(info, self.dry_run, p);
         let mut ignored_flags = Vec::new();
         let concurrent_node_syncs =
@@ -156,7 +156,7 @@ impl CommonArgs {
         let master = self.kube_api.master(p);
         let uses = Uses {
             load_balancers: info.reads_load_balancer_settings,
-            shadow: plan.clone(),
+            shadow: planned_writes.clone(),
         };
         let cloud = need_cloud
             .then(|| self.cloud.configure(provider.as_ref(), &uses, p))
@@ -175,7 +175,7 @@ impl CommonArgs {
             cluster_name: self.upstream.cluster_name.clone(),
             cloud,
             node_label_selector: self.node_label_selector.clone().filter(|s| !s.is_empty()),
-            plan,
+            planned_writes,
             ignored_flags,
         })
     }
@@ -371,8 +371,8 @@ mod tests {
                 .give_secret("HCLOUD_TOKEN", Some(Secret::new("x")));
             let c = args.validate(&INFO, true).unwrap();
             assert_eq!(c.leader_election.as_ref().unwrap().lease_name, lease);
-            let cloud_plan = hcloud(&c).plan.clone().unwrap();
-            let plan = c.plan.unwrap();
+            let cloud_plan = hcloud(&c).planned_writes.clone().unwrap();
+            let plan = c.planned_writes.unwrap();
             assert!(std::sync::Arc::ptr_eq(&plan, &cloud_plan), "one plan");
         }
         let mut args = parse(&[]);
@@ -382,7 +382,7 @@ mod tests {
             .give_secret("HCLOUD_TOKEN", Some(Secret::new("x")));
         let c = args.validate(&INFO, true).unwrap();
         assert!(
-            c.plan.is_none() && hcloud(&c).plan.is_none(),
+            c.planned_writes.is_none() && hcloud(&c).planned_writes.is_none(),
             "acting by default"
         );
     }

@@ -48,7 +48,7 @@ pub struct Fixture {
     /// The running controller's cloud-client counters.
     pub stats: Option<Arc<ClientStats>>,
     /// The running controller's planned writes, in shadow mode.
-    pub plan: Option<Arc<cloud_client::shadow::PlannedWrites>>,
+    pub planned_writes: Option<Arc<cloud_client::shadow::PlannedWrites>>,
     /// The controller watches every namespace, not only the run's (for a test binary of one
     /// test: the control plane is the binary's own).
     pub all_namespaces: bool,
@@ -94,7 +94,7 @@ impl Fixture {
             world: TestRun::start("service-controller", "svc", sim).await,
             ctl: None,
             stats: None,
-            plan: None,
+            planned_writes: None,
             all_namespaces: false,
         }
     }
@@ -125,7 +125,7 @@ impl Fixture {
         settings.namespace = (!self.all_namespaces).then(|| self.ns.clone());
         settings.node_sync_window = Duration::from_millis(200);
         let mut config = test_support::run::test_config(&service_controller::INFO, &self.run);
-        self.plan = dry_run.then(|| test_support::run::shadow(&mut config, &mut cfg));
+        self.planned_writes = dry_run.then(|| test_support::run::shadow(&mut config, &mut cfg));
         let (ctl, stats) = self
             .world
             .spawn_with(

@@ -109,7 +109,7 @@ pub fn split_port(key: &str) -> Option<(&str, &str)> {
 }
 
 /// Whether the Service says `shared: "true"` (for a delete, which reads no other annotation).
-pub fn is_shared(svc: &crate::provider::ServiceRef) -> bool {
+pub fn is_shared(svc: &crate::capabilities::ServiceRef) -> bool {
     svc.annotations
         .get(SHARED)
         .and_then(|v| crate::values::parse_bool(v.trim()))

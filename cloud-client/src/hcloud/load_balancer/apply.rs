@@ -3,13 +3,13 @@
 
 use super::ops::{NewLb, Op};
 use super::plan::{DesiredTargets, max_targets_warning};
+use crate::capabilities::Warning;
 use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{
     Action, ActionResponse, IdRef, IpRef, LbTarget, LoadBalancer, LoadBalancerResponse,
 };
-use crate::provider::Warning;
 
 /// What [`Applier::apply`] needs to word a late `MaxTargetsReached`.
 #[derive(Debug)]

@@ -8,12 +8,12 @@ use serde_json::json;
 use super::annotations;
 use super::ownership::{SERVICE_UID_LABEL, service_uid_selector};
 use super::spec::{CertificateType, LbProtocol, LbSpec};
+use crate::capabilities::ServiceRef;
 use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{CertificateResponse, CertificatesPage, LoadBalancer};
-use crate::provider::ServiceRef;
 
 #[derive(Debug)]
 pub(super) struct Certificates {

@@ -10,11 +10,11 @@ use tokio::time::Instant;
 use super::ownership::{
     MEMBER_LABEL_PREFIX, SERVICE_UID_LABEL, member_label, service_uid_selector,
 };
+use crate::capabilities::{ServiceRef, Warning};
 use crate::error::CloudError;
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::{LoadBalancer, LoadBalancerResponse, LoadBalancersPage};
-use crate::provider::{ServiceRef, Warning};
 
 /// How a load balancer was found.
 #[derive(Debug, Clone, PartialEq, Eq)]

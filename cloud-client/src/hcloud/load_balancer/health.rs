@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 
+use crate::capabilities::TargetHealth;
 use crate::hcloud::wire::{LbTarget, LoadBalancer};
-use crate::provider::TargetHealth;
 
 /// Counts each server and IP target once; a label selector's resolved servers count one by one.
 pub fn target_health(lb: &LoadBalancer) -> TargetHealth {

@@ -9,9 +9,9 @@ use super::ownership::SERVICE_UID_LABEL;
 use super::plan::{DesiredServices, Membership};
 use super::sharing;
 use super::spec::LbSpec;
+use crate::capabilities::{ServiceRef, Warning};
 use crate::error::CloudError;
 use crate::hcloud::wire::LoadBalancer;
-use crate::provider::{ServiceRef, Warning};
 
 /// How a Service holds its load balancer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

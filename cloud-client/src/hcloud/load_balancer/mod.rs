@@ -37,16 +37,16 @@ pub use health::target_health_json;
 
 use async_trait::async_trait;
 
+use crate::capabilities::{
+    DeleteOutcome, EnsureOutcome, LbNode, LoadBalancerStatus, LoadBalancers, ServiceRef,
+    UpdateOutcome, Warning,
+};
 use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
 use crate::hcloud::config::LbDefaults;
 use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::transport::Transport;
 use crate::hcloud::wire::LoadBalancer;
-use crate::provider::{
-    DeleteOutcome, EnsureOutcome, LbNode, LoadBalancerStatus, LoadBalancers, ServiceRef,
-    UpdateOutcome, Warning,
-};
 use crate::robot::RobotClient;
 use apply::{Applier, TargetLimit};
 use certificates::Certificates;

@@ -16,9 +16,9 @@ use super::ownership::{
 };
 use super::plan::{DesiredServices, Membership, known_max_services};
 use super::spec::{LbSpec, Source};
+use crate::capabilities::ServiceRef;
 use crate::error::CloudError;
 use crate::hcloud::wire::LoadBalancer;
-use crate::provider::ServiceRef;
 
 /// The ports `uid` owns on `lb`: its member label's, or every port of a load balancer that is
 /// still its own alone (HCCM's label), which it made before it opted into sharing.
@@ -322,9 +322,9 @@ pub(super) fn refuse_if_shared(lb: &LoadBalancer, svc: &ServiceRef) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capabilities::{PortProtocol, ServiceNames, ServicePort};
     use crate::hcloud::config::LbDefaults;
     use crate::hcloud::wire::{LbService, LbType};
-    use crate::provider::{PortProtocol, ServiceNames, ServicePort};
 
     fn svc(uid: &str, ann: &[(&str, &str)], ports: &[u16]) -> ServiceRef {
         let mut annotations: BTreeMap<String, String> = ann

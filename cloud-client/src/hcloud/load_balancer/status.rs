@@ -1,8 +1,8 @@
 //! `status.loadBalancer` from a Hetzner load balancer, reported as HCCM reports it.
 
 use super::spec::LbSpec;
+use crate::capabilities::{IpMode, LoadBalancerIngress, LoadBalancerStatus};
 use crate::hcloud::wire::LoadBalancer;
-use crate::provider::{IpMode, LoadBalancerIngress, LoadBalancerStatus};
 
 /// Hostname annotation wins; else public v4 (+v6 unless disabled) when the public interface is
 /// enabled, plus each private IP unless private ingress is disabled. ipMode is Proxy iff PROXY protocol

@@ -20,10 +20,10 @@
 use super::annotations::NAME;
 use super::find::Found;
 use super::ownership::{Owners, SERVICE_UID_LABEL};
+use crate::capabilities::{ServiceRef, Warning};
 use crate::error::CloudError;
 use crate::hcloud::config::Tenancy;
 use crate::hcloud::wire::LoadBalancer;
-use crate::provider::{ServiceRef, Warning};
 
 /// The Warning's reason for a Service that is on a load balancer with another namespace already.
 pub const SHARED_ACROSS_NAMESPACES: &str = "LoadBalancerSharedAcrossNamespaces";
@@ -141,8 +141,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::capabilities::ServiceNames;
     use crate::hcloud::config::ShareAcrossNamespaces;
-    use crate::provider::ServiceNames;
 
     fn svc(uid: &str, namespace: &str) -> ServiceRef {
         ServiceRef {

@@ -2,6 +2,7 @@
 //! into it (for a new one: what its create request carries). Pure functions: no I/O, so the "zero
 //! writes when nothing changed" rule is unit-testable.
 
+mod lb_type;
 mod services;
 mod targets;
 
@@ -11,45 +12,18 @@ use super::annotations as a;
 use super::ops::{NewLb, Op};
 use super::ownership::SERVICE_UID_LABEL;
 use super::spec::{LbSpec, Placement};
+use crate::capabilities::Warning;
 use crate::hcloud::wire::LoadBalancer;
-use crate::provider::Warning;
 use services::service_ops;
 use targets::{Target, target_ops};
 
+pub use lb_type::{
+    DEFAULT_LB_TYPE, known_max_services, known_max_targets, max_targets_after, type_change,
+};
 pub use services::{
-    DesiredServices, check_services, desired_services, known_max_services, service_matches,
-    with_certificates,
+    DesiredServices, check_services, desired_services, service_matches, with_certificates,
 };
-pub use targets::{
-    DesiredTargets, RobotTargets, desired_targets, known_max_targets, max_targets_after,
-    max_targets_warning,
-};
-
-/// Load balancer type used when neither annotation nor env names one (HCCM's fallback).
-pub const DEFAULT_LB_TYPE: &str = "lb11";
-
-/// The type a reconcile will switch `lb` to, if any: only an explicit type is enforced
-/// ([`LbSpec::type_explicit`]).
-pub fn type_change<'a>(lb: &LoadBalancer, spec: &'a LbSpec) -> Option<&'a str> {
-    let want = spec.lb_type.as_deref().filter(|_| spec.type_explicit())?;
-    (lb.load_balancer_type.as_ref().map(|t| t.name.as_str()) != Some(want)).then_some(want)
-}
-
-/// The type the load balancer will have once the plan ran: the `change_type` target, else what
-/// it has now; for a new one (`lb` is `None`) the spec's type or the default.
-fn type_after(lb: Option<&LoadBalancer>, spec: &LbSpec) -> String {
-    match lb {
-        None => spec
-            .lb_type
-            .as_deref()
-            .unwrap_or(DEFAULT_LB_TYPE)
-            .to_string(),
-        Some(lb) => type_change(lb, spec)
-            .map(str::to_string)
-            .or_else(|| lb.load_balancer_type.as_ref().map(|t| t.name.clone()))
-            .unwrap_or_else(|| DEFAULT_LB_TYPE.to_string()),
-    }
-}
+pub use targets::{DesiredTargets, RobotTargets, desired_targets, max_targets_warning};
 
 /// What the Service asks for, with bad input already refused.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -3,23 +3,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{type_after, type_change};
+use super::lb_type::{max_services_after, type_after};
+use crate::capabilities::{PortProtocol, ServicePort, Warning};
 use crate::error::CloudError;
 use crate::hcloud::load_balancer::annotations as a;
 use crate::hcloud::load_balancer::ops::Op;
 use crate::hcloud::load_balancer::spec::{LbProtocol, LbSpec};
 use crate::hcloud::wire::{HealthCheck, HealthCheckHttp, LbService, LbServiceHttp, LoadBalancer};
-use crate::provider::{PortProtocol, ServicePort, Warning};
-
-/// `max_services` of the known types, like
-/// [`known_max_targets`](super::targets::known_max_targets).
-pub fn known_max_services(lb_type: &str) -> u32 {
-    match lb_type {
-        "lb21" => 15,
-        "lb31" => 30,
-        _ => 5,
-    }
-}
 
 /// The load-balancer services a Service asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -210,16 +200,6 @@ fn health_check_matches(actual: Option<&HealthCheck>, desired: Option<&HealthChe
                 }
         }
     }
-}
-
-/// `max_services` of the type after the plan: the load balancer's own (as the API reports it)
-/// unless it changes type; the known figure for a new type.
-fn max_services_after(lb: Option<&LoadBalancer>, spec: &LbSpec) -> u32 {
-    let current = lb
-        .filter(|lb| type_change(lb, spec).is_none())
-        .and_then(|lb| lb.load_balancer_type.as_ref())
-        .and_then(|t| t.max_services);
-    current.unwrap_or_else(|| known_max_services(&type_after(lb, spec)))
 }
 
 /// Bad input that must stop a reconcile before its first write: a new load balancer with no

@@ -3,36 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{type_after, type_change};
+use crate::capabilities::{LbNode, Warning};
 use crate::hcloud::load_balancer::annotations as a;
 use crate::hcloud::load_balancer::ops::Op;
 use crate::hcloud::load_balancer::spec::LbSpec;
 use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::wire::LoadBalancer;
-use crate::provider::{LbNode, Warning};
-
-/// `max_targets` of the known types, for types we have not read from the API (a new load balancer,
-/// or the type a `change_type` is about to switch to).
-pub fn known_max_targets(lb_type: &str) -> u32 {
-    match lb_type {
-        "lb21" => 75,
-        "lb31" => 150,
-        _ => 25,
-    }
-}
-
-/// `max_targets` of the type after the plan (see
-/// [`max_services_after`](super::services::max_services_after)).
-pub fn max_targets_after(lb: &LoadBalancer, spec: &LbSpec) -> u32 {
-    match type_change(lb, spec) {
-        Some(t) => known_max_targets(t),
-        None => lb
-            .load_balancer_type
-            .as_ref()
-            .and_then(|t| t.max_targets)
-            .unwrap_or_else(|| known_max_targets(&type_after(Some(lb), spec))),
-    }
-}
 
 /// A Service's nodes as load-balancer targets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -2,9 +2,9 @@
 //! against a load balancer as the API reports it.
 
 use super::*;
+use crate::capabilities::{LbNode, PortProtocol, ServicePort, ServiceRef, TrafficPolicy};
 use crate::hcloud::config::LbDefaults;
 use crate::hcloud::wire::{HealthCheck, HealthCheckHttp, IdRef, LbService, LbTarget, LbType};
-use crate::provider::{LbNode, PortProtocol, ServicePort, ServiceRef, TrafficPolicy};
 use serde_json::json;
 
 fn port(protocol: PortProtocol, port: u16, node_port: u16) -> ServicePort {

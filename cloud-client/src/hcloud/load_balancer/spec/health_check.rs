@@ -1,7 +1,13 @@
 //! The health check each port gets: HCCM's annotations and defaults, and kube-proxy's answer
 //! when `health-check-kube-proxy` asks for it.
 
-use super::*;
+use std::time::Duration;
+
+use super::reader::Reader;
+use super::values::LbProtocol;
+use crate::capabilities::{ServiceRef, TrafficPolicy};
+use crate::hcloud::config::LbDefaults;
+use crate::hcloud::load_balancer::annotations as a;
 
 /// Health-check settings. `custom` is HCCM's `addHealthCheck` (hcops `extractHealthCheck`): true
 /// when the protocol, port, interval, timeout or retries annotation is set, or a non-zero

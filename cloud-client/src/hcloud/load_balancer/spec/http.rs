@@ -1,6 +1,9 @@
 //! HTTP and HTTPS services: cookies, timeouts, redirects, and the certificates HTTPS needs.
 
-use super::*;
+use std::time::Duration;
+
+use super::reader::{Reader, is_dns_name};
+use crate::hcloud::load_balancer::annotations as a;
 
 /// Where TLS certificates come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -77,28 +80,4 @@ pub(super) fn parse_http(r: &mut Reader<'_>, uid: &str) -> HttpSpec {
         }
     }
     h
-}
-
-/// An https service needs a certificate; caught here rather than by the API after the load
-/// balancer already exists.
-pub(super) fn check_https_certificates(r: &mut Reader<'_>, s: &LbSpec) {
-    if s.protocol == LbProtocol::Https
-        && s.http.certificate_type == CertificateType::Uploaded
-        && s.http.certificates.is_empty()
-    {
-        // https set for one port asks for that port's certificates (or the Service's).
-        let (protocol, certificates) = match (r.port, r.scoped(a::PROTOCOL)) {
-            (Some(port), Some(protocol)) => (protocol, a::for_port(a::HTTP_CERTIFICATES, port)),
-            _ => (a::PROTOCOL.to_string(), a::HTTP_CERTIFICATES.to_string()),
-        };
-        r.errors.push(CloudError::invalid_input(
-            format!("annotation {certificates}"),
-            "",
-            format!(
-                "at least one certificate id or name when {protocol}=https (or {}=managed with {})",
-                a::CERTIFICATE_TYPE,
-                a::HTTP_MANAGED_CERTIFICATE_DOMAINS
-            ),
-        ));
-    }
 }

@@ -2,118 +2,33 @@
 //! Parsing happens before any cloud call, so bad input never leaves a half-built load balancer.
 //!
 //! Here: the spec's types, identity (name, type, location) and forwarding (protocol, algorithm,
-//! PROXY protocol). By concern: [`reader`] (values and where each came from), [`network`],
+//! PROXY protocol). By concern: [`reader`] (values and where each came from), [`values`] (the
+//! protocol, algorithm and placement), [`network`],
 //! [`http`] and [`health_check`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
-use std::time::Duration;
 
 use super::annotations as a;
-use super::ownership::fingerprint;
+use crate::capabilities::{ServiceRef, Warning};
 use crate::error::CloudError;
 use crate::hcloud::config::LbDefaults;
 use crate::label_selector::LabelSelector;
-use crate::provider::{ServiceRef, TrafficPolicy, Warning};
-use crate::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
 
 mod health_check;
 mod http;
 mod network;
 mod reader;
+mod values;
 
 use health_check::parse_health_check;
 pub use health_check::{HealthCheckSpec, KUBE_PROXY_HEALTHZ_PATH, KUBE_PROXY_HEALTHZ_PORT};
+use http::parse_http;
 pub use http::{CertificateType, HttpSpec};
-use http::{check_https_certificates, parse_http};
 use network::parse_network;
 use reader::*;
-
-/// Load-balancer service protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LbProtocol {
-    #[default]
-    Tcp,
-    Http,
-    Https,
-}
-
-impl LbProtocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LbProtocol::Tcp => "tcp",
-            LbProtocol::Http => "http",
-            LbProtocol::Https => "https",
-        }
-    }
-
-    /// Case-insensitive: HCCM lowercases `protocol` and `health-check-protocol` before checking
-    /// them (`validateServiceProtocol`), so `HTTP` works there and must work here.
-    fn parse(s: &str) -> Option<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "tcp" => Some(LbProtocol::Tcp),
-            "http" => Some(LbProtocol::Http),
-            "https" => Some(LbProtocol::Https),
-            _ => None,
-        }
-    }
-}
-
-/// How the load balancer spreads connections over its targets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LbAlgorithm {
-    RoundRobin,
-    LeastConnections,
-}
-
-impl LbAlgorithm {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LbAlgorithm::RoundRobin => "round_robin",
-            LbAlgorithm::LeastConnections => "least_connections",
-        }
-    }
-
-    /// Case-insensitive like HCCM's `validateAlgorithmType`, which lowercases first, so
-    /// `Round_Robin` is accepted.
-    fn parse(s: &str) -> Option<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "round_robin" => Some(LbAlgorithm::RoundRobin),
-            "least_connections" => Some(LbAlgorithm::LeastConnections),
-            _ => None,
-        }
-    }
-}
-
-/// Where a new load balancer is created.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
-    Location(String),
-    NetworkZone(String),
-}
-
-/// Where one value of an [`LbSpec`] came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// The Service annotation (an empty one counts only where it clears an env default).
-    Annotation,
-    /// Its `HCLOUD_LOAD_BALANCERS_*` default. A plain on/off variable counts only when on, since
-    /// off is also the built-in default.
-    Env,
-    /// Neither: the built-in default, or no value at all.
-    Default,
-}
-
-/// The [`Source`] of each value, by annotation key (every value has one). Recorded while parsing,
-/// so later stages can say where a value came from without reading annotations again.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Provenance(BTreeMap<&'static str, Source>);
-
-impl Provenance {
-    pub fn of(&self, key: &str) -> Source {
-        self.0.get(key).copied().unwrap_or(Source::Default)
-    }
-}
+pub use reader::{Provenance, Source};
+pub use values::{LbAlgorithm, LbProtocol, Placement};
 
 /// The `HCLOUD_LOAD_BALANCERS_*` variable that sets the default of annotation `key`, if any.
 pub fn env_var(key: &str) -> Option<&'static str> {
@@ -225,7 +140,12 @@ impl LbSpec {
         let mut s = LbSpec::default();
         parse_identity(&mut r, &mut s, &svc.uid, defaults);
         parse_forwarding(&mut r, &mut s, defaults);
-        parse_network(&mut r, &mut s, defaults);
+        let network = parse_network(&mut r, defaults);
+        s.use_private_ip = network.use_private_ip;
+        s.private_ipv4 = network.private_ipv4;
+        s.private_subnet_ip_range = network.private_subnet_ip_range;
+        s.node_selector = network.node_selector;
+        s.target_selection = network.target_selection;
         s.http = parse_http(&mut r, &svc.uid);
         s.health_check = parse_health_check(&mut r, defaults, svc);
         check_https_certificates(&mut r, &s);
@@ -465,3 +385,27 @@ fn into_result(s: LbSpec, errors: Vec<CloudError>) -> Result<LbSpec, CloudError>
 
 #[cfg(test)]
 mod tests;
+
+/// An https service needs a certificate; caught here rather than by the API after the load
+/// balancer already exists.
+fn check_https_certificates(r: &mut Reader<'_>, s: &LbSpec) {
+    if s.protocol == LbProtocol::Https
+        && s.http.certificate_type == CertificateType::Uploaded
+        && s.http.certificates.is_empty()
+    {
+        // https set for one port asks for that port's certificates (or the Service's).
+        let (protocol, certificates) = match (r.port, r.scoped(a::PROTOCOL)) {
+            (Some(port), Some(protocol)) => (protocol, a::for_port(a::HTTP_CERTIFICATES, port)),
+            _ => (a::PROTOCOL.to_string(), a::HTTP_CERTIFICATES.to_string()),
+        };
+        r.errors.push(CloudError::invalid_input(
+            format!("annotation {certificates}"),
+            "",
+            format!(
+                "at least one certificate id or name when {protocol}=https (or {}=managed with {})",
+                a::CERTIFICATE_TYPE,
+                a::HTTP_MANAGED_CERTIFICATE_DOMAINS
+            ),
+        ));
+    }
+}

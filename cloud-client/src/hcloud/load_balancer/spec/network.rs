@@ -1,10 +1,27 @@
 //! Where the load balancer is attached and how it reaches its targets: the private network, its
 //! IP and subnet, the public interface, and the target selection (node selector, private IPs).
 
-use super::*;
+use std::net::Ipv4Addr;
+
+use super::reader::{Reader, is_ipv4_cidr};
+use crate::hcloud::config::LbDefaults;
+use crate::hcloud::load_balancer::annotations as a;
+use crate::hcloud::load_balancer::ownership::fingerprint;
+use crate::label_selector::LabelSelector;
+
+/// The network part of an `LbSpec`.
+#[derive(Debug, Default)]
+pub(super) struct NetworkSpec {
+    pub use_private_ip: bool,
+    pub private_ipv4: Option<Ipv4Addr>,
+    pub private_subnet_ip_range: Option<String>,
+    pub node_selector: Option<LabelSelector>,
+    pub target_selection: String,
+}
 
 /// Private network, target selection.
-pub(super) fn parse_network(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDefaults) {
+pub(super) fn parse_network(r: &mut Reader<'_>, defaults: &LbDefaults) -> NetworkSpec {
+    let mut s = NetworkSpec::default();
     let private_ip = r.bool(a::USE_PRIVATE_IP);
     s.use_private_ip = r.or_env_flag(a::USE_PRIVATE_IP, private_ip, defaults.use_private_ip);
     if let Some(ip) = r.string(a::PRIVATE_IPV4) {
@@ -37,6 +54,7 @@ pub(super) fn parse_network(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDef
         }
     }
     s.target_selection = target_selection(selector.as_deref(), s.use_private_ip);
+    s
 }
 
 /// The fingerprint of a target selection: the selector's requirements in order, so that

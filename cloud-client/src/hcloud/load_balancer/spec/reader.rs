@@ -1,7 +1,14 @@
 //! Reading annotations: each value with its source (annotation, port-scoped annotation, env
 //! default), each bad one collected as an error naming the key, and the value checks they share.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use super::values::LbProtocol;
+use crate::error::CloudError;
+use crate::hcloud::load_balancer::annotations as a;
+use crate::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
 
 pub(super) fn trimmed(v: Option<&str>) -> Option<String> {
     v.map(str::trim)
@@ -218,4 +225,27 @@ pub(super) fn is_ipv4_cidr(s: &str) -> bool {
     s.split_once('/').is_some_and(|(ip, len)| {
         ip.parse::<Ipv4Addr>().is_ok() && len.parse::<u8>().is_ok_and(|l| l <= 32)
     })
+}
+
+/// Where one value of an `LbSpec` came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The Service annotation (an empty one counts only where it clears an env default).
+    Annotation,
+    /// Its `HCLOUD_LOAD_BALANCERS_*` default. A plain on/off variable counts only when on, since
+    /// off is also the built-in default.
+    Env,
+    /// Neither: the built-in default, or no value at all.
+    Default,
+}
+
+/// The [`Source`] of each value, by annotation key (every value has one). Recorded while parsing,
+/// so later stages can say where a value came from without reading annotations again.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Provenance(BTreeMap<&'static str, Source>);
+
+impl Provenance {
+    pub fn of(&self, key: &str) -> Source {
+        self.0.get(key).copied().unwrap_or(Source::Default)
+    }
 }

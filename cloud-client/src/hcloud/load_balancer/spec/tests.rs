@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use super::*;
 
 fn svc(pairs: &[(&str, &str)]) -> ServiceRef {
@@ -382,9 +384,9 @@ fn with_ports(pairs: &[(&str, &str)], ports: &[u16]) -> Result<LbSpec, CloudErro
     let mut s = svc(pairs);
     s.ports = ports
         .iter()
-        .map(|p| crate::provider::ServicePort {
+        .map(|p| crate::capabilities::ServicePort {
             name: None,
-            protocol: crate::provider::PortProtocol::Tcp,
+            protocol: crate::capabilities::PortProtocol::Tcp,
             port: *p,
             node_port: 30_000 + p % 1000,
         })
