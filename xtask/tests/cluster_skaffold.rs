@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     Down, RELEASE, condition, is_ready, kubectl, kubectl_json, layout, output, release_pods,
-    wait_for, xtask,
+    wait_for, wait_for_or_show_log, xtask,
 };
 use serde_json::Value;
 
@@ -348,10 +348,15 @@ fn skaffold_run_and_dev_against_a_real_cluster() {
         &state.node,
         "cloud-controllers.test/seeded=true",
     ]);
-    let provider_id = wait_for("the node initialized", Duration::from_secs(120), || {
-        let node = kubectl_json(&["get", "node", &state.node]);
-        node["spec"]["providerID"].as_str().map(str::to_owned)
-    });
+    let provider_id = wait_for_or_show_log(
+        "the node initialized",
+        Duration::from_secs(120),
+        "node-controller",
+        || {
+            let node = kubectl_json(&["get", "node", &state.node]);
+            node["spec"]["providerID"].as_str().map(str::to_owned)
+        },
+    );
     assert_eq!(provider_id, format!("hcloud://{server}"));
     eprintln!(
         "in-cluster cloud-sim at {sim}: node {} is {provider_id}",

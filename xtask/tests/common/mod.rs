@@ -72,6 +72,39 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Opt
     }
 }
 
+/// [`wait_for`], with the last lines of the log of `component`'s pods (namespace `kube-system`)
+/// in the panic: what a timeout needs to be understood after the cluster is gone.
+pub fn wait_for_or_show_log<T>(
+    what: &str,
+    timeout: Duration,
+    component: &str,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            eprintln!("{what}: after {:.1?}", started.elapsed());
+            return v;
+        }
+        if started.elapsed() >= timeout {
+            let selector = format!("app.kubernetes.io/component={component}");
+            let log = tool("kubectl")
+                .args(["logs", "-n", "kube-system", "-l", &selector, "--tail=60"])
+                .output()
+                .map(|o| {
+                    format!(
+                        "{}{}",
+                        String::from_utf8_lossy(&o.stdout),
+                        String::from_utf8_lossy(&o.stderr)
+                    )
+                })
+                .unwrap_or_else(|e| format!("kubectl logs: {e}"));
+            panic!("timed out waiting for {what}; the log of {component}:\n{log}");
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 pub fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
     object["status"]["conditions"]
         .as_array()?
