@@ -107,19 +107,6 @@ impl ServiceReconciler {
         Some((source_ranges::restricting(svc)?, why))
     }
 
-    /// While `svc`'s load balancer checks the NodePort because kube-proxy did not answer: what
-    /// the condition says about it.
-    fn kube_proxy_note(&self, svc: &Service) -> Option<String> {
-        let uid = svc.uid().unwrap_or_default();
-        self.kube_proxy.is_falling_back(&uid).then(|| {
-            "kube-proxy's health check answered on no node, so the load balancer checks each \
-             node's NodePort over TCP instead (see the KubeProxyHealthCheckUnreachable Event for \
-             the likely cause and the fix); the controller returns to kube-proxy's check once it \
-             answers"
-                .to_owned()
-        })
-    }
-
     /// Conflict messages name other Services from this cache (else by UID).
     pub fn with_services(mut self, services: Store<Service>) -> Self {
         self.services = Some(services);
@@ -203,11 +190,11 @@ async fn report_condition(svc: &Service, ctx: &ServiceReconciler, result: &Resul
             Ok(_) => {
                 let uid = svc.uid().unwrap_or_default();
                 let want = Want::ready(ctx.metrics.target_health.get(&uid));
-                match ctx.kube_proxy_note(svc) {
-                    Some(note) if want.ready => {
-                        want.because(reasons::KUBE_PROXY_UNREACHABLE).noting(&note)
-                    }
-                    _ => want,
+                if want.ready && ctx.kube_proxy.is_falling_back(&uid) {
+                    want.because(reasons::KUBE_PROXY_UNREACHABLE)
+                        .noting(kube_proxy_probe::FALLING_BACK_NOTE)
+                } else {
+                    want
                 }
             }
         };

@@ -190,7 +190,14 @@ async fn status(addr: SocketAddr, timeout: Duration) -> Option<u16> {
     tokio::time::timeout(timeout, exchange).await.ok().flatten()
 }
 
-/// The Warning's and the condition's words for `verdict` on `port`: what was found, what the load
+/// What the `LoadBalancerReady` condition adds while a Service's load balancer checks the NodePort
+/// because kube-proxy answered on no node (the Warning gives the details).
+pub const FALLING_BACK_NOTE: &str = "kube-proxy's health check answered on no node, so the load \
+     balancer checks each node's NodePort over TCP instead (see the KubeProxyHealthCheckUnreachable \
+     Event for the likely cause and the fix); the controller returns to kube-proxy's check once it \
+     answers";
+
+/// The Warning's words for `verdict` on `port`: what was found, what the load
 /// balancer does instead, the likely cause and the setting that fixes it.
 pub fn unreachable_note(port: u16, policy: Policy, verdict: Verdict) -> String {
     let Verdict::Unreachable {
