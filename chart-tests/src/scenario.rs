@@ -37,8 +37,8 @@ pub async fn rendered_controllers_do_their_jobs(mut fleet: Fleet) {
         ..SimConfig::default()
     })
     .await;
-    let world = sim.world();
-    let network = world
+    let client = sim.client();
+    let network = client
         .create_network("k8s", "10.0.0.0/8", "10.0.0.0/16")
         .await
         .expect("create network");
@@ -115,7 +115,7 @@ pub async fn rendered_controllers_do_their_jobs(mut fleet: Fleet) {
     let nodes: Api<Node> = Api::all(admin.clone());
 
     // node-controller: a tainted Node is initialized from the server of the same name.
-    let id = world
+    let id = client
         .create_server("run-node-1", "cx22", "fsn1")
         .await
         .unwrap();
@@ -143,7 +143,7 @@ pub async fn rendered_controllers_do_their_jobs(mut fleet: Fleet) {
     );
 
     // lifecycle-controller: a NotReady Node whose server is gone is deleted.
-    let gone = world
+    let gone = client
         .create_server("run-gone-1", "cx22", "fsn1")
         .await
         .unwrap();
@@ -154,7 +154,7 @@ pub async fn rendered_controllers_do_their_jobs(mut fleet: Fleet) {
         json!({"conditions": [ready(false)]}),
     )
     .await;
-    world.delete_server(gone).await.unwrap();
+    client.delete_server(gone).await.unwrap();
     eventually("lifecycle-controller deletes run-gone-1", || async {
         nodes
             .get_opt("run-gone-1")
@@ -167,7 +167,7 @@ pub async fn rendered_controllers_do_their_jobs(mut fleet: Fleet) {
     eprintln!("lifecycle-controller: NotReady run-gone-1 deleted (its server {gone} is gone)");
 
     // service-controller: a LoadBalancer Service gets a load balancer and its ingress IP.
-    let lb_node = world
+    let lb_node = client
         .create_server("run-lb-1", "cx22", "fsn1")
         .await
         .unwrap();
@@ -198,7 +198,7 @@ pub async fn rendered_controllers_do_their_jobs(mut fleet: Fleet) {
         },
     )
     .await;
-    let lbs = world.list_load_balancers().await.unwrap();
+    let lbs = client.list_load_balancers().await.unwrap();
     assert_eq!(lbs.len(), 1, "{lbs:?}");
     assert_eq!(
         lbs[0]["location"]["name"], "nbg1",
@@ -214,12 +214,12 @@ pub async fn rendered_controllers_do_their_jobs(mut fleet: Fleet) {
     );
 
     // route-controller: a route for the Node's podCIDR in the network, NetworkUnavailable=False.
-    let rt = world
+    let rt = client
         .create_server("run-rt-1", "cx22", "fsn1")
         .await
         .unwrap();
-    world.attach_to_network(rt, network, None).await.unwrap();
-    let server = world.get_server(rt).await.unwrap();
+    client.attach_to_network(rt, network, None).await.unwrap();
+    let server = client.get_server(rt).await.unwrap();
     let private_ip = inner(&server, "server")["private_net"][0]["ip"]
         .as_str()
         .unwrap()
@@ -234,7 +234,7 @@ pub async fn rendered_controllers_do_their_jobs(mut fleet: Fleet) {
     eventually(
         "route-controller routes 10.244.7.0/24 in network k8s",
         || async {
-            let net = world.get_network(network).await.unwrap();
+            let net = client.get_network(network).await.unwrap();
             inner(&net, "network")["routes"]
                 .as_array()
                 .unwrap()

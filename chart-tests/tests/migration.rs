@@ -35,18 +35,18 @@ async fn the_translated_install_takes_over_hccms_load_balancer_without_a_write()
         ..SimConfig::default()
     })
     .await;
-    let world = sim.world();
+    let client = sim.client();
 
     // What HCCM left behind: a network, a server in it, its Node, a LoadBalancer Service.
-    let network = world
+    let network = client
         .create_network("k8s", "10.0.0.0/8", "10.0.0.0/16")
         .await
         .unwrap();
-    let server = world
+    let server = client
         .create_server("mig-node-1", "cx22", "fsn1")
         .await
         .unwrap();
-    world
+    client
         .attach_to_network(server, network, Some("10.0.0.2"))
         .await
         .unwrap();
@@ -76,7 +76,7 @@ async fn the_translated_install_takes_over_hccms_load_balancer_without_a_write()
     // HCLOUD_LOAD_BALANCERS_LOCATION=fsn1, HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP=true): create,
     // attach to the network, one service per port (TCP health check on the NodePort), the
     // server as a private-IP target.
-    let lb = world
+    let lb = client
         .create_load_balancer_with(json!({
             "name": hccm_name(&uid),
             "load_balancer_type": "lb11",
@@ -99,9 +99,9 @@ async fn the_translated_install_takes_over_hccms_load_balancer_without_a_write()
             json!({"type": "server", "server": {"id": server}, "use_private_ip": true}),
         ),
     ] {
-        world.load_balancer_action(lb, action, body).await.unwrap();
+        client.load_balancer_action(lb, action, body).await.unwrap();
     }
-    let public_ip = world.get_load_balancer(lb).await.unwrap()["public_net"]["ipv4"]["ip"]
+    let public_ip = client.get_load_balancer(lb).await.unwrap()["public_net"]["ipv4"]["ip"]
         .as_str()
         .unwrap()
         .to_string();
@@ -153,7 +153,7 @@ async fn the_translated_install_takes_over_hccms_load_balancer_without_a_write()
     );
     // Going back to HCCM needs nothing undone: the load balancer is still HCCM's by name and label,
     // the Service carries upstream's cleanup finalizer (HCCM's too).
-    let lbs = world.list_load_balancers().await.unwrap();
+    let lbs = client.list_load_balancers().await.unwrap();
     assert_eq!(lbs.len(), 1);
     assert_eq!(lbs[0]["name"], hccm_name(&uid));
     assert_eq!(lbs[0]["labels"][UID_LABEL], uid);

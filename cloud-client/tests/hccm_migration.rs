@@ -157,7 +157,7 @@ fn service_on(lb: &Value, port: u16) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hccm_lb_is_taken_over_without_a_write_and_one_annotation_costs_its_updates() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let servers = w.create_servers(3, "n", "cx22", "fsn1").await.unwrap();
     let id = hccm_default_lb(&w, UID, &servers).await;
     let ann = [("type", "lb11"), ("location", "fsn1")];
@@ -208,7 +208,7 @@ async fn port_without_node_port_keeps_its_lb_service() {
     // Item 1: a port whose nodePort is 0 (allocateLoadBalancerNodePorts: false) is neither
     // deleted nor updated; the others are reconciled as usual.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let id = hccm_default_lb(&w, UID, &[]).await;
     let p = provider(&sim, |_| {}).await;
     let lbs = p.load_balancers().unwrap();
@@ -250,7 +250,7 @@ async fn lb_is_renamed_only_by_the_name_annotation() {
     // Item 2: HCCM created the LB under a name annotation that has since been removed; HCCM never
     // renames without the annotation, so neither do we.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let id = hccm_lb(
         &w,
         hccm_create(UID, "web-lb", "lb11", "fsn1"),
@@ -281,7 +281,7 @@ async fn unlabelled_lb_found_by_name_gets_only_the_label() {
     // Item 2, adoption: an LB from before HCCM labelled LBs (default name, no label) gets the UID
     // label and keeps its name.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let mut create = hccm_create(UID, &hccm_name(UID), "lb11", "fsn1");
     create["labels"] = json!({"team": "web"});
     let id = hccm_lb(
@@ -329,7 +329,7 @@ async fn unset_proxyprotocol_and_health_check_path_leave_what_hccm_set() {
     // both annotations are gone now. HCCM would leave both fields out of update_service, i.e.
     // leave them as they are.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let service = json!({
         "protocol": "http",
         "listen_port": 80,
@@ -387,7 +387,7 @@ async fn health_check_details_alone_keep_tcp_on_the_node_port() {
     // Item 4: HTTP health-check details without protocol/port/interval/timeout/retries do not make
     // HCCM send its custom block; the check stays TCP on the NodePort.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let service = json!({
         "protocol": "http",
         "listen_port": 80,
@@ -436,7 +436,7 @@ async fn env_health_check_default_matches_hccms_block() {
     // (protocol = the service's, here http; port = NodePort; interval 5) without any health-check
     // annotation.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let service = |port: u16, node_port: u16| {
         json!({
             "protocol": "http",
@@ -492,7 +492,7 @@ async fn protected_lb_of_a_deleted_service_is_taken_over_by_its_successor() {
     // Item 5: the Service was deleted, its delete-protected LB stayed (and kept its IP); the
     // re-created Service (new UID, same name annotation) takes it over with one label write.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let old_uid = "0a0a0a0a-1111-4222-8333-444444444444";
     let id = hccm_lb(
         &w,
@@ -560,7 +560,7 @@ async fn location_wins_over_network_zone() {
         "{}",
         ignored.message
     );
-    let lb = &sim.world().list_load_balancers().await.unwrap()[0];
+    let lb = &sim.client().list_load_balancers().await.unwrap()[0];
     assert_eq!(lb["location"]["name"], "nbg1");
 }
 
@@ -569,7 +569,7 @@ async fn annotation_case_is_accepted_as_hccm_does() {
     // Item 6: HCCM lowercases protocol, health-check-protocol and algorithm-type, so an LB it made
     // from `HTTP`, `TCP`, `Least_Connections` has the lowercase values.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let mut create = hccm_create(UID, &hccm_name(UID), "lb11", "fsn1");
     create["algorithm"] = json!({"type": "least_connections"});
     let service = json!({
@@ -609,7 +609,7 @@ async fn follow_up_after_create_plans_against_a_fresh_read() {
     // against it would add them a second time (source_port_already_used).
     let sim = sim_fast().await;
     let servers = sim
-        .world()
+        .client()
         .create_servers(2, "n", "cx22", "fsn1")
         .await
         .unwrap();
@@ -626,7 +626,7 @@ async fn follow_up_after_create_plans_against_a_fresh_read() {
     // The answer misses them: read again (an answer that shows them is planned against as it is).
     assert_eq!(sim.requests("GET", "/load_balancers/{id}"), 1);
     assert_eq!(out.writes, 1);
-    let lb = &sim.world().list_load_balancers().await.unwrap()[0];
+    let lb = &sim.client().list_load_balancers().await.unwrap()[0];
     assert_eq!(lb["services"].as_array().unwrap().len(), 2);
     assert_eq!(lb["targets"].as_array().unwrap().len(), 2);
 }
@@ -637,7 +637,7 @@ async fn type_change_makes_room_for_the_nodes_hccm_could_not_add() {
     // one warning per Node; switching to lb21 adds those 5 in the same reconcile, because the
     // room comes from the new type.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let servers = w.create_servers(30, "n", "cx22", "fsn1").await.unwrap();
     let id = hccm_default_lb(&w, UID, &servers[..25]).await;
     let p = provider(&sim, |_| {}).await;
@@ -689,7 +689,7 @@ async fn managed_certificate_is_found_by_its_label() {
     // Item 9: HCCM labels its managed certificate with the Service UID and finds it by that label,
     // so a changed name annotation does not order a second certificate.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let cert = w
         .post(
             "/certificates",
@@ -761,7 +761,7 @@ async fn empty_type_annotation_means_unset() {
     // Item 10: `type: ""` falls back to HCLOUD_LOAD_BALANCERS_TYPE (here lb21, what HCCM created
     // the LB with), so nothing changes; without env a new LB gets lb11 and the usual warning.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let id = hccm_lb(
         &w,
         hccm_create(UID, &hccm_name(UID), "lb21", "fsn1"),
@@ -814,7 +814,7 @@ async fn empty_type_annotation_means_unset() {
 async fn udp_next_to_tcp_is_skipped_and_the_tcp_ports_served() {
     // HCCM skipped the UDP port with UnsupportedProtocolConfigured and served the TCP ones.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     hccm_default_lb(&w, UID, &[]).await;
     let p = provider(&sim, |_| {}).await;
     let lbs = p.load_balancers().unwrap();
@@ -850,7 +850,7 @@ fn assert_invalid(e: &CloudError, needles: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_without_certificates_is_refused_before_any_write() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let p = provider(&sim, |_| {}).await;
     let lbs = p.load_balancers().unwrap();
     let ann = [
@@ -885,7 +885,7 @@ async fn https_without_certificates_is_refused_before_any_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_ports_than_the_type_allows_is_refused_before_any_write() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let p = provider(&sim, |_| {}).await;
     let lbs = p.load_balancers().unwrap();
     let six: Vec<ServicePort> = (0..6).map(|i| tcp(8000 + i, 30000 + i)).collect();
@@ -951,7 +951,7 @@ async fn service_without_a_servable_port_gets_no_load_balancer() {
         assert_invalid(&e, &["Service ports", "nodePort"]);
         assert_eq!(writes(&sim), Vec::<String>::new());
     }
-    assert!(sim.world().list_load_balancers().await.unwrap().is_empty());
+    assert!(sim.client().list_load_balancers().await.unwrap().is_empty());
 }
 
 /// A mixed cluster's load balancer as HCCM builds it (`ReconcileHCLBTargets` with Robot: Cloud
@@ -960,7 +960,7 @@ async fn service_without_a_servable_port_gets_no_load_balancer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hccm_lb_with_robot_ip_targets_is_taken_over_without_a_write() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let servers = w.create_servers(2, "n", "cx22", "fsn1").await.unwrap();
     let number = w
         .create_robot_server("bm-1", "AX41-NVMe", "FSN1-DC14")
@@ -1002,7 +1002,7 @@ async fn a_load_balancer_made_since_the_last_list_is_adopted_not_duplicated() {
     // Service. HCCM (or a process before a crash) makes this Service's load balancer right after
     // that list: the create finds the default name taken and adopts it, with no second one.
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let servers = w.create_servers(2, "n", "cx22", "fsn1").await.unwrap();
     let p = provider(&sim, |_| {}).await;
     let lbs = p.load_balancers().unwrap();

@@ -9,7 +9,7 @@ use crate::clock::now_ms;
 use crate::config::SimConfig;
 use crate::counters::Counters;
 use crate::data_plane::addresses::AddressMap;
-use crate::data_plane::{DataPlane, Host, Shared};
+use crate::data_plane::{DataPlane, Host, Tables};
 use crate::faults::Faults;
 use crate::persistence;
 use crate::rate_limit::{RateLimiter, RobotRateLimiter};
@@ -165,12 +165,12 @@ impl Drop for WriteGuard<'_> {
 }
 
 impl Host for AppInner {
-    fn world(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, State> {
         self.read()
     }
 
-    fn shared(&self) -> Option<&Shared> {
-        self.data_plane.as_deref().map(|dp| &dp.shared)
+    fn tables(&self) -> Option<&Tables> {
+        self.data_plane.as_deref().map(|dp| &dp.tables)
     }
 
     fn addresses(&self) -> &AddressMap {

@@ -6,10 +6,10 @@
 //! # async fn demo() {
 //! let sim = cloud_sim::Sim::start().await;          // 127.0.0.1:<free port>
 //! let endpoint = sim.endpoint();                    // HCLOUD_ENDPOINT: http://127.0.0.1:PORT/v1
-//! let world = sim.world();                           // builds the world over the public API
-//! let net = world.create_network("k8s", "10.0.0.0/16", "10.0.1.0/24").await.unwrap();
-//! let node = world.create_server("node-1", "cx22", "fsn1").await.unwrap();
-//! world.attach_to_network(node, net, None).await.unwrap();
+//! let client = sim.client();                       // builds the world over the public API
+//! let net = client.create_network("k8s", "10.0.0.0/16", "10.0.1.0/24").await.unwrap();
+//! let node = client.create_server("node-1", "cx22", "fsn1").await.unwrap();
+//! client.attach_to_network(node, net, None).await.unwrap();
 //! sim.faults().fail_next(Some("GET /servers"), 1, 503, "unavailable");
 //! assert_eq!(sim.requests("POST", "/servers"), 1);
 //! # }
@@ -27,7 +27,7 @@
 //!   (JSON shapes), `control` (`/_sim` endpoints).
 //! - Shared plumbing: `pagination`, `label_selector`, `rate_limit`, [`faults`], `counters`.
 //! - Data plane (off unless `SimConfig::data_plane` is set): `data_plane` (`mod.rs` the
-//!   reconciler that makes listeners and health checkers follow the world; `shared`, `host`,
+//!   reconciler that makes listeners and health checkers follow the world; `tables`, `host`,
 //!   `addresses`, `targets`, `listener`, `health`, `proxy_protocol`, `faults` one concern each).
 //!   It reads the world through its `Host` trait, which `AppInner` implements; the model only
 //!   holds the health table it fills (`state::TargetHealth`).

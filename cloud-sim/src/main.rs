@@ -134,7 +134,7 @@ async fn main() -> anyhow::Result<()> {
 
 async fn ensure_network(sim: &Sim, name: &str) -> anyhow::Result<()> {
     match sim
-        .world()
+        .client()
         .create_network(name, "10.0.0.0/8", "10.0.0.0/16")
         .await
     {

@@ -512,7 +512,7 @@ impl Sim {
     }
 
     /// A client that builds worlds through this simulator's public API.
-    pub fn world(&self) -> SimClient {
+    pub fn client(&self) -> SimClient {
         SimClient::new(&self.base_url(), &self.token())
     }
 

@@ -31,7 +31,7 @@ pub const SEEN_KEPT: usize = 10_000;
 #[derive(Debug)]
 pub struct NodeStandIn {
     ip: IpAddr,
-    shared: Arc<Shared>,
+    inner: Arc<Inner>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -63,7 +63,7 @@ pub struct ProxyHeader {
 
 /// What the listeners share: the answers' state and what was seen.
 #[derive(Debug)]
-struct Shared {
+struct Inner {
     name: String,
     /// The status `/healthz` answers with.
     healthz: AtomicU16,
@@ -112,7 +112,7 @@ impl NodeStandIn {
     pub fn new(name: impl Into<String>, ip: IpAddr) -> Self {
         NodeStandIn {
             ip,
-            shared: Arc::new(Shared {
+            inner: Arc::new(Inner {
                 name: name.into(),
                 healthz: AtomicU16::new(200),
                 served: AtomicU64::new(0),
@@ -169,22 +169,22 @@ impl NodeStandIn {
     /// The HTTP status `/healthz` answers with from now on. The body is `ok` with a `2xx`,
     /// `no local endpoints` otherwise.
     pub fn set_healthz_status(&self, status: u16) {
-        self.shared.healthz.store(status, Ordering::Relaxed);
+        self.inner.healthz.store(status, Ordering::Relaxed);
     }
 
     /// Requests answered with the node's name so far (on NodePorts, and `/` of an app).
     pub fn served(&self) -> u64 {
-        self.shared.served.load(Ordering::Relaxed)
+        self.inner.served.load(Ordering::Relaxed)
     }
 
     /// The requests answered on every port, oldest first: the last [`SEEN_KEPT`]. A connection
     /// closed before a whole request came (a TCP health check) is not one.
     pub fn seen(&self) -> Vec<SeenRequest> {
-        self.shared.seen().iter().cloned().collect()
+        self.inner.seen().iter().cloned().collect()
     }
 
     pub fn name(&self) -> &str {
-        &self.shared.name
+        &self.inner.name
     }
 
     /// The local address it listens on.
@@ -204,7 +204,7 @@ impl NodeStandIn {
 
     fn serve(&mut self, listener: TcpListener, route: Route) -> std::io::Result<SocketAddr> {
         let addr = listener.local_addr()?;
-        let shared = self.shared.clone();
+        let inner = self.inner.clone();
         self.tasks.push(tokio::spawn(async move {
             loop {
                 let Ok((conn, _)) = listener.accept().await else {
@@ -212,9 +212,9 @@ impl NodeStandIn {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 };
-                let shared = shared.clone();
+                let inner = inner.clone();
                 tokio::spawn(async move {
-                    let _ = respond(conn, &shared, route).await;
+                    let _ = respond(conn, &inner, route).await;
                 });
             }
         }));
@@ -228,7 +228,7 @@ impl Drop for NodeStandIn {
     }
 }
 
-impl Shared {
+impl Inner {
     /// Status and body for `path` on a listener answering as `route`.
     fn answer(&self, route: Route, path: &str) -> (u16, String) {
         let node = || {
@@ -265,7 +265,7 @@ impl Shared {
 }
 
 /// Reads a PROXY header (if any) and a request head, records them, writes the answer.
-async fn respond(mut conn: TcpStream, shared: &Shared, route: Route) -> std::io::Result<()> {
+async fn respond(mut conn: TcpStream, inner: &Inner, route: Route) -> std::io::Result<()> {
     let port = conn.local_addr()?.port();
     let mut buf = Vec::with_capacity(512);
     let (proxy, head) = loop {
@@ -293,9 +293,9 @@ async fn respond(mut conn: TcpStream, shared: &Shared, route: Route) -> std::io:
             .eq_ignore_ascii_case("host")
             .then(|| value.trim().to_owned())
     });
-    let (status, mut body) = shared.answer(route, &path);
+    let (status, mut body) = inner.answer(route, &path);
     // Recorded before the answer goes out: a client that has its answer finds its request here.
-    shared.record(SeenRequest {
+    inner.record(SeenRequest {
         port,
         path,
         host,
@@ -628,7 +628,7 @@ mod tests {
         assert_eq!(get(addr, t).await.unwrap().0, 200);
         assert_eq!(node.seen().len(), 1);
         for i in 0..SEEN_KEPT + 1 {
-            node.shared.record(SeenRequest {
+            node.inner.record(SeenRequest {
                 port: 0,
                 path: format!("/{i}"),
                 host: None,

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 async fn server_create_action_runs_then_succeeds_and_locks_meanwhile() {
     let sim = Sim::start().await;
     sim.set_action_duration(Duration::from_millis(400));
-    let w = sim.world();
+    let w = sim.client();
     let r = send(
         &w,
         Method::POST,
@@ -94,7 +94,7 @@ async fn server_create_action_runs_then_succeeds_and_locks_meanwhile() {
 #[tokio::test]
 async fn action_lists_need_ids_and_scope_by_resource() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     assert_error(
         &send(&w, Method::GET, "/actions", None).await,
         400,
@@ -175,7 +175,7 @@ async fn action_lists_need_ids_and_scope_by_resource() {
 #[tokio::test]
 async fn injected_action_errors_and_managed_certificates() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     sim.faults()
         .fail_actions(Some("POST /certificates"), 1, "dns_zone_not_found");
     let err = w

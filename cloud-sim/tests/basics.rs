@@ -9,7 +9,7 @@ async fn servers_and_locations_work_end_to_end() {
     let sim = Sim::start().await;
     assert!(sim.endpoint().starts_with("http://127.0.0.1:") && sim.endpoint().ends_with("/v1"));
     assert_eq!(sim.token().len(), 64);
-    let w = sim.world();
+    let w = sim.client();
 
     let locations = w.get("/locations").await.unwrap();
     let names: Vec<&str> = locations["locations"]
@@ -60,7 +60,7 @@ async fn a_rotated_token_refuses_the_old_one() {
         ..SimConfig::default()
     })
     .await;
-    let w = sim.world();
+    let w = sim.client();
     let status = |token: String| {
         let w = w.with_token(&token);
         async move { w.raw(Method::GET, "/v1/servers", None).await.unwrap() }
@@ -83,7 +83,7 @@ async fn auth_rejects_bad_tokens_and_readonly_writes() {
         ..SimConfig::default()
     })
     .await;
-    let w = sim.world();
+    let w = sim.client();
     for bad in ["short", &"x".repeat(65), ""] {
         let r = w
             .with_token(bad)
@@ -125,7 +125,7 @@ async fn auth_rejects_bad_tokens_and_readonly_writes() {
     })
     .await;
     let r = strict
-        .world()
+        .client()
         .with_token(&"a".repeat(64))
         .raw(Method::GET, "/v1/servers", None)
         .await
@@ -133,7 +133,7 @@ async fn auth_rejects_bad_tokens_and_readonly_writes() {
     assert_eq!(r.status, 401);
     assert_eq!(
         strict
-            .world()
+            .client()
             .raw(Method::GET, "/v1/servers", None)
             .await
             .unwrap()
@@ -145,7 +145,7 @@ async fn auth_rejects_bad_tokens_and_readonly_writes() {
 #[tokio::test]
 async fn malformed_input_and_unknown_paths_get_json_errors() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let client = reqwest::Client::new();
     let r = client
         .post(format!("{}/servers", sim.endpoint()))

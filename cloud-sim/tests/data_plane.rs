@@ -216,7 +216,7 @@ fn tally(answers: &[Answer]) -> BTreeMap<String, usize> {
 #[tokio::test]
 async fn a_request_through_the_listener_reaches_the_target() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, responders) = servers_with_responders(&sim, &w, &["s1"]).await;
     let lb = tcp_lb(&w, "one", port, &ids).await;
     let addr = listener(&sim, lb, 80).await;
@@ -268,7 +268,7 @@ async fn a_request_through_the_listener_reaches_the_target() {
 #[tokio::test]
 async fn round_robin_spreads_requests_evenly() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, responders) = servers_with_responders(&sim, &w, &["a", "b", "c"]).await;
     let lb = lb_with(
         &w,
@@ -304,7 +304,7 @@ async fn round_robin_spreads_requests_evenly() {
 #[tokio::test]
 async fn least_connections_prefers_the_idle_target() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, _responders) = servers_with_responders(&sim, &w, &["a", "b"]).await;
     let lb = lb_with(
         &w,
@@ -349,7 +349,7 @@ async fn least_connections_prefers_the_idle_target() {
 #[tokio::test]
 async fn removing_a_target_drains_its_connections() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, _responders) = servers_with_responders(&sim, &w, &["a", "b"]).await;
     let lb = tcp_lb(&w, "drain", port, &ids).await;
     let addr = listener(&sim, lb, 80).await;
@@ -398,7 +398,7 @@ async fn proxy_protocol_carries_the_client_address() {
             ..DataPlaneConfig::default()
         })
         .await;
-        let w = sim.world();
+        let w = sim.client();
         let (ids, port, responders) = servers_with_responders(&sim, &w, &["s1"]).await;
         let lb = lb_with(
             &w,
@@ -443,7 +443,7 @@ async fn proxy_protocol_carries_the_client_address() {
 #[tokio::test]
 async fn http_health_checks_follow_path_status_codes_and_response() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, responders) = servers_with_responders(&sim, &w, &["a", "b"]).await;
     let lb = lb_with(
         &w,
@@ -550,7 +550,7 @@ async fn tcp_health_checks_decide_after_retries_and_follow_the_speedup() {
     // At speedup 1 the default check (15 s interval, 3 retries) takes a minute to decide a
     // target that refuses: it stays unknown after its first, immediate, failed check.
     let sim = dp_sim_with(DataPlaneConfig::default()).await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, responders) = servers_with_responders(&sim, &w, &["up"]).await;
     let down = w.create_server("down", "cx22", "fsn1").await.unwrap();
     let lb = lb_with(
@@ -593,7 +593,7 @@ async fn tcp_health_checks_decide_after_retries_and_follow_the_speedup() {
 #[tokio::test]
 async fn a_pass_decides_healthy_and_retries_plus_one_failures_unhealthy() {
     let sim = dp_sim_with(DataPlaneConfig::default()).await;
-    let w = sim.world();
+    let w = sim.client();
     let s = w.create_server("s1", "cx22", "fsn1").await.unwrap();
     let (port, mut ls) = bind_group(&[sim.local_address(server_ip(&w, s).await)]).await;
     let socket = ls.pop().unwrap();
@@ -681,7 +681,7 @@ async fn a_removed_target_forgets_its_health() {
     // Speedup 1: a target's first check decides nothing when it fails, so a re-added target
     // shows "unknown" unless a stale status survived its removal.
     let sim = dp_sim_with(DataPlaneConfig::default()).await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, _responders) = servers_with_responders(&sim, &w, &["s1"]).await;
     let target = json!({"type": "server", "server": {"id": ids[0]}});
     let lb = lb_with(
@@ -720,7 +720,7 @@ async fn a_removed_target_forgets_its_health() {
 #[tokio::test]
 async fn a_stopped_server_turns_unhealthy_and_gets_no_traffic() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, _responders) = servers_with_responders(&sim, &w, &["s1"]).await;
     let lb = tcp_lb(&w, "stop", port, &ids).await;
     let addr = listener(&sim, lb, 80).await;
@@ -740,7 +740,7 @@ async fn a_stopped_server_turns_unhealthy_and_gets_no_traffic() {
 #[tokio::test]
 async fn use_private_ip_targets_are_reached_at_their_private_ip() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("net", "10.0.0.0/16", "10.0.1.0/24")
         .await
@@ -779,7 +779,7 @@ async fn use_private_ip_targets_are_reached_at_their_private_ip() {
 #[tokio::test]
 async fn ip_targets_are_reached_at_their_ip() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let ip: IpAddr = "203.0.113.7".parse().unwrap();
     // Allocated through the control endpoint this time; `Sim` sees the same.
     let local = w.local_address(ip).await.unwrap();
@@ -804,7 +804,7 @@ async fn ip_targets_are_reached_at_their_ip() {
 #[tokio::test]
 async fn label_selector_targets_are_balanced_and_report_nested_health() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, _responders) = servers_with_responders(&sim, &w, &["w1", "w2"]).await;
     for id in &ids {
         w.set_server_labels(*id, &[("role", "web")]).await.unwrap();
@@ -853,7 +853,7 @@ async fn label_selector_targets_are_balanced_and_report_nested_health() {
 #[tokio::test]
 async fn target_faults_refuse_hang_and_fail_health() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, responders) = servers_with_responders(&sim, &w, &["s1"]).await;
     let ip = server_ip(&w, ids[0]).await;
     // Two services on one target: 80 is slow to give up on it (20 retries of a 600 ms check),
@@ -941,7 +941,7 @@ async fn target_faults_refuse_hang_and_fail_health() {
 #[tokio::test]
 async fn listeners_follow_services_and_load_balancers() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let lb = lb_with(
         &w,
         "life",
@@ -1033,7 +1033,7 @@ async fn listeners_follow_services_and_load_balancers() {
 #[tokio::test]
 async fn shutdown_and_drop_close_every_listener() {
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let lb = lb_with(
         &w,
         "bye",
@@ -1049,7 +1049,7 @@ async fn shutdown_and_drop_close_every_listener() {
     assert!(TcpStream::connect(addr).await.is_err());
 
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let lb = lb_with(
         &w,
         "bye",
@@ -1069,7 +1069,7 @@ async fn shutdown_and_drop_close_every_listener() {
 #[tokio::test]
 async fn with_the_data_plane_off_nothing_listens_and_health_is_derived() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let s = w.create_server("s1", "cx22", "fsn1").await.unwrap();
     let lb = lb_with(
         &w,
@@ -1108,7 +1108,7 @@ async fn with_the_data_plane_off_nothing_listens_and_health_is_derived() {
 async fn health_status_has_the_documented_shape() {
     let documented = json!([{"listen_port": 443, "status": "healthy"}]);
     let sim = dp_sim().await;
-    let w = sim.world();
+    let w = sim.client();
     let (ids, port, _responders) = servers_with_responders(&sim, &w, &["a", "b"]).await;
     w.set_server_labels(ids[1], &[("app", "web")])
         .await
@@ -1136,7 +1136,7 @@ async fn health_status_has_the_documented_shape() {
     // Undecided is "unknown" in the same shape (a target nobody answers for, at speedup 1 it
     // stays undecided for a minute).
     let sim = dp_sim_with(DataPlaneConfig::default()).await;
-    let w = sim.world();
+    let w = sim.client();
     let s = w.create_server("quiet", "cx22", "fsn1").await.unwrap();
     let lb = lb_with(
         &w,

@@ -13,7 +13,7 @@ use serde_json::json;
 #[tokio::test]
 async fn server_and_name_errors() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     w.create_server("dup", "cx22", "fsn1").await.unwrap();
     let body = json!({"name": "dup", "server_type": "cx22", "image": "ubuntu-24.04"});
     let r = send(&w, Method::POST, "/servers", Some(body)).await;
@@ -53,7 +53,7 @@ async fn server_and_name_errors() {
 #[tokio::test]
 async fn protection_and_locking() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let lb = w.create_load_balancer("lb", "lb11", "fsn1").await.unwrap();
     w.load_balancer_action(lb, "change_protection", json!({"delete": true}))
         .await
@@ -97,7 +97,7 @@ async fn protection_and_locking() {
 #[tokio::test]
 async fn load_balancer_rules() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let lb = w.create_load_balancer("lb", "lb11", "fsn1").await.unwrap();
     let s1 = w.create_server("s1", "cx22", "nbg1").await.unwrap();
     let us = w.create_server("us", "cpx11", "ash").await.unwrap();
@@ -243,7 +243,7 @@ async fn add_server_targets(w: &cloud_sim::world::SimClient, lb: u64, servers: &
 #[tokio::test]
 async fn max_targets_per_lb_type() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     // lb01 (deprecated, still orderable) allows 10 targets.
     let lb = w
         .create_load_balancer("small", "lb01", "fsn1")
@@ -279,7 +279,7 @@ async fn max_targets_per_lb_type() {
 #[tokio::test]
 async fn route_rules() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("net", "10.0.0.0/8", "10.0.0.0/24")
         .await
@@ -376,7 +376,7 @@ async fn route_limit_is_configurable() {
         ..SimConfig::default()
     })
     .await;
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("net", "10.0.0.0/8", "10.0.0.0/24")
         .await
@@ -423,7 +423,7 @@ async fn route_limit_is_configurable() {
         ..SimConfig::default()
     })
     .await;
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("net", "10.0.0.0/8", "10.0.0.0/24")
         .await
@@ -451,7 +451,7 @@ async fn route_limit_is_configurable() {
 #[tokio::test]
 async fn network_and_subnet_rules() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let r = send(
         &w,
         Method::POST,
@@ -520,7 +520,7 @@ async fn network_and_subnet_rules() {
 #[tokio::test]
 async fn injected_conflict_forbidden_and_5xx() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     sim.faults()
         .fail_next(Some("GET /servers"), 1, 409, "conflict");
     assert_error(
@@ -554,7 +554,7 @@ async fn injected_conflict_forbidden_and_5xx() {
 #[tokio::test]
 async fn renames_keep_names_unique_and_findable() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let a = w.create_server("alpha", "cx22", "fsn1").await.unwrap();
     w.create_server("beta", "cx22", "fsn1").await.unwrap();
 

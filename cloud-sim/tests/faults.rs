@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn forced_errors_for_the_next_n_calls_of_one_endpoint() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let id = w.create_server("s", "cx22", "fsn1").await.unwrap();
     sim.faults()
         .fail_next(Some("GET /servers/{id}"), 2, 503, "unavailable");
@@ -50,7 +50,7 @@ async fn forced_errors_for_the_next_n_calls_of_one_endpoint() {
 #[tokio::test]
 async fn error_rate_and_wildcards() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let rule = sim
         .faults()
         .error_rate(Some("GET /locations*"), 0.5, 500, "server_error");
@@ -81,7 +81,7 @@ async fn error_rate_and_wildcards() {
 #[tokio::test]
 async fn latency_and_hangs() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     sim.faults()
         .latency(Some("GET /locations"), Duration::from_millis(300));
     let t = Instant::now();
@@ -118,7 +118,7 @@ async fn latency_and_hangs() {
 #[tokio::test]
 async fn omitted_fields_for_tolerant_decoding() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let id = w.create_server("s", "cx22", "fsn1").await.unwrap();
     sim.faults()
         .omit_field(None, "server.public_net.ipv4", true);
@@ -139,7 +139,7 @@ async fn omitted_fields_for_tolerant_decoding() {
 #[tokio::test]
 async fn faults_over_http_control_endpoints() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let rule =
         json!({"endpoint": "GET /locations", "count": 1, "kind": "error", "code": "maintenance"});
     let r = w
@@ -221,7 +221,7 @@ async fn faults_over_http_control_endpoints() {
 #[tokio::test]
 async fn counters_and_request_log() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let lb = w.create_load_balancer("lb", "lb11", "fsn1").await.unwrap();
     let s = w.create_server("s", "cx22", "fsn1").await.unwrap();
     sim.reset_counters();

@@ -76,7 +76,7 @@ fn parsed_as_sent(parsed: &Value, sent: &Value, path: String) -> Result<(), Stri
 #[tokio::test]
 async fn hrobot_go_reads_servers_and_resets_as_the_sim_sends_them() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let a = w
         .create_robot_server("bm-1", "AX41-NVMe", "FSN1-DC14")
         .await
@@ -140,7 +140,7 @@ async fn hrobot_go_reads_servers_and_resets_as_the_sim_sends_them() {
 #[tokio::test]
 async fn hrobot_go_recognises_the_sims_errors_as_hccm_checks_them() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let n = w
         .create_robot_server("bm-1", "AX41-NVMe", "FSN1-DC14")
         .await

@@ -21,7 +21,7 @@ fn ids(body: &Value, key: &str) -> Vec<u64> {
 #[tokio::test]
 async fn three_pages_of_fifty_with_meta_and_link() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     w.create_servers(150, "node", "cx22", "fsn1").await.unwrap();
     let mut seen = HashSet::new();
     for page in 1..=3u64 {
@@ -103,7 +103,7 @@ async fn three_pages_of_fifty_with_meta_and_link() {
 #[tokio::test]
 async fn label_selectors_filter_every_collection() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let body = |name: &str, labels: Value| json!({"name": name, "server_type": "cx22", "image": "ubuntu-24.04", "labels": labels});
     let web = w
         .create_server_with(body("web", json!({"env": "prod", "tier": "web"})))
@@ -177,7 +177,7 @@ fn urlencode(s: &str) -> String {
 #[tokio::test]
 async fn sort_and_status_filters() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let b = w.create_server("b", "cx22", "fsn1").await.unwrap();
     let a = w.create_server("a", "cx22", "fsn1").await.unwrap();
     let c = w.create_server("c", "cx22", "fsn1").await.unwrap();

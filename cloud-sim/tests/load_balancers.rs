@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn crud_and_every_action() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("net", "10.0.0.0/16", "10.0.1.0/24")
         .await
@@ -262,7 +262,7 @@ async fn crud_and_every_action() {
 async fn label_selector_targets_resolve_servers() {
     let sim = Sim::start().await;
     sim.set_action_duration(Duration::ZERO);
-    let w = sim.world();
+    let w = sim.client();
     let lb = w.create_load_balancer("lb", "lb11", "fsn1").await.unwrap();
     w.create_servers_with(
         3,
@@ -308,7 +308,7 @@ async fn label_selector_targets_resolve_servers() {
 #[tokio::test]
 async fn create_with_inline_services_targets_and_network() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("net", "10.0.0.0/16", "10.0.1.0/24")
         .await

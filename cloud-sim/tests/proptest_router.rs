@@ -502,7 +502,7 @@ fn random_requests_never_5xx_or_panic() {
         action_duration: Duration::ZERO,
         ..SimConfig::default()
     }));
-    let w = sim.world();
+    let w = sim.client();
     rt.block_on(populate(&w));
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let base = sim.base_url();

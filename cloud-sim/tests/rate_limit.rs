@@ -20,7 +20,7 @@ async fn headers_on_every_response_and_429_when_empty() {
         ..SimConfig::default()
     })
     .await;
-    let w = sim.world();
+    let w = sim.client();
     sim.set_rate_limit_remaining(10);
     let mut last = u64::MAX;
     let mut resets = Vec::new();
@@ -83,7 +83,7 @@ async fn bucket_refills_over_time_and_is_settable_over_http() {
         ..SimConfig::default()
     })
     .await;
-    let w = sim.world();
+    let w = sim.client();
     let r = w
         .raw(
             Method::PUT,

@@ -112,7 +112,7 @@ fn assert_summary_types(s: &Value) {
 #[tokio::test]
 async fn list_get_and_reset_have_hrobot_shapes() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     assert_eq!(sim.robot_endpoint(), format!("http://{}/robot", sim.addr()));
     // An empty account lists an empty array.
     let r = robot_get(&sim, &w, "/server").await;
@@ -245,7 +245,7 @@ async fn list_get_and_reset_have_hrobot_shapes() {
 #[tokio::test]
 async fn credentials_are_checked() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let n = w
         .create_robot_server("bm", "AX41-NVMe", "FSN1-DC14")
         .await
@@ -292,7 +292,7 @@ async fn credentials_are_checked() {
         ..SimConfig::default()
     })
     .await;
-    let w = sim.world();
+    let w = sim.client();
     assert_eq!(
         (sim.robot_user(), sim.robot_password()),
         ("#ws+abc".to_owned(), "p:ss w0rd".to_owned())
@@ -315,7 +315,7 @@ async fn credentials_are_checked() {
 #[tokio::test]
 async fn unknown_servers_and_paths_answer_robot_errors() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let n = w
         .create_robot_server("bm", "AX41-NVMe", "FSN1-DC14")
         .await
@@ -360,7 +360,7 @@ async fn unknown_servers_and_paths_answer_robot_errors() {
 #[tokio::test]
 async fn rate_limit_per_resource_and_its_reset() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let n = w
         .create_robot_server("bm", "AX41-NVMe", "FSN1-DC14")
         .await
@@ -472,7 +472,7 @@ async fn rate_limit_per_resource_and_its_reset() {
         ..SimConfig::default()
     })
     .await;
-    let w = sim.world();
+    let w = sim.client();
     assert_eq!(robot_get(&sim, &w, "/server").await.status, 200);
     assert_robot_error(
         &robot_get(&sim, &w, "/server").await,
@@ -486,7 +486,7 @@ async fn rate_limit_per_resource_and_its_reset() {
 #[tokio::test]
 async fn control_changes_show_in_list_get_and_reset() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let n = w
         .create_robot_server("bm-1", "AX41-NVMe", "FSN1-DC14")
         .await
@@ -606,7 +606,7 @@ async fn control_changes_show_in_list_get_and_reset() {
 #[tokio::test]
 async fn faults_address_robot_endpoints() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let n = w
         .create_robot_server("bm", "AX41-NVMe", "FSN1-DC14")
         .await
@@ -698,7 +698,7 @@ async fn robot_servers_persist_in_the_state_file() {
         ..SimConfig::default()
     };
     let sim = Sim::start_with(cfg()).await;
-    let w = sim.world();
+    let w = sim.client();
     let a = w
         .create_robot_server("bm-1", "AX41-NVMe", "FSN1-DC14")
         .await
@@ -717,7 +717,7 @@ async fn robot_servers_persist_in_the_state_file() {
     sim.shutdown().await;
 
     let sim = Sim::start_with(cfg()).await;
-    let w = sim.world();
+    let w = sim.client();
     assert_eq!(robot_get(&sim, &w, "/server").await.body, before);
     assert_eq!(
         robot_get(&sim, &w, &format!("/reset/{b}")).await.body["reset"]["operating_status"],
@@ -753,7 +753,7 @@ async fn state_files_without_robot_servers_still_load() {
             ..SimConfig::default()
         })
         .await;
-        sim.world()
+        sim.client()
             .create_server("s", "cx22", "fsn1")
             .await
             .unwrap();
@@ -772,7 +772,7 @@ async fn state_files_without_robot_servers_still_load() {
         ..SimConfig::default()
     })
     .await;
-    let w = sim.world();
+    let w = sim.client();
     assert_eq!(w.list_servers().await.unwrap().len(), 1);
     assert_eq!(robot_get(&sim, &w, "/server").await.body, json!([]));
     let n = w

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn ten_thousand_servers_get_unique_addresses() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let t = Instant::now();
     let ids = w.create_servers(10_000, "n", "cx22", "fsn1").await.unwrap();
     assert_eq!(ids.len(), 10_000);
@@ -45,7 +45,7 @@ async fn ten_thousand_servers_get_unique_addresses() {
 #[tokio::test]
 async fn a_server_for_a_real_machine_gets_its_name_and_address() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let body = json!({"count": 1, "prefix": "x", "name": "vm", "public_ipv4": "192.0.2.2",
                       "server_type": "cx22", "location": "fsn1"});
     let r = w
@@ -78,7 +78,7 @@ async fn a_server_for_a_real_machine_gets_its_name_and_address() {
 async fn private_ips_come_from_the_subnet() {
     let sim = Sim::start().await;
     sim.set_action_duration(Duration::ZERO);
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
         .await
@@ -137,7 +137,7 @@ async fn futures_ips(w: &cloud_sim::SimClient, ids: &[u64]) -> Vec<String> {
 #[tokio::test]
 async fn metadata_service_answers_per_server() {
     let sim = Sim::start().await;
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
         .await
@@ -250,7 +250,7 @@ async fn state_survives_a_restart() {
     };
     let (server, net, lb, cert) = {
         let sim = Sim::start_with(cfg()).await;
-        let w = sim.world();
+        let w = sim.client();
         let net = w
             .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
             .await
@@ -275,7 +275,7 @@ async fn state_survives_a_restart() {
     };
     assert!(file.exists());
     let sim = Sim::start_with(cfg()).await;
-    let w = sim.world();
+    let w = sim.client();
     let s = w.get_server(server).await.unwrap();
     assert_eq!(
         (s["name"].as_str(), s["status"].as_str()),
@@ -313,7 +313,7 @@ async fn state_survives_a_restart() {
     drop(sim);
     // Dropping writes too.
     let sim = Sim::start_with(cfg()).await;
-    assert_eq!(sim.world().list_servers().await.unwrap().len(), 2);
+    assert_eq!(sim.client().list_servers().await.unwrap().len(), 2);
     // A corrupt file is an error, not an empty world.
     std::fs::write(&file, "{oops").unwrap();
     assert!(Sim::try_start(cfg()).await.is_err());

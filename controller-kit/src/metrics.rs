@@ -452,9 +452,9 @@ impl KubeApiMetrics {
 
 /// A gauge fed from an atomic the caller owns (e.g. "uninitialized nodes").
 #[derive(Debug, Clone, Default)]
-pub struct SharedGauge(Arc<AtomicI64>);
+pub struct AtomicGauge(Arc<AtomicI64>);
 
-impl SharedGauge {
+impl AtomicGauge {
     /// Sets the value.
     pub fn set(&self, v: i64) {
         self.0.store(v, Ordering::Relaxed);

@@ -532,7 +532,7 @@ async fn robot_nodes_are_tainted_when_shut_off_and_deleted_when_gone() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("robot");
     let (off, gone_name) = (unique("bm-off"), unique("bm-gone"));
-    let w = sim.world();
+    let w = sim.client();
     let off_number = w
         .create_robot_server(&off, "AX41-NVMe", "FSN1-DC14")
         .await

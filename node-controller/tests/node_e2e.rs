@@ -773,7 +773,7 @@ async fn robot_node_is_initialized_as_hccm_does() {
     let run = unique("robot");
     let name = unique("bm");
     let number = sim
-        .world()
+        .client()
         .create_robot_server(&name, "AX41-NVMe", "FSN1-DC14")
         .await
         .unwrap();

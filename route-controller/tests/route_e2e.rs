@@ -22,12 +22,12 @@ async fn routes_follow_nodes_and_leave_foreign_routes_alone() {
     // Before the controller starts: a hand-made route outside the cluster CIDR (kept) and a stale
     // one inside it (removed).
     let (_, other_ip) = fx.server("not-a-node", true).await;
-    let world = fx.sim.world();
-    world
+    let client = fx.sim.client();
+    client
         .add_route(fx.network, "10.250.0.0/24", &other_ip)
         .await
         .unwrap();
-    world
+    client
         .add_route(fx.network, "10.244.200.0/24", &other_ip)
         .await
         .unwrap();
@@ -47,11 +47,11 @@ async fn routes_follow_nodes_and_leave_foreign_routes_alone() {
 
     // The server's private IP changes (re-attached elsewhere) and node-controller updates the
     // InternalIP: the route is replaced, the other one is not touched.
-    world
+    client
         .detach_from_network(a.server, fx.network)
         .await
         .unwrap();
-    world
+    client
         .attach_to_network(a.server, fx.network, Some("10.0.3.33"))
         .await
         .unwrap();
@@ -89,7 +89,7 @@ async fn a_foreign_route_added_between_two_of_our_writes_stays() {
     // Behind our back, between our first write and the next.
     let (_, other_ip) = fx.server("another-tool", true).await;
     fx.sim
-        .world()
+        .client()
         .add_route(fx.network, "10.250.1.0/24", &other_ip)
         .await
         .unwrap();
@@ -133,7 +133,7 @@ async fn a_destination_taken_behind_our_back_is_read_again_and_replaced_without_
     let cb = fx.pod_cidr();
     let (_, other_ip) = fx.server("another-tool", true).await;
     fx.sim
-        .world()
+        .client()
         .add_route(fx.network, &cb, &other_ip)
         .await
         .unwrap();
@@ -325,10 +325,10 @@ async fn unroutable_nodes_get_a_warning_and_network_unavailable() {
 async fn route_limit_reached_is_a_warning_on_the_node() {
     let fx = Fixture::start().await;
     let (_, gw) = fx.server("filler", true).await;
-    let world = fx.sim.world();
+    let client = fx.sim.client();
     // Fill the network's 100 routes with hand-made ones outside the cluster CIDR.
     for i in 0..100 {
-        world
+        client
             .add_route(fx.network, &format!("172.16.{i}.0/24"), &gw)
             .await
             .unwrap();

@@ -51,7 +51,7 @@ async fn every_bad_input_warns_with_field_value_and_accepted_forms_and_writes_no
     .await;
     // What the `t-*` cases name: a load balancer made outside the cluster.
     fx.sim
-        .world()
+        .client()
         .create_load_balancer(NOT_OURS_LB, "lb11", "fsn1")
         .await
         .expect("a load balancer made outside the cluster");

@@ -65,7 +65,7 @@ async fn a_cloud_unreachable_at_start_is_waited_for() {
     })
     .await;
     first
-        .world()
+        .client()
         .create_network("k8s", "10.0.0.0/8", "10.0.0.0/16")
         .await
         .unwrap();

@@ -156,7 +156,7 @@ async fn drain_run(manager: &Manager) -> Vec<StepCount> {
     stand_ins[2].stop();
     hold().await;
     fx.sim
-        .world()
+        .client()
         .delete_server(gone.server)
         .await
         .expect("delete the server");

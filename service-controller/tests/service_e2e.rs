@@ -372,8 +372,8 @@ async fn drift_check_repairs_changes_made_behind_our_back() {
     let id = lb["id"].as_u64().unwrap();
 
     // Someone removes a target and deletes the port by hand.
-    let world = fx.sim.world();
-    world
+    let client = fx.sim.client();
+    client
         .load_balancer_action(
             id,
             "remove_target",
@@ -381,7 +381,7 @@ async fn drift_check_repairs_changes_made_behind_our_back() {
         )
         .await
         .unwrap();
-    world
+    client
         .load_balancer_action(id, "delete_service", json!({"listen_port": 80}))
         .await
         .unwrap();
@@ -400,7 +400,7 @@ async fn drift_check_repairs_changes_made_behind_our_back() {
     eventually(
         "deleted by hand (retried while an action locks it)",
         T,
-        || async { world.delete_load_balancer(id).await.ok() },
+        || async { client.delete_load_balancer(id).await.ok() },
     )
     .await;
     let lb = eventually("load balancer re-created", T, || async {
@@ -448,7 +448,7 @@ async fn cloud_error_storms_converge_without_duplicates() {
         assert_eq!(lb_ports(&lb), node_ports(svc));
     }
     assert_eq!(
-        fx.sim.world().list_load_balancers().await.unwrap().len(),
+        fx.sim.client().list_load_balancers().await.unwrap().len(),
         5,
         "one load balancer per Service, no duplicates"
     );
@@ -528,7 +528,7 @@ async fn mixed_cluster_targets_cloud_and_robot_nodes() {
     let bm = test_support::unique("bm");
     let number = fx
         .sim
-        .world()
+        .client()
         .create_robot_server(&bm, "AX41-NVMe", "FSN1-DC14")
         .await
         .unwrap();

@@ -43,7 +43,7 @@ async fn shared_service(fx: &Fixture, svc: &str, lb: &str, ports: &[i32]) -> Ser
 /// Every load balancer named `name`.
 async fn lbs_named(fx: &Fixture, name: &str) -> Vec<Value> {
     fx.sim
-        .world()
+        .client()
         .list_load_balancers()
         .await
         .expect("list load balancers")
@@ -196,7 +196,7 @@ async fn three_services_share_one_lb11_and_each_owns_its_ports() {
 
     // A port made by hand, and a label: ours to leave alone.
     fx.sim
-        .world()
+        .client()
         .load_balancer_action(
             id,
             "add_service",
@@ -213,7 +213,7 @@ async fn three_services_share_one_lb11_and_each_owns_its_ports() {
             .cloned()
     };
     let hand_made =
-        by_hand(&fx.sim.world().get_load_balancer(id).await.unwrap()).expect("the hand-made port");
+        by_hand(&fx.sim.client().get_load_balancer(id).await.unwrap()).expect("the hand-made port");
 
     // Delete the middle one under load: only its ports go, a and c answer throughout.
     serve(&mut stand_ins, &a, &[80]).await;
@@ -395,7 +395,7 @@ async fn a_service_opts_into_sharing_its_own_load_balancer_with_one_label_write(
     let lb = eventually("solo's load balancer shared", T, || async {
         let lb = fx
             .sim
-            .world()
+            .client()
             .get_load_balancer(before["id"].as_u64()?)
             .await
             .ok()?;
@@ -535,7 +535,7 @@ async fn a_load_balancer_made_outside_the_cluster_is_written_only_with_its_owner
     let api_name = unique("k8s-api");
     let api_id = fx
         .sim
-        .world()
+        .client()
         .create_load_balancer_with(json!({
             "name": api_name, "load_balancer_type": "lb11", "location": "fsn1",
             "services": [{"protocol": "tcp", "listen_port": 6443, "destination_port": 6443}],
@@ -543,7 +543,7 @@ async fn a_load_balancer_made_outside_the_cluster_is_written_only_with_its_owner
         }))
         .await
         .unwrap();
-    let before = fx.sim.world().get_load_balancer(api_id).await.unwrap();
+    let before = fx.sim.client().get_load_balancer(api_id).await.unwrap();
     let consent = format!(
         "hcloud load-balancer add-label {api_name} cloud-controllers/adopt={}",
         fx.ns
@@ -594,7 +594,7 @@ async fn a_load_balancer_made_outside_the_cluster_is_written_only_with_its_owner
         [],
         "a foreign load balancer gets no write"
     );
-    let after = fx.sim.world().get_load_balancer(api_id).await.unwrap();
+    let after = fx.sim.client().get_load_balancer(api_id).await.unwrap();
     assert_eq!(
         target_servers(&after),
         BTreeSet::from([cp.id]),
@@ -612,7 +612,7 @@ async fn a_load_balancer_made_outside_the_cluster_is_written_only_with_its_owner
     })
     .await;
     fx.sim
-        .world()
+        .client()
         .call(
             reqwest::Method::PUT,
             &format!("/load_balancers/{api_id}"),
@@ -621,7 +621,7 @@ async fn a_load_balancer_made_outside_the_cluster_is_written_only_with_its_owner
         .await
         .unwrap();
     fx.wait_ingress("shared-api").await;
-    let taken = fx.sim.world().get_load_balancer(api_id).await.unwrap();
+    let taken = fx.sim.client().get_load_balancer(api_id).await.unwrap();
     assert_eq!(target_servers(&taken), node_servers);
     assert_eq!(listen_ports(&taken), BTreeSet::from([6443, 8443]));
 }

@@ -63,7 +63,7 @@ async fn another_namespace_never_joins_a_shared_load_balancer_unless_the_adminis
     let prod_lb = unique("prod-lb");
     fx.service("front", &[443], &shared(&prod_lb)).await;
     fx.wait_ingress("front").await;
-    let prod = fx.sim.world().list_load_balancers().await.unwrap();
+    let prod = fx.sim.client().list_load_balancers().await.unwrap();
     let prod = prod
         .iter()
         .find(|lb| lb["name"] == prod_lb.as_str())
@@ -95,7 +95,7 @@ async fn another_namespace_never_joins_a_shared_load_balancer_unless_the_adminis
         }
     }
     assert_eq!(fx.writes_since(&mark), [], "a refusal writes nothing");
-    let lb = fx.sim.world().get_load_balancer(prod_id).await.unwrap();
+    let lb = fx.sim.client().get_load_balancer(prod_id).await.unwrap();
     assert_eq!(listen_ports(&lb), BTreeSet::from([443]));
     let evil = get_in(&fx, &intruder, "evil").await.unwrap();
     assert!(
@@ -121,6 +121,6 @@ async fn another_namespace_never_joins_a_shared_load_balancer_unless_the_adminis
         },
     )
     .await;
-    let lb = fx.sim.world().get_load_balancer(prod_id).await.unwrap();
+    let lb = fx.sim.client().get_load_balancer(prod_id).await.unwrap();
     assert_eq!(listen_ports(&lb), BTreeSet::from([443, 8443]));
 }

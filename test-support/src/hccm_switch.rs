@@ -327,7 +327,7 @@ pub async fn assert_switch_from_hccm(case: Case) {
     if case.network {
         world
             .sim
-            .world()
+            .client()
             .create_network("k8s", "10.0.0.0/8", "10.0.0.0/16")
             .await
             .expect("create network");
@@ -404,7 +404,12 @@ pub async fn assert_switch_from_hccm(case: Case) {
         .metadata
         .uid
         .expect("a UID");
-        let lbs = world.sim.world().list_load_balancers().await.expect("list");
+        let lbs = world
+            .sim
+            .client()
+            .list_load_balancers()
+            .await
+            .expect("list");
         assert!(
             !lbs.iter()
                 .any(|lb| lb["labels"]["hcloud-ccm/service-uid"] == uid.as_str()),

@@ -11,12 +11,12 @@ pub struct TestServer {
 
 /// Creates a running `cx22` server in `fsn1` named `name`.
 pub async fn create_server(sim: &cloud_sim::Sim, name: &str) -> TestServer {
-    let world = sim.world();
-    let id = world
+    let client = sim.client();
+    let id = client
         .create_server(name, "cx22", "fsn1")
         .await
         .expect("create server");
-    let v = world.get_server(id).await.expect("get server");
+    let v = client.get_server(id).await.expect("get server");
     let s = if v.get("server").is_some() {
         &v["server"]
     } else {
@@ -38,15 +38,15 @@ pub async fn create_server(sim: &cloud_sim::Sim, name: &str) -> TestServer {
 
 /// Powers a server on or off.
 pub async fn power(sim: &cloud_sim::Sim, id: u64, on: bool) {
-    let world = sim.world();
+    let client = sim.client();
     if on {
-        world.poweron(id).await.expect("poweron");
+        client.poweron(id).await.expect("poweron");
     } else {
-        world.poweroff(id).await.expect("poweroff");
+        client.poweroff(id).await.expect("poweroff");
     }
 }
 
 /// Deletes a server.
 pub async fn delete_server(sim: &cloud_sim::Sim, id: u64) {
-    sim.world().delete_server(id).await.expect("delete server");
+    sim.client().delete_server(id).await.expect("delete server");
 }

@@ -1,4 +1,4 @@
-//! One test's world: the shared control plane, a cloud-sim of its own, a run label for its Nodes
+//! One test's world: its test binary's control plane, a cloud-sim of its own, a run label for its Nodes
 //! and a namespace where a controller's chart RBAC is bound to its ServiceAccount; and that
 //! controller started in-process under it. The service and route tests' fixtures build on it.
 

@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! # async fn t() {
-//! let k = testenv::kube().await;              // shared by this test binary, started once
+//! let k = testenv::kube().await;              // one per test binary, started once
 //! let admin = k.client().await;               // system:masters
 //! let sa = k.service_account_client("kube-system", "node-controller").await; // RBAC applies
 //! # }
@@ -18,12 +18,12 @@ pub mod cluster;
 mod control_plane;
 mod error;
 pub mod kubelet;
+mod per_binary;
 mod pki;
 mod podman;
 mod process;
 mod python_tools;
 mod rbac;
-mod shared;
 
 pub use binaries::{
     Binaries, CNI_PLUGINS_VERSION, CONTAINERD_VERSION, CRANE_VERSION, ClusterBinaries,
@@ -34,11 +34,11 @@ pub use binaries::{
 pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};
 pub use error::{Error, Result};
 pub use kubelet::{KubeletNode, set_node_ready};
+pub use per_binary::{TestKube, kube};
 pub use podman::{Podman, ensure_podman};
 pub use process::{Lifetime, pid_alive};
 pub use python_tools::{HADOLINT_VERSION, ensure_hadolint};
 pub use rbac::bind_chart_rbac;
-pub use shared::{TestKube, kube};
 
 /// The repository root. Read at run time from `CARGO_MANIFEST_DIR`, which cargo sets for the test
 /// or binary it runs, before the path compiled in: a library built in another checkout and reused

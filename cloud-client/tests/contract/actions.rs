@@ -33,7 +33,7 @@ async fn a_two_second_action_takes_few_polls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_waits_share_poll_calls() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let nodes: Vec<u64> = w.create_servers(3, "t", "cx22", "fsn1").await.unwrap();
     let p = provider(&sim, |_| {}).await;
     let lbs = p.load_balancers().unwrap();
@@ -62,7 +62,7 @@ async fn concurrent_waits_share_poll_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_action_is_a_typed_error() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let nodes = w.create_servers(1, "f", "cx22", "fsn1").await.unwrap();
     let p = provider(&sim, |_| {}).await;
     sim.faults()

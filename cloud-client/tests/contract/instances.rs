@@ -12,7 +12,7 @@ use crate::{calls, server_in_network, sim_fast};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instance_metadata_by_name_and_provider_id() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let (net, id) = server_in_network(&sim, "node-1").await;
     let p = provider(&sim, |c| {
         c.network = Some("k8s".into());
@@ -83,7 +83,7 @@ async fn instance_metadata_by_name_and_provider_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zone_label_disabled_and_ipv4_only() {
     let sim = sim_fast().await;
-    sim.world()
+    sim.client()
         .create_server("node-z", "cx22", "nbg1")
         .await
         .unwrap();
@@ -101,7 +101,7 @@ async fn zone_label_disabled_and_ipv4_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tolerant_decoding_without_datacenter_and_with_null_ipv4() {
     let sim = sim_fast().await;
-    sim.world()
+    sim.client()
         .create_server("node-t", "cx22", "hel1")
         .await
         .unwrap();
@@ -125,7 +125,7 @@ async fn tolerant_decoding_without_datacenter_and_with_null_ipv4() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_found_is_confirmed_by_a_fresh_list_and_names_what_was_tried() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let id = w.create_server("node-gone", "cx22", "fsn1").await.unwrap();
     let p = provider(&sim, |c| c.server_cache_miss_fresh = Duration::ZERO).await;
     let inst = p.instances();
@@ -165,7 +165,7 @@ async fn not_found_is_confirmed_by_a_fresh_list_and_names_what_was_tried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_is_status_off() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let id = w.create_server("node-off", "cx22", "fsn1").await.unwrap();
     w.poweroff(id).await.unwrap();
     let p = provider(&sim, |_| {}).await;
@@ -202,13 +202,13 @@ async fn robot_and_foreign_provider_ids_are_errors_not_absence() {
 async fn snapshot_serves_1000_concurrent_lookups_with_one_paginated_list() {
     let sim = sim_fast().await;
     let ids = sim
-        .world()
+        .client()
         .create_servers(1000, "bulk", "cx22", "fsn1")
         .await
         .unwrap();
     assert_eq!(ids.len(), 1000);
     let names: Vec<String> = sim
-        .world()
+        .client()
         .list_servers()
         .await
         .unwrap()
@@ -237,7 +237,7 @@ async fn snapshot_serves_1000_concurrent_lookups_with_one_paginated_list() {
 async fn network_by_id_and_missing_network_fails_at_startup() {
     let sim = sim_fast().await;
     let net = sim
-        .world()
+        .client()
         .create_network("cluster-net", "10.0.0.0/16", "10.0.1.0/24")
         .await
         .unwrap();
@@ -259,7 +259,7 @@ async fn network_by_id_and_missing_network_fails_at_startup() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_that_misses_a_server_never_makes_it_gone() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let id = w.create_server("lagging", "cx22", "fsn1").await.unwrap();
     sim.faults().omit_items(Some("GET /servers"), 1.0);
     let p = provider(&sim, |c| c.server_cache_miss_fresh = Duration::ZERO).await;
@@ -288,7 +288,7 @@ async fn server_cache_modes_read_as_hccm_names_them() {
     use cloud_client::hcloud::ServerCacheMode;
     let sim = sim_fast().await;
     let id = sim
-        .world()
+        .client()
         .create_server("node-1", "cx22", "fsn1")
         .await
         .unwrap();

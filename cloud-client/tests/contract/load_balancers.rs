@@ -11,7 +11,7 @@ use crate::{calls, lb_nodes, sim_fast, svc};
 async fn lb_create_with_two_ports_and_ten_targets_then_no_op() {
     let sim = sim_fast().await;
     let nodes = sim
-        .world()
+        .client()
         .create_servers(10, "lbn", "cx22", "fsn1")
         .await
         .unwrap();
@@ -44,7 +44,7 @@ async fn lb_create_with_two_ports_and_ten_targets_then_no_op() {
             .all(|i| i.ip_mode == Some(IpMode::Vip))
     );
 
-    let lb = &sim.world().list_load_balancers().await.unwrap()[0];
+    let lb = &sim.client().list_load_balancers().await.unwrap()[0];
     assert_eq!(lb["name"], "a0f1e2d3c4b5a69788796a5b4c3d2e1f");
     assert_eq!(
         lb["labels"]["hcloud-ccm/service-uid"],
@@ -75,7 +75,7 @@ async fn lb_create_with_two_ports_and_ten_targets_then_no_op() {
 async fn lb_update_targets_writes_only_the_difference() {
     let sim = sim_fast().await;
     let nodes = sim
-        .world()
+        .client()
         .create_servers(4, "u", "cx22", "fsn1")
         .await
         .unwrap();
@@ -115,7 +115,7 @@ async fn lb_update_targets_writes_only_the_difference() {
 async fn lb_annotation_changes_are_applied_minimally() {
     let sim = sim_fast().await;
     let nodes = sim
-        .world()
+        .client()
         .create_servers(2, "c", "cx22", "fsn1")
         .await
         .unwrap();
@@ -150,7 +150,7 @@ async fn lb_annotation_changes_are_applied_minimally() {
             .iter()
             .all(|i| i.ip_mode == Some(IpMode::Proxy))
     );
-    let lb = &sim.world().list_load_balancers().await.unwrap()[0];
+    let lb = &sim.client().list_load_balancers().await.unwrap()[0];
     assert_eq!(lb["name"], "renamed-lb");
     assert_eq!(lb["algorithm"]["type"], "least_connections");
     assert_eq!(lb["services"][0]["health_check"]["interval"], 7);
@@ -165,12 +165,12 @@ async fn lb_annotation_changes_are_applied_minimally() {
 async fn lb_adopts_an_existing_lb_by_name_with_consent() {
     let sim = sim_fast().await;
     let nodes = sim
-        .world()
+        .client()
         .create_servers(2, "a", "cx22", "fsn1")
         .await
         .unwrap();
     let existing = sim
-        .world()
+        .client()
         .create_load_balancer("legacy-lb", "lb11", "fsn1")
         .await
         .unwrap();
@@ -196,13 +196,13 @@ async fn lb_adopts_an_existing_lb_by_name_with_consent() {
     let other = svc("adopt-2", &[("name", "legacy-lb"), ("location", "fsn1")]);
     let by_name = migrating.load_balancers().unwrap();
     by_name.ensure(&other, &lb_nodes(&nodes)).await.unwrap();
-    let lb = sim.world().get_load_balancer(existing).await.unwrap();
+    let lb = sim.client().get_load_balancer(existing).await.unwrap();
     assert_eq!(lb["labels"]["hcloud-ccm/service-uid"], "adopt-2");
-    sim.world().delete_load_balancer(existing).await.unwrap();
+    sim.client().delete_load_balancer(existing).await.unwrap();
 
     // The owner's consent.
     let existing = sim
-        .world()
+        .client()
         .create_load_balancer_with(json!({
             "name": "legacy-lb", "load_balancer_type": "lb11", "location": "fsn1",
             "labels": {"cloud-controllers/adopt": "default"},
@@ -213,7 +213,7 @@ async fn lb_adopts_an_existing_lb_by_name_with_consent() {
     lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap();
     assert_eq!(sim.requests("POST", "/load_balancers"), 0);
     assert_eq!(sim.requests("PUT", "/load_balancers/{id}"), 1);
-    let lb = sim.world().get_load_balancer(existing).await.unwrap();
+    let lb = sim.client().get_load_balancer(existing).await.unwrap();
     assert_eq!(lb["labels"]["hcloud-ccm/service-uid"], "adopt-1");
     assert_eq!(lb["targets"].as_array().unwrap().len(), 2);
     // A fresh provider (no remembered id) finds it by label in one call.
@@ -234,7 +234,7 @@ async fn lb_adopts_an_existing_lb_by_name_with_consent() {
 async fn lb_warnings_for_udp_and_max_targets() {
     let sim = sim_fast().await;
     let nodes = sim
-        .world()
+        .client()
         .create_servers(30, "m", "cx22", "fsn1")
         .await
         .unwrap();
@@ -254,7 +254,7 @@ async fn lb_warnings_for_udp_and_max_targets() {
         "{reasons:?}"
     );
     assert!(reasons.contains(&"MaxTargetsReached"), "{reasons:?}");
-    let lb = &sim.world().list_load_balancers().await.unwrap()[0];
+    let lb = &sim.client().list_load_balancers().await.unwrap()[0];
     assert_eq!(lb["targets"].as_array().unwrap().len(), 25);
     assert_eq!(lb["services"].as_array().unwrap().len(), 2);
 }
@@ -287,7 +287,7 @@ async fn lb_invalid_annotation_makes_no_call() {
 async fn lb_delete_is_idempotent_and_respects_protection() {
     let sim = sim_fast().await;
     let nodes = sim
-        .world()
+        .client()
         .create_servers(1, "d", "cx22", "fsn1")
         .await
         .unwrap();
@@ -297,39 +297,39 @@ async fn lb_delete_is_idempotent_and_respects_protection() {
     lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap();
     let out = lbs.delete(&s).await.unwrap();
     assert!(out.deleted);
-    assert!(sim.world().list_load_balancers().await.unwrap().is_empty());
+    assert!(sim.client().list_load_balancers().await.unwrap().is_empty());
     let again = lbs.delete(&s).await.unwrap();
     assert!(!again.deleted);
 
     // Protected: kept, reported as a warning.
     let s2 = svc("del-2", &[("location", "fsn1")]);
     lbs.ensure(&s2, &lb_nodes(&nodes)).await.unwrap();
-    let id = sim.world().list_load_balancers().await.unwrap()[0]["id"]
+    let id = sim.client().list_load_balancers().await.unwrap()[0]["id"]
         .as_u64()
         .unwrap();
-    sim.world()
+    sim.client()
         .load_balancer_action(id, "change_protection", json!({"delete": true}))
         .await
         .unwrap();
     let out = lbs.delete(&s2).await.unwrap();
     assert!(!out.deleted);
     assert_eq!(out.warnings[0].reason, "DeleteProtected");
-    assert_eq!(sim.world().list_load_balancers().await.unwrap().len(), 1);
+    assert_eq!(sim.client().list_load_balancers().await.unwrap().len(), 1);
 
     // A same-named LB without our label is never deleted.
     let foreign = svc("del-3", &[("name", "someone-elses")]);
-    sim.world()
+    sim.client()
         .create_load_balancer("someone-elses", "lb11", "fsn1")
         .await
         .unwrap();
     assert!(!lbs.delete(&foreign).await.unwrap().deleted);
-    assert_eq!(sim.world().list_load_balancers().await.unwrap().len(), 2);
+    assert_eq!(sim.client().list_load_balancers().await.unwrap().len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lb_private_network_targets_and_status() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
         .await
@@ -383,12 +383,12 @@ async fn lb_private_network_targets_and_status() {
 async fn lb_https_with_uploaded_and_managed_certificates() {
     let sim = sim_fast().await;
     let nodes = sim
-        .world()
+        .client()
         .create_servers(1, "h", "cx22", "fsn1")
         .await
         .unwrap();
     let cert = sim
-        .world()
+        .client()
         .create_certificate("my-cert", CERT_PEM, KEY_PEM)
         .await
         .unwrap();
@@ -403,7 +403,7 @@ async fn lb_https_with_uploaded_and_managed_certificates() {
         ],
     );
     lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap();
-    let lb = &sim.world().list_load_balancers().await.unwrap()[0];
+    let lb = &sim.client().list_load_balancers().await.unwrap()[0];
     assert_eq!(
         lb["services"][0]["http"]["certificates"][0].as_u64(),
         Some(cert)
@@ -429,12 +429,12 @@ async fn lb_https_with_uploaded_and_managed_certificates() {
 async fn lb_settings_per_port_over_the_service_wide_ones() {
     let sim = sim_fast().await;
     let nodes = sim
-        .world()
+        .client()
         .create_servers(1, "pp", "cx22", "fsn1")
         .await
         .unwrap();
     let cert = sim
-        .world()
+        .client()
         .create_certificate("port-cert", CERT_PEM, KEY_PEM)
         .await
         .unwrap();
@@ -455,7 +455,7 @@ async fn lb_settings_per_port_over_the_service_wide_ones() {
         ],
     );
     lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap();
-    let lb = &sim.world().list_load_balancers().await.unwrap()[0];
+    let lb = &sim.client().list_load_balancers().await.unwrap()[0];
     let by_port = |port: u64| {
         lb["services"]
             .as_array()
@@ -486,7 +486,7 @@ const KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqG
 async fn lb_node_join_costs_only_the_target_write() {
     let sim = sim_fast().await;
     let nodes = sim
-        .world()
+        .client()
         .create_servers(4, "j", "cx22", "fsn1")
         .await
         .unwrap();
@@ -538,11 +538,11 @@ async fn lb_takes_over_a_same_named_lb_of_another_service_uid() {
         .find(|w| w.reason == "LoadBalancerAdopted")
         .expect("LoadBalancerAdopted warning");
     assert!(adopted.message.contains("owner-1"), "{}", adopted.message);
-    assert_eq!(sim.world().list_load_balancers().await.unwrap().len(), 1);
+    assert_eq!(sim.client().list_load_balancers().await.unwrap().len(), 1);
     assert_eq!(
-        sim.world().list_load_balancers().await.unwrap()[0]["labels"]["hcloud-ccm/service-uid"],
+        sim.client().list_load_balancers().await.unwrap()[0]["labels"]["hcloud-ccm/service-uid"],
         "owner-2"
     );
     assert!(!lbs.delete(&first).await.unwrap().deleted);
-    assert_eq!(sim.world().list_load_balancers().await.unwrap().len(), 1);
+    assert_eq!(sim.client().list_load_balancers().await.unwrap().len(), 1);
 }

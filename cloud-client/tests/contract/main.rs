@@ -27,7 +27,7 @@ async fn sim_fast() -> Sim {
 
 /// Network `k8s` (10.0.0.0/16, subnet 10.0.1.0/24) with server `name` attached: (network, server).
 async fn server_in_network(sim: &Sim, name: &str) -> (u64, u64) {
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
         .await

@@ -23,7 +23,7 @@ fn client(config: &RobotConfig) -> RobotClient {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_cached_list_serves_lookups_and_only_a_404_says_gone() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let a = w
         .create_robot_server("bm-a", "AX41-NVMe", "FSN1-DC14")
         .await
@@ -133,7 +133,7 @@ async fn a_robot_message_that_quotes_the_credentials_is_scrubbed() {
 async fn over_the_rate_limit_it_waits_and_answers_from_the_last_list() {
     let sim = sim_fast().await;
     let number = sim
-        .world()
+        .client()
         .create_robot_server("bm", "AX41-NVMe", "FSN1-DC14")
         .await
         .unwrap() as i64;
@@ -172,7 +172,7 @@ async fn over_the_rate_limit_it_waits_and_answers_from_the_last_list() {
 async fn robot_nodes_through_the_instances_trait() {
     use cloud_client::{AddressKind, CloudError, NodeRef};
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let number = w
         .create_robot_server("bm-1", "AX41 NVMe", "FSN1-DC14")
         .await
@@ -288,7 +288,7 @@ fn ip_targets(lb: &serde_json::Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn robot_nodes_become_ip_targets_and_stale_ip_targets_go() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let cloud = w.create_server("cloud-1", "cx22", "fsn1").await.unwrap();
     let number = w
         .create_robot_server("bm-1", "AX41-NVMe", "FSN1-DC14")

@@ -8,7 +8,7 @@ use crate::{calls, server_in_network, sim_fast};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_list_create_replace_delete() {
     let sim = sim_fast().await;
-    let w = sim.world();
+    let w = sim.client();
     let net = w
         .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
         .await

@@ -191,7 +191,7 @@ async fn recovers_from_an_injected_429_storm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pagination_follows_next_page_and_stats_match_the_sim() {
     let sim = sim_fast().await;
-    sim.world()
+    sim.client()
         .create_servers(120, "pg", "cx22", "fsn1")
         .await
         .unwrap();
@@ -246,7 +246,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
 #[tokio::test(flavor = "current_thread")]
 async fn hcloud_debug_logs_every_exchange_with_the_token_redacted() {
     let sim = sim_fast().await;
-    sim.world()
+    sim.client()
         .create_server("node-1", "cx22", "fsn1")
         .await
         .unwrap();

@@ -37,13 +37,13 @@ const MAX_RESPONSE: usize = 64 * 1024;
 /// Runs the checks for `key` until the target, its service or its load balancer is gone (the
 /// reconciler also aborts it then). `alive` turns false when the reconciler retires it.
 pub(super) async fn run(app: HostRef, key: HealthKey, alive: Arc<AtomicBool>) {
-    let Some(dp) = app.shared() else {
+    let Some(dp) = app.tables() else {
         return;
     };
     let mut speedup = dp.subscribe_speedup();
     let mut failures: u64 = 0;
     loop {
-        let Some((check, target)) = plan(&app.world(), &key) else {
+        let Some((check, target)) = plan(&app.state(), &key) else {
             return;
         };
         let factor = *speedup.borrow_and_update();
@@ -92,7 +92,7 @@ async fn probe(app: &dyn Host, check: &HealthCheck, target: &Resolved, timeout: 
     let Some(ip) = target.ip else {
         return false;
     };
-    let fault = app.shared().and_then(|dp| dp.faults.get(ip));
+    let fault = app.tables().and_then(|dp| dp.faults.get(ip));
     match fault {
         Some(TargetFault::Refuse | TargetFault::FailHealth) => return false,
         Some(TargetFault::Hang) => {

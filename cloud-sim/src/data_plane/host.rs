@@ -5,14 +5,14 @@
 use std::sync::{Arc, MutexGuard};
 
 use super::addresses::AddressMap;
-use super::shared::Shared;
+use super::tables::Tables;
 use crate::state::State;
 
 pub trait Host: Send + Sync + 'static {
     /// The world, with finished actions applied.
-    fn world(&self) -> MutexGuard<'_, State>;
+    fn state(&self) -> MutexGuard<'_, State>;
     /// The tables the tasks share; `None` while the data plane is off.
-    fn shared(&self) -> Option<&Shared>;
+    fn tables(&self) -> Option<&Tables>;
     fn addresses(&self) -> &AddressMap;
 }
 

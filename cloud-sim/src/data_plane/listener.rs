@@ -52,7 +52,7 @@ pub struct ConnectionCounts {
 
 /// What a listener shares with the registry: who it serves, its counts, its balancing state.
 #[derive(Debug)]
-pub(super) struct ListenerShared {
+pub(super) struct ListenerRecord {
     pub lb: u64,
     pub listen_port: u16,
     accepted: AtomicU64,
@@ -70,9 +70,9 @@ struct Balance {
     open: HashMap<HealthSubject, usize>,
 }
 
-impl ListenerShared {
-    pub fn new(lb: u64, listen_port: u16) -> ListenerShared {
-        ListenerShared {
+impl ListenerRecord {
+    pub fn new(lb: u64, listen_port: u16) -> ListenerRecord {
+        ListenerRecord {
             lb,
             listen_port,
             accepted: AtomicU64::new(0),
@@ -124,7 +124,7 @@ impl ListenerShared {
         Some((
             ip,
             Slot {
-                shared: self.clone(),
+                record: self.clone(),
                 subject,
             },
         ))
@@ -134,13 +134,13 @@ impl ListenerShared {
 /// A connection counted open against its target (for `least_connections`) until dropped.
 #[derive(Debug)]
 struct Slot {
-    shared: Arc<ListenerShared>,
+    record: Arc<ListenerRecord>,
     subject: HealthSubject,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut b = self.shared.balance();
+        let mut b = self.record.balance();
         if let Some(n) = b.open.get_mut(&self.subject) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -152,13 +152,13 @@ impl Drop for Slot {
 
 /// The `active` gauge, held while a connection is forwarded.
 #[derive(Debug)]
-struct Active(Arc<ListenerShared>);
+struct Active(Arc<ListenerRecord>);
 
 impl Active {
-    fn new(shared: &Arc<ListenerShared>) -> Active {
-        shared.forwarded.fetch_add(1, Ordering::Relaxed);
-        shared.active.fetch_add(1, Ordering::Relaxed);
-        Active(shared.clone())
+    fn new(record: &Arc<ListenerRecord>) -> Active {
+        record.forwarded.fetch_add(1, Ordering::Relaxed);
+        record.active.fetch_add(1, Ordering::Relaxed);
+        Active(record.clone())
     }
 }
 
@@ -170,18 +170,18 @@ impl Drop for Active {
 
 /// Accepts until the task is aborted; the connections live in a `JoinSet` owned by this task,
 /// so aborting it ends them too (nothing outlives the listener).
-pub(super) async fn serve(app: HostRef, listener: TcpListener, shared: Arc<ListenerShared>) {
+pub(super) async fn serve(app: HostRef, listener: TcpListener, record: Arc<ListenerRecord>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((client, peer)) => {
-                    shared.accepted.fetch_add(1, Ordering::Relaxed);
-                    connections.spawn(handle(app.clone(), shared.clone(), client, peer));
+                    record.accepted.fetch_add(1, Ordering::Relaxed);
+                    connections.spawn(handle(app.clone(), record.clone(), client, peer));
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(lb = shared.lb, listen_port = shared.listen_port, error = %e,
+                    tracing::warn!(lb = record.lb, listen_port = record.listen_port, error = %e,
                         "cloud-sim data plane cannot accept");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -204,28 +204,28 @@ struct Route {
 
 async fn handle(
     app: HostRef,
-    shared: Arc<ListenerShared>,
+    record: Arc<ListenerRecord>,
     mut client: TcpStream,
     peer: SocketAddr,
 ) {
-    let Some(route) = route(&app, &shared, peer) else {
-        shared.refused.fetch_add(1, Ordering::Relaxed);
+    let Some(route) = route(&app, &record, peer) else {
+        record.refused.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
-            lb = shared.lb,
-            listen_port = shared.listen_port,
+            lb = record.lb,
+            listen_port = record.listen_port,
             "no healthy target"
         );
         return;
     };
-    let fault = app.shared().and_then(|dp| dp.faults.get(route.ip));
+    let fault = app.tables().and_then(|dp| dp.faults.get(route.ip));
     match fault {
         Some(TargetFault::Refuse) => {
-            shared.refused.fetch_add(1, Ordering::Relaxed);
+            record.refused.fetch_add(1, Ordering::Relaxed);
             return;
         }
         Some(TargetFault::Hang) => {
             // Open, silent, until the client gives up.
-            let _active = Active::new(&shared);
+            let _active = Active::new(&record);
             let _ = tokio::io::copy(&mut client, &mut tokio::io::sink()).await;
             return;
         }
@@ -236,17 +236,17 @@ async fn handle(
     {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            shared.refused.fetch_add(1, Ordering::Relaxed);
+            record.refused.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(to = %route.to, error = %e, "cloud-sim data plane: target refused");
             return;
         }
         Err(_) => {
-            shared.refused.fetch_add(1, Ordering::Relaxed);
+            record.refused.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(to = %route.to, "cloud-sim data plane: connect to target timed out");
             return;
         }
     };
-    let _active = Active::new(&shared);
+    let _active = Active::new(&record);
     if let Some(header) = &route.proxy_header
         && let Err(e) = upstream.write_all(header).await
     {
@@ -259,15 +259,15 @@ async fn handle(
 
 /// Reads the world and picks the target for a connection from `peer`; `None` when the service
 /// is gone or no target is healthy.
-fn route(app: &HostRef, shared: &Arc<ListenerShared>, peer: SocketAddr) -> Option<Route> {
-    let dp = app.shared()?;
+fn route(app: &HostRef, record: &Arc<ListenerRecord>, peer: SocketAddr) -> Option<Route> {
+    let dp = app.tables()?;
     let (ip, port, proxy_header, slot) = {
-        let st = app.world();
-        let lb = st.load_balancers.get(&shared.lb)?;
+        let st = app.state();
+        let lb = st.load_balancers.get(&record.lb)?;
         let svc = lb
             .services
             .iter()
-            .find(|s| s.listen_port == shared.listen_port)?;
+            .find(|s| s.listen_port == record.listen_port)?;
         let candidates: Vec<(HealthSubject, IpAddr)> = targets::resolve(&st, lb)
             .into_iter()
             .filter(|r| r.running)
@@ -281,7 +281,7 @@ fn route(app: &HostRef, shared: &Arc<ListenerShared>, peer: SocketAddr) -> Optio
             })
             .filter_map(|r| Some((r.subject, r.ip?)))
             .collect();
-        let (ip, slot) = shared.pick(&lb.algorithm, candidates)?;
+        let (ip, slot) = record.pick(&lb.algorithm, candidates)?;
         let proxy_header = svc.proxyprotocol.then(|| {
             proxy_protocol::header(
                 dp.config.proxy_protocol_version,

@@ -4,8 +4,8 @@
 //! - `mod.rs` (this file): [`DataPlane`] (kept in `AppInner`: the shared tables, the registry of
 //!   listeners and checkers) and the reconciler task that makes listeners and checkers follow
 //!   the world.
-//! - `shared`: what the tasks share (configuration, speedup, health table, faults); `host`: what
-//!   they need of the simulator (the world, `shared`, the address map), which `AppInner`
+//! - `tables`: what the tasks share (configuration, speedup, health table, faults); `host`: what
+//!   they need of the simulator (the world, `tables`, the address map), which `AppInner`
 //!   implements, so nothing here names the app.
 //! - `addresses`: simulated address → local address.
 //! - `targets`: a load balancer's targets resolved to addresses.
@@ -30,7 +30,7 @@ mod health;
 mod host;
 mod listener;
 mod proxy_protocol;
-mod shared;
+mod tables;
 mod targets;
 
 use std::collections::{BTreeMap, HashSet};
@@ -47,8 +47,8 @@ use tokio::task::JoinHandle;
 pub use faults::TargetFault;
 pub use host::{Host, HostRef};
 pub use listener::ConnectionCounts;
-use listener::ListenerShared;
-pub use shared::Shared;
+use listener::ListenerRecord;
+pub use tables::Tables;
 
 use crate::config::DataPlaneConfig;
 use crate::state::{HealthKey, State};
@@ -68,12 +68,12 @@ pub struct ListenerInfo {
     pub connections: ConnectionCounts,
 }
 
-/// The data plane: what its tasks share ([`Shared`], also reachable through `Deref`), the
+/// The data plane: what its tasks share ([`Tables`], also reachable through `Deref`), the
 /// reconciler's wake-up signal and the registry of running tasks; lives in
 /// `AppInner::data_plane`.
 #[derive(Debug)]
 pub struct DataPlane {
-    pub shared: Shared,
+    pub tables: Tables,
     /// Wakes the reconciler. `Notify` keeps one permit, so bursts of mutations coalesce and a
     /// change during a reconcile still triggers the next one.
     changed: Notify,
@@ -81,9 +81,9 @@ pub struct DataPlane {
 }
 
 impl std::ops::Deref for DataPlane {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
+    type Target = Tables;
+    fn deref(&self) -> &Tables {
+        &self.tables
     }
 }
 
@@ -100,7 +100,7 @@ struct Tasks {
 struct Listener {
     address: SocketAddr,
     protocol: String,
-    shared: Arc<ListenerShared>,
+    record: Arc<ListenerRecord>,
     task: JoinHandle<()>,
 }
 
@@ -115,7 +115,7 @@ impl DataPlane {
     /// The tables only; [`start`] runs it.
     pub fn new(config: DataPlaneConfig) -> DataPlane {
         DataPlane {
-            shared: Shared::new(config),
+            tables: Tables::new(config),
             changed: Notify::new(),
             tasks: Mutex::new(Tasks::default()),
         }
@@ -139,7 +139,7 @@ impl DataPlane {
                 listen_port: *port,
                 protocol: l.protocol.clone(),
                 address: l.address,
-                connections: l.shared.counts(),
+                connections: l.record.counts(),
             })
             .collect()
     }
@@ -230,7 +230,7 @@ impl Desired {
 }
 
 async fn reconcile(app: &HostRef, dp: &DataPlane) {
-    let want = Desired::of(&app.world());
+    let want = Desired::of(&app.state());
 
     // Listeners: close the retired, keep the rest (with their address), then open the new.
     let to_open: Vec<((u64, u16), String)> = {
@@ -268,8 +268,8 @@ async fn reconcile(app: &HostRef, dp: &DataPlane) {
         let Ok(address) = socket.local_addr() else {
             continue;
         };
-        let shared = Arc::new(ListenerShared::new(lb, listen_port));
-        let task = tokio::spawn(listener::serve(app.clone(), socket, shared.clone()));
+        let record = Arc::new(ListenerRecord::new(lb, listen_port));
+        let task = tokio::spawn(listener::serve(app.clone(), socket, record.clone()));
         let mut tasks = dp.tasks();
         if tasks.stopped {
             task.abort();
@@ -281,7 +281,7 @@ async fn reconcile(app: &HostRef, dp: &DataPlane) {
             Listener {
                 address,
                 protocol,
-                shared,
+                record,
                 task,
             },
         );

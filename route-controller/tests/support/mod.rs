@@ -57,7 +57,7 @@ impl Fixture {
         let world = TestRun::start("route-controller", "rt", sim).await;
         let network = world
             .sim
-            .world()
+            .client()
             .create_network("k8s", "10.0.0.0/8", "10.0.0.0/16")
             .await
             .expect("create network");
@@ -135,15 +135,15 @@ impl Fixture {
 
     /// A server attached to the network (private IP assigned by the sim).
     pub async fn server(&self, name: &str, attach: bool) -> (u64, String) {
-        let world = self.sim.world();
-        let id = world
+        let client = self.sim.client();
+        let id = client
             .create_server(name, "cx22", "fsn1")
             .await
             .expect("create server");
         if !attach {
             return (id, String::new());
         }
-        world
+        client
             .attach_to_network(id, self.network, None)
             .await
             .expect("attach server");
@@ -151,7 +151,7 @@ impl Fixture {
     }
 
     pub async fn private_ip(&self, server: u64) -> String {
-        let s = self.sim.world().get_server(server).await.expect("server");
+        let s = self.sim.client().get_server(server).await.expect("server");
         let s = if s.get("server").is_some() {
             &s["server"]
         } else {
@@ -220,7 +220,7 @@ impl Fixture {
     pub async fn routes(&self) -> Vec<(String, String)> {
         let net = self
             .sim
-            .world()
+            .client()
             .get_network(self.network)
             .await
             .expect("get network");

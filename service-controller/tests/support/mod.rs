@@ -294,7 +294,7 @@ impl Fixture {
     pub async fn lbs_of(&self, svc: &Service) -> Vec<Value> {
         let uid = svc.uid().unwrap();
         self.sim
-            .world()
+            .client()
             .list_load_balancers()
             .await
             .expect("list load balancers")
@@ -350,8 +350,8 @@ impl Fixture {
         let svc = self.service(name, ports, &[]).await;
         let uid = svc.uid().unwrap();
         let lb_name = format!("a{}", uid.replace('-', ""))[..32].to_string();
-        let world = self.sim.world();
-        let id = world
+        let client = self.sim.client();
+        let id = client
             .create_load_balancer_with(json!({
                 "name": lb_name, "load_balancer_type": "lb11", "location": "fsn1",
                 "labels": {LB_UID_LABEL: uid},
@@ -359,7 +359,7 @@ impl Fixture {
             .await
             .unwrap();
         for (port, node_port) in node_ports(&svc) {
-            world
+            client
                 .load_balancer_action(
                     id,
                     "add_service",
@@ -374,7 +374,7 @@ impl Fixture {
                 .unwrap();
         }
         for n in nodes {
-            world
+            client
                 .load_balancer_action(
                     id,
                     "add_target",
@@ -383,7 +383,7 @@ impl Fixture {
                 .await
                 .unwrap();
         }
-        let lb = world.get_load_balancer(id).await.unwrap();
+        let lb = client.get_load_balancer(id).await.unwrap();
         let ip = |family: &str| lb["public_net"][family]["ip"].as_str().unwrap().to_string();
         let (ipv4, ipv6) = (ip("ipv4"), ip("ipv6"));
         self.services()

@@ -45,7 +45,7 @@ pub async fn fixture(drift_period: Duration) -> Fixture {
 pub async fn stand_in(fx: &Fixture, node: &TestNode) -> NodeStandIn {
     let v = fx
         .sim
-        .world()
+        .client()
         .get_server(node.server)
         .await
         .expect("server");

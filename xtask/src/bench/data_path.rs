@@ -55,15 +55,15 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Figures> {
         ..SimConfig::default()
     })
     .await;
-    let world = sim.world();
+    let client = sim.client();
     let mut servers = Vec::new();
     let mut stand_ins = Vec::new();
     for i in 0..SERVERS {
-        let id = world
+        let id = client
             .create_server(&format!("bench-{i}"), "cx22", "fsn1")
             .await
             .map_err(|e| anyhow::anyhow!("creating a server: {e}"))?;
-        let v = world
+        let v = client
             .get_server(id)
             .await
             .map_err(|e| anyhow::anyhow!("reading server {id}: {e}"))?;
@@ -76,7 +76,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Figures> {
         stand_ins.push(s);
         servers.push(id);
     }
-    let lb = world
+    let lb = client
         .create_load_balancer_with(json!({
             "name": "bench", "load_balancer_type": "lb11", "location": "fsn1",
             "services": [{"protocol": "tcp", "listen_port": 80, "destination_port": NODE_PORT,
@@ -88,7 +88,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Figures> {
     let through = wait_for(|| async { sim.listener(lb, 80) }).await?;
     // Every target passes its first check before anything is measured.
     wait_for(|| async {
-        let lb = world.get_load_balancer(lb).await.ok()?;
+        let lb = client.get_load_balancer(lb).await.ok()?;
         let healthy = target_health_json(&lb).ok()?.healthy;
         (healthy as usize == SERVERS).then_some(())
     })

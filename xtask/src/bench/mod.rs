@@ -389,7 +389,7 @@ impl Env {
     pub async fn servers(&self, n: usize, prefix: &str) -> anyhow::Result<Vec<(u64, String)>> {
         let ids = self
             .sim
-            .world()
+            .client()
             .create_servers(n, prefix, "cx22", "fsn1")
             .await
             .map_err(|e| anyhow::anyhow!("creating servers: {e}"))?;

@@ -153,8 +153,8 @@ pub async fn run(
         ..Env::sim_config(Some(action))
     })
     .await?;
-    let world = env.sim.world();
-    let network = world
+    let client = env.sim.client();
+    let network = client
         .create_network("bench", NETWORK, SUBNET)
         .await
         .map_err(|e| anyhow::anyhow!("creating the network: {e}"))?;
@@ -272,14 +272,14 @@ pub async fn run(
 /// `n` running servers `bench-node-1 ..= bench-node-n` attached to `network` (one batch call,
 /// no actions), with their private IPs.
 pub(super) async fn servers(env: &Env, n: usize, network: u64) -> anyhow::Result<Vec<Server>> {
-    let world = env.sim.world();
+    let client = env.sim.client();
     let template = json!({"server_type": "cx22", "location": "fsn1", "networks": [network]});
-    let ids = world
+    let ids = client
         .create_servers_with(n, "bench-node", template)
         .await
         .map_err(|e| anyhow::anyhow!("creating servers: {e}"))?;
     anyhow::ensure!(ids.len() == n, "asked for {n} servers, got {}", ids.len());
-    let listed = world
+    let listed = client
         .list_all(&format!("servers?{PROBE_QUERY}"))
         .await
         .map_err(|e| anyhow::anyhow!("listing servers: {e}"))?;
@@ -379,7 +379,7 @@ async fn ensure_addresses(env: &Env, servers: &[Server]) -> anyhow::Result<()> {
 async fn routes_in(env: &Env, network: u64) -> anyhow::Result<usize> {
     let body = env
         .sim
-        .world()
+        .client()
         .get(&format!("/networks/{network}?{PROBE_QUERY}"))
         .await
         .map_err(|e| anyhow::anyhow!("reading the network: {e}"))?;

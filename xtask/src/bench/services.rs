@@ -267,7 +267,7 @@ pub(super) fn has_ingress(s: &Service) -> bool {
 async fn load_balancers(env: &Env, targets: usize) -> anyhow::Result<LbCount> {
     let lbs = env
         .sim
-        .world()
+        .client()
         .list_all(&format!("load_balancers?{PROBE_QUERY}"))
         .await
         .map_err(|e| anyhow::anyhow!("listing load balancers: {e}"))?;

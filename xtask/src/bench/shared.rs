@@ -166,7 +166,7 @@ async fn lb_count(env: &Env) -> anyhow::Result<usize> {
 
 async fn list(env: &Env) -> anyhow::Result<Vec<serde_json::Value>> {
     env.sim
-        .world()
+        .client()
         .list_all(&format!("load_balancers?{PROBE_QUERY}"))
         .await
         .map_err(|e| anyhow::anyhow!("listing load balancers: {e}"))

@@ -251,15 +251,15 @@ impl Cluster<'_> {
         let i = self.next;
         self.next += 1;
         let name = format!("bench-node-{}", i + 1);
-        let world = self.sim.world();
-        let id = world
+        let client = self.sim.client();
+        let id = client
             .create_server_with(json!({
                 "name": name, "server_type": "cx22", "location": "fsn1",
                 "image": "ubuntu-24.04", "networks": [self.network],
             }))
             .await
             .map_err(|e| anyhow::anyhow!("creating server {name}: {e}"))?;
-        let server = world
+        let server = client
             .get_server(id)
             .await
             .map_err(|e| anyhow::anyhow!("reading server {name}: {e}"))?;
@@ -279,7 +279,7 @@ impl Cluster<'_> {
     async fn remove(&mut self) -> anyhow::Result<()> {
         let (kubelet, id) = self.live.remove(0);
         self.sim
-            .world()
+            .client()
             .delete_server(id)
             .await
             .map_err(|e| anyhow::anyhow!("deleting server {}: {e}", kubelet.name))?;
@@ -578,13 +578,13 @@ pub fn memory_plot(plot: &Path) -> PathBuf {
 /// `r` dedicated servers `bench-dedicated-1 ..= r` in the sim's Robot webservice (through its
 /// uncounted control API): their names.
 async fn robot_servers(sim: &cloud_sim::Sim, r: usize) -> anyhow::Result<Vec<String>> {
-    let world = sim.world();
+    let client = sim.client();
     futures::stream::iter(1..=r)
         .map(|j| {
-            let world = &world;
+            let client = &client;
             async move {
                 let name = format!("bench-dedicated-{j}");
-                world
+                client
                     .create_robot_server(&name, "AX41-NVMe", "FSN1-DC14")
                     .await
                     .map_err(|e| anyhow::anyhow!("creating dedicated server {name}: {e}"))?;

@@ -160,7 +160,7 @@ impl ChaosCluster {
             .remove(name)
             .with_context(|| format!("no server {name}"))?;
         self.sim
-            .world()
+            .client()
             .delete_server(server.id)
             .await
             .map_err(|e| anyhow::anyhow!("deleting server {name}: {e}"))
@@ -536,7 +536,7 @@ async fn create_namespace(admin: &Client, name: &str) -> anyhow::Result<()> {
 /// namespace that names it. The controllers must refuse the Service and never write to the load
 /// balancer, whatever the scenario does to them.
 async fn not_ours(sim: &cloud_sim::Sim, admin: &Client) -> anyhow::Result<NotOurs> {
-    let w = sim.world();
+    let w = sim.client();
     let outside = w.create_server("outside-cp", "cx22", "fsn1").await?;
     let id = w
         .create_load_balancer_with(serde_json::json!({

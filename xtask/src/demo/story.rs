@@ -81,7 +81,7 @@ impl Story<'_> {
 
     async fn load_balancers(&self) -> anyhow::Result<Vec<Value>> {
         self.sim
-            .world()
+            .client()
             .list_load_balancers()
             .await
             .map_err(|e| anyhow::anyhow!("listing load balancers: {e}"))
@@ -91,7 +91,7 @@ impl Story<'_> {
     pub async fn routes(&self) -> anyhow::Result<Vec<(String, String)>> {
         let net = self
             .sim
-            .world()
+            .client()
             .get_network(self.network)
             .await
             .map_err(|e| anyhow::anyhow!("reading the network: {e}"))?;
@@ -258,7 +258,7 @@ impl Story<'_> {
         for server in &self.servers {
             let v = self
                 .sim
-                .world()
+                .client()
                 .get_server(server.id)
                 .await
                 .map_err(|e| anyhow::anyhow!("reading server {}: {e}", server.name))?;
@@ -280,7 +280,7 @@ impl Story<'_> {
         let lb = until(async || {
             let lb = self
                 .sim
-                .world()
+                .client()
                 .get_load_balancer(id)
                 .await
                 .map_err(|e| anyhow::anyhow!("reading the load balancer: {e}"))?;
@@ -494,7 +494,7 @@ impl Story<'_> {
 
     async fn powered_off(&self, server: &Server) -> anyhow::Result<()> {
         self.sim
-            .world()
+            .client()
             .poweroff(server.id)
             .await
             .map_err(|e| anyhow::anyhow!("powering off: {e}"))?;
@@ -511,7 +511,7 @@ impl Story<'_> {
         // The machine is gone, and what answered on it.
         self.stand_ins.retain(|s| s.name() != server.name);
         self.sim
-            .world()
+            .client()
             .delete_server(server.id)
             .await
             .map_err(|e| anyhow::anyhow!("deleting the server: {e}"))?;
@@ -542,8 +542,8 @@ impl Story<'_> {
     /// node-controller finds it in Robot by name, and the load balancer targets its public IP.
     async fn dedicated_server_joins(&self) -> anyhow::Result<()> {
         let name = "demo-dedicated-1";
-        let world = self.sim.world();
-        let number = world
+        let client = self.sim.client();
+        let number = client
             .create_robot_server(name, "AX41-NVMe", "FSN1-DC14")
             .await
             .map_err(|e| anyhow::anyhow!("creating the dedicated server: {e}"))?;

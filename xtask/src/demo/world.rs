@@ -27,7 +27,7 @@ pub struct Server {
 
 /// Creates the network (10.0.0.0/8, subnet 10.0.0.0/16 in eu-central).
 pub async fn network(sim: &cloud_sim::Sim) -> anyhow::Result<u64> {
-    sim.world()
+    sim.client()
         .create_network(NETWORK, "10.0.0.0/8", "10.0.0.0/16")
         .await
         .map_err(|e| anyhow::anyhow!("creating the network: {e}"))
@@ -35,21 +35,21 @@ pub async fn network(sim: &cloud_sim::Sim) -> anyhow::Result<u64> {
 
 /// Creates server `demo-<i>` attached to `network`; odd ones in fsn1, even ones in nbg1.
 pub async fn server(sim: &cloud_sim::Sim, network: u64, i: usize) -> anyhow::Result<Server> {
-    let world = sim.world();
+    let client = sim.client();
     let name = format!("demo-{i}");
     let (location, server_type) = if i % 2 == 1 {
         ("fsn1", "cx22")
     } else {
         ("nbg1", "cx32")
     };
-    let id = world
+    let id = client
         .create_server_with(json!({
             "name": name, "server_type": server_type, "location": location,
             "image": "ubuntu-24.04", "networks": [network],
         }))
         .await
         .map_err(|e| anyhow::anyhow!("creating server {name}: {e}"))?;
-    let v = world
+    let v = client
         .get_server(id)
         .await
         .map_err(|e| anyhow::anyhow!("reading server {name}: {e}"))?;

@@ -1,4 +1,4 @@
-//! The control plane shared by all tests of one test binary.
+//! One control plane per test binary: every test of the binary uses it.
 //!
 //! It is started once, on first use, from a dedicated thread that lives as long as the process:
 //! the kernel kills the children when that thread's process dies (even by SIGKILL), and an
@@ -13,10 +13,10 @@ use crate::error::Result;
 
 static PLANE: Mutex<Option<ControlPlane>> = Mutex::new(None);
 
-/// Connection details of the shared plane, or why it could not start (kept as text: every test
+/// Connection details of this binary's plane, or why it could not start (kept as text: every test
 /// that asks gets the same explanation).
-fn shared() -> &'static Result<SharedInfo, String> {
-    static INFO: OnceLock<Result<SharedInfo, String>> = OnceLock::new();
+fn plane_of_this_binary() -> &'static Result<PlaneInfo, String> {
+    static INFO: OnceLock<Result<PlaneInfo, String>> = OnceLock::new();
     INFO.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
@@ -29,21 +29,21 @@ fn shared() -> &'static Result<SharedInfo, String> {
 }
 
 #[derive(Debug, Clone)]
-struct SharedInfo {
+struct PlaneInfo {
     connection: Connection,
     pids: (u32, u32),
     ports: (u16, u16),
 }
 
 /// Starts the plane, reports back, then parks forever so the children stay tied to a live thread.
-fn keeper(tx: std::sync::mpsc::Sender<Result<SharedInfo, String>>) {
+fn keeper(tx: std::sync::mpsc::Sender<Result<PlaneInfo, String>>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("building a tokio runtime");
     match runtime.block_on(ControlPlane::start()) {
         Ok(plane) => {
-            let info = SharedInfo {
+            let info = PlaneInfo {
                 connection: plane.connection(),
                 pids: plane.pids(),
                 ports: plane.ports(),
@@ -68,7 +68,7 @@ fn keeper(tx: std::sync::mpsc::Sender<Result<SharedInfo, String>>) {
 }
 
 fn register_exit_hook() {
-    extern "C" fn stop_shared_plane() {
+    extern "C" fn stop_the_plane() {
         let plane = PLANE.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(plane) = plane {
             plane.stop();
@@ -77,15 +77,15 @@ fn register_exit_hook() {
     #[allow(unsafe_code)]
     // SAFETY: atexit only records a function pointer; the hook takes the plane out of a Mutex.
     unsafe {
-        libc::atexit(stop_shared_plane);
+        libc::atexit(stop_the_plane);
     }
 }
 
-/// The shared control plane of this test binary, started on first use (building the binaries on
+/// The control plane of this test binary, started on first use (building the binaries on
 /// the very first run on a machine). Panics with the reason if it cannot start: an e2e test must
 /// never pass or skip silently without an apiserver.
 pub async fn kube() -> TestKube {
-    let info = tokio::task::spawn_blocking(shared)
+    let info = tokio::task::spawn_blocking(plane_of_this_binary)
         .await
         .expect("starting the test control plane panicked");
     match info {
@@ -94,11 +94,11 @@ pub async fn kube() -> TestKube {
     }
 }
 
-/// A test's handle on the shared control plane. If the test panics while holding it, the tail of
+/// A test's handle on its binary's control plane. If the test panics while holding it, the tail of
 /// the apiserver and etcd logs is printed.
 #[derive(Debug)]
 pub struct TestKube {
-    info: SharedInfo,
+    info: PlaneInfo,
 }
 
 impl TestKube {

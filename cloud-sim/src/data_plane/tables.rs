@@ -1,4 +1,4 @@
-//! What the data plane's tasks share: its configuration, the health-check speedup, the measured
+//! The tables the data plane's tasks share: its configuration, the health-check speedup, the measured
 //! health (the world renders `health_status` from the same table) and the target faults.
 
 use tokio::sync::watch;
@@ -8,7 +8,7 @@ use crate::config::DataPlaneConfig;
 use crate::state::TargetHealth;
 
 #[derive(Debug)]
-pub struct Shared {
+pub struct Tables {
     pub config: DataPlaneConfig,
     /// The health-check speedup now; checkers watch it, so a change applies to the waits under
     /// way.
@@ -18,10 +18,10 @@ pub struct Shared {
     pub faults: TargetFaults,
 }
 
-impl Shared {
-    pub fn new(config: DataPlaneConfig) -> Shared {
+impl Tables {
+    pub fn new(config: DataPlaneConfig) -> Tables {
         let speedup = valid_speedup(config.health_check_speedup).unwrap_or(1.0);
-        Shared {
+        Tables {
             speedup: watch::Sender::new(speedup),
             config,
             health: TargetHealth::default(),
