@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use crate::secret::Secret;
+use crate::values::SettingsReader;
 
 /// The current token, the cloud's verdict on it, and every token seen (for redaction).
 pub struct Credentials {
@@ -165,7 +166,9 @@ impl Credentials {
                 let Some(credentials) = Weak::upgrade(&weak) else {
                     return;
                 };
-                match read_token(&path, setting) {
+                let read = read_secret_file(&path, setting)
+                    .and_then(|token| token_problem(setting, &token).map_or(Ok(token), Err));
+                match read {
                     Ok(token) => {
                         last_problem = None;
                         if credentials.rotate(token.clone()) {
@@ -191,26 +194,75 @@ impl Credentials {
     }
 }
 
-/// The token in `path`, trimmed; or why the file holds none (never quoting its content).
-pub(crate) fn read_token(path: &Path, setting: &str) -> Result<Secret, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{setting} cannot be read: {}", e.kind()))?;
-    let token = Secret::new(text);
-    if token.is_empty() {
-        return Err(format!("{setting} is empty"));
+/// A credential given as the setting `name` (`value`, kept out of any lookup so that it never
+/// travels as a plain string) or, when that is unset, as the content of the file the setting
+/// `<name>_FILE` names: HCCM's `LookupEnvWithFile`, and the one reader of credential files here.
+/// Both set: the value wins, as in HCCM, with a startup warning naming the file.
+pub(crate) fn given(
+    name: &str,
+    value: Option<Secret>,
+    settings: &mut SettingsReader,
+) -> Option<Given> {
+    let file_setting = format!("{name}_FILE");
+    let file = settings.text(&file_setting).map(PathBuf::from);
+    match (value.filter(|v| !v.is_empty()), file) {
+        (Some(secret), file) => {
+            if let Some(path) = file {
+                settings.warn(format!(
+                    "{name} and {file_setting}={} are both set: using {name}, as HCCM does; \
+                     unset one of them",
+                    path.display()
+                ));
+            }
+            Some(Given { secret, file: None })
+        }
+        (None, Some(path)) => match read_secret_file(&path, &file_setting) {
+            Ok(secret) => Some(Given {
+                secret,
+                file: Some(path),
+            }),
+            Err(problem) => {
+                settings.problem(problem);
+                None
+            }
+        },
+        (None, None) => None,
     }
-    if token
+}
+
+/// A credential and the file it was read from, if it was.
+#[derive(Debug, Clone)]
+pub(crate) struct Given {
+    pub secret: Secret,
+    pub file: Option<PathBuf>,
+}
+
+/// The content of the file at `path` (named by the setting `setting`), trimmed; or why it holds
+/// no credential. Read at startup and by [`Credentials::watch_file`]; never quotes the content.
+pub(crate) fn read_secret_file(path: &Path, setting: &str) -> Result<Secret, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{setting}={}: cannot read: {e}", path.display()))?;
+    let secret = Secret::new(text);
+    if secret.is_empty() {
+        return Err(format!("{setting}={}: the file is empty", path.display()));
+    }
+    Ok(secret)
+}
+
+/// Why `token` (from `setting`) cannot go into an `Authorization` header, if it cannot: a space,
+/// newline or control character inside (typically a Secret holding two lines). Never quotes it.
+pub(crate) fn token_problem(setting: &str, token: &Secret) -> Option<String> {
+    token
         .expose()
         .chars()
         .any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(format!(
-            "{setting} holds whitespace or control characters inside the token ({} \
-             characters, content not shown): expected the API token alone",
-            token.len()
-        ));
-    }
-    Ok(token)
+        .then(|| {
+            format!(
+                "{setting} holds whitespace or control characters inside the token ({} \
+                 characters, value not shown): expected the API token alone",
+                token.len()
+            )
+        })
 }
 
 #[cfg(test)]
@@ -260,17 +312,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
         std::fs::write(&path, format!("{A}\n")).unwrap();
-        assert!(read_token(&path, "HCLOUD_TOKEN_FILE").unwrap() == Secret::new(A));
+        assert!(read_secret_file(&path, "HCLOUD_TOKEN_FILE").unwrap() == Secret::new(A));
         std::fs::write(&path, "\n").unwrap();
         assert!(
-            read_token(&path, "HCLOUD_TOKEN_FILE")
+            read_secret_file(&path, "HCLOUD_TOKEN_FILE")
                 .unwrap_err()
-                .contains("empty")
+                .contains("the file is empty")
         );
         std::fs::write(&path, format!("{A}\n{B}\n")).unwrap();
-        let e = read_token(&path, "HCLOUD_TOKEN_FILE").unwrap_err();
+        let two = read_secret_file(&path, "HCLOUD_TOKEN_FILE").unwrap();
+        let e = token_problem("HCLOUD_TOKEN_FILE", &two).unwrap();
         assert!(!e.contains(A) && e.contains("129 characters"), "{e}");
-        let e = read_token(&dir.path().join("missing"), "HCLOUD_TOKEN_FILE").unwrap_err();
-        assert!(e.contains("cannot be read"), "{e}");
+        let e = read_secret_file(&dir.path().join("missing"), "HCLOUD_TOKEN_FILE").unwrap_err();
+        assert!(
+            e.contains("HCLOUD_TOKEN_FILE=") && e.contains("cannot read"),
+            "{e}"
+        );
     }
 }

@@ -67,6 +67,102 @@ pub fn unexpanded_reference(var: &str, value: &str) -> Option<String> {
     ))
 }
 
+/// Reads a provider's settings by name, collecting every problem (each naming the setting and its
+/// value) and every startup warning instead of stopping at the first. An empty or blank value counts
+/// as unset, as in HCCM (whose templates render `HCLOUD_NETWORK=""` when no network is set).
+pub struct SettingsReader<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+    problems: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for SettingsReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SettingsReader")
+            .field("problems", &self.problems)
+            .field("warnings", &self.warnings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> SettingsReader<'a> {
+    pub fn new(lookup: &'a dyn Fn(&str) -> Option<String>) -> Self {
+        Self {
+            lookup,
+            problems: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The setting's value, trimmed; `None` when unset or blank.
+    pub fn text(&self, name: &str) -> Option<String> {
+        (self.lookup)(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The setting parsed by `parse`; when it does not parse, the problem
+    /// `NAME="value": <what>` is recorded and `None` returned.
+    pub fn parsed<T>(
+        &mut self,
+        name: &str,
+        parse: impl Fn(&str) -> Option<T>,
+        what: &str,
+    ) -> Option<T> {
+        let value = self.text(name)?;
+        let parsed = parse(&value);
+        if parsed.is_none() {
+            self.problem(format!("{name}={value:?}: {what}"));
+        }
+        parsed
+    }
+
+    /// A boolean as Go's `strconv.ParseBool` reads it.
+    pub fn bool(&mut self, name: &str) -> Option<bool> {
+        self.parsed(name, parse_bool, &format!("not {BOOL_EXPECTED}"))
+    }
+
+    /// A duration ([`parse_duration`]).
+    pub fn duration(&mut self, name: &str) -> Option<Duration> {
+        self.parsed(
+            name,
+            parse_duration,
+            &format!("expected {DURATION_EXPECTED}"),
+        )
+    }
+
+    /// An http:// or https:// base URL, without trailing slash.
+    pub fn url(&mut self, name: &str) -> Option<String> {
+        let value = self.text(name)?;
+        if let Some(problem) = unexpanded_reference(name, &value) {
+            self.problem(problem);
+        } else if !(value.starts_with("http://") || value.starts_with("https://")) {
+            self.problem(format!(
+                "{name}={value:?}: must be an http:// or https:// URL"
+            ));
+        }
+        Some(value.trim_end_matches('/').to_owned())
+    }
+
+    pub fn problem(&mut self, problem: impl Into<String>) {
+        self.problems.push(problem.into());
+    }
+
+    /// Something accepted that deserves a word at startup.
+    pub fn warn(&mut self, warning: impl Into<String>) {
+        self.warnings.push(warning.into());
+    }
+
+    /// The warnings, or every problem found.
+    pub fn finish(self) -> Result<Vec<String>, Vec<String>> {
+        if self.problems.is_empty() {
+            Ok(self.warnings)
+        } else {
+            Err(self.problems)
+        }
+    }
+}
+
 /// Go `strconv.ParseBool`.
 pub fn parse_bool(s: &str) -> Option<bool> {
     match s {

@@ -453,9 +453,9 @@ async fn env_health_check_default_matches_hccms_block() {
     )
     .await;
     let p = provider(&sim, |c| {
-        c.lb_defaults.health_check_interval = Some(Duration::from_secs(5));
-        c.lb_defaults.location = Some("fsn1".into());
-        c.lb_defaults.lb_type = Some("lb11".into());
+        c.load_balancers.defaults.health_check_interval = Some(Duration::from_secs(5));
+        c.load_balancers.defaults.location = Some("fsn1".into());
+        c.load_balancers.defaults.lb_type = Some("lb11".into());
     })
     .await;
     let lbs = p.load_balancers().unwrap();
@@ -769,7 +769,10 @@ async fn empty_type_annotation_means_unset() {
         &[],
     )
     .await;
-    let p = provider(&sim, |c| c.lb_defaults.lb_type = Some("lb21".into())).await;
+    let p = provider(&sim, |c| {
+        c.load_balancers.defaults.lb_type = Some("lb21".into())
+    })
+    .await;
     let lbs = p.load_balancers().unwrap();
     let ann = [("type", ""), ("location", "fsn1"), ("certificate-type", "")];
 

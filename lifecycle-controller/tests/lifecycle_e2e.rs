@@ -4,8 +4,8 @@
 use cloud_client::Cloud;
 use cloud_client::label_selector::LabelSelector;
 use lifecycle_controller::filter::NodeFilter;
-use test_support::run::{cloud_for, spawn, test_config};
-use test_support::{
+use test_support::e2e::run::{cloud_for, spawn, test_config};
+use test_support::e2e::{
     NodeSpecT, T, create_node, event_with_reason, eventually, get_node, has_taint, set_ready,
     unique,
 };
@@ -17,7 +17,7 @@ async fn start_lifecycle(
     run: &str,
     cloud: Cloud,
     filter: NodeFilter,
-) -> test_support::run::Running {
+) -> test_support::e2e::run::Running {
     let cfg = test_config(&lifecycle_controller::INFO, run);
     spawn(&lifecycle_controller::INFO, cfg, client, move |rt| {
         lifecycle_controller::start(rt, cloud, settings(filter))
@@ -58,8 +58,8 @@ async fn not_ready_node_whose_server_is_deleted_is_deleted_and_ready_node_is_kep
     let sim = cloud_sim::Sim::start().await;
     let run = unique("gone");
     let (a, b) = (unique("notready"), unique("ready"));
-    let sa = test_support::sim::create_server(&sim, &a).await;
-    let sb = test_support::sim::create_server(&sim, &b).await;
+    let sa = test_support::e2e::sim::create_server(&sim, &a).await;
+    let sb = test_support::e2e::sim::create_server(&sim, &b).await;
     create_node(
         &client,
         &run,
@@ -82,8 +82,8 @@ async fn not_ready_node_whose_server_is_deleted_is_deleted_and_ready_node_is_kep
         },
     )
     .await;
-    test_support::sim::delete_server(&sim, sa.id).await;
-    test_support::sim::delete_server(&sim, sb.id).await;
+    test_support::e2e::sim::delete_server(&sim, sa.id).await;
+    test_support::e2e::sim::delete_server(&sim, sb.id).await;
     let ctl = start_lifecycle(
         client.clone(),
         &run,
@@ -117,8 +117,8 @@ async fn powered_off_server_gets_shutdown_taint_until_node_is_ready_again() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("off");
     let name = unique("node");
-    let s = test_support::sim::create_server(&sim, &name).await;
-    test_support::sim::power(&sim, s.id, false).await;
+    let s = test_support::e2e::sim::create_server(&sim, &name).await;
+    test_support::e2e::sim::power(&sim, s.id, false).await;
     create_node(
         &client,
         &run,
@@ -154,7 +154,7 @@ async fn powered_off_server_gets_shutdown_taint_until_node_is_ready_again() {
         .unwrap();
     assert_eq!(t.effect, "NoSchedule");
 
-    test_support::sim::power(&sim, s.id, true).await;
+    test_support::e2e::sim::power(&sim, s.id, true).await;
     set_ready(&client, &name, true).await;
     eventually("shutdown taint removed", T, || async {
         get_node(&client, &name)
@@ -172,9 +172,9 @@ async fn cloud_errors_never_delete_a_node() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("faults");
     let name = unique("node");
-    let s = test_support::sim::create_server(&sim, &name).await;
+    let s = test_support::e2e::sim::create_server(&sim, &name).await;
     let cloud = cloud_for(&sim).await;
-    test_support::sim::delete_server(&sim, s.id).await;
+    test_support::e2e::sim::delete_server(&sim, s.id).await;
     let fault = sim.faults().error_rate(None, 1.0, 503, "unavailable");
     create_node(
         &client,
@@ -223,9 +223,9 @@ async fn lagging_server_lists_never_delete_a_node() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("lag");
     let (known, nameless, deleted) = (unique("known"), unique("nameless"), unique("deleted"));
-    let s_known = test_support::sim::create_server(&sim, &known).await;
-    let s_deleted = test_support::sim::create_server(&sim, &deleted).await;
-    test_support::sim::delete_server(&sim, s_deleted.id).await;
+    let s_known = test_support::e2e::sim::create_server(&sim, &known).await;
+    let s_deleted = test_support::e2e::sim::create_server(&sim, &deleted).await;
+    test_support::e2e::sim::delete_server(&sim, s_deleted.id).await;
     sim.faults().omit_items(Some("GET /servers"), 1.0);
     for (name, provider_id) in [
         (&known, pid(s_known.id)),
@@ -309,7 +309,7 @@ async fn excluded_hybrid_nodes_are_never_deleted() {
         },
     )
     .await;
-    let s = test_support::sim::create_server(&sim, &cloud_node).await;
+    let s = test_support::e2e::sim::create_server(&sim, &cloud_node).await;
     create_node(
         &client,
         &run,
@@ -321,7 +321,7 @@ async fn excluded_hybrid_nodes_are_never_deleted() {
         },
     )
     .await;
-    test_support::sim::delete_server(&sim, s.id).await;
+    test_support::e2e::sim::delete_server(&sim, s.id).await;
     let filter = NodeFilter {
         exclude: Some(
             LabelSelector::parse("--exclude-nodes-selector", "hybrid.example/on-prem=true")
@@ -350,11 +350,11 @@ async fn runs_with_only_the_chart_rbac_and_leader_election() {
     let run = unique("rbac");
     let ns = unique("lc-rbac");
     let sa_client =
-        test_support::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
+        test_support::e2e::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
 
     let (gone_node, off_node) = (unique("gone"), unique("off"));
-    let s1 = test_support::sim::create_server(&sim, &gone_node).await;
-    let s2 = test_support::sim::create_server(&sim, &off_node).await;
+    let s1 = test_support::e2e::sim::create_server(&sim, &gone_node).await;
+    let s2 = test_support::e2e::sim::create_server(&sim, &off_node).await;
     create_node(
         &admin,
         &run,
@@ -377,11 +377,11 @@ async fn runs_with_only_the_chart_rbac_and_leader_election() {
         },
     )
     .await;
-    test_support::sim::delete_server(&sim, s1.id).await;
-    test_support::sim::power(&sim, s2.id, false).await;
+    test_support::e2e::sim::delete_server(&sim, s1.id).await;
+    test_support::e2e::sim::power(&sim, s2.id, false).await;
 
     let mut cfg = test_config(&lifecycle_controller::INFO, &run);
-    cfg.leader_election = Some(test_support::run::lease(
+    cfg.leader_election = Some(test_support::e2e::run::lease(
         &lifecycle_controller::INFO,
         &ns,
         "a",
@@ -427,8 +427,8 @@ async fn unusable_provider_ids_warn_and_are_never_deleted() {
         bad.push((name, provider_id));
     }
     let control = unique("node");
-    let s = test_support::sim::create_server(&sim, &control).await;
-    test_support::sim::delete_server(&sim, s.id).await;
+    let s = test_support::e2e::sim::create_server(&sim, &control).await;
+    test_support::e2e::sim::delete_server(&sim, s.id).await;
     let spec = NodeSpecT {
         provider_id: pid(s.id),
         ready: Some(false),
@@ -475,12 +475,12 @@ async fn chart_rbac_refuses_services_node_status_and_secrets() {
     use k8s_openapi::api::core::v1::{Node, Secret, Service, ServicePort, ServiceSpec};
     use kube::Api;
     use kube::api::{ListParams, Patch, PatchParams, PostParams};
-    use test_support::forbidden;
+    use test_support::e2e::forbidden;
     let k = testenv::kube().await;
     let admin = k.client().await;
     let run = unique("rbac-deny");
     let ns = unique("lc-deny");
-    let sa = test_support::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
+    let sa = test_support::e2e::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
     let name = unique("node");
     create_node(&admin, &run, &name, NodeSpecT::default()).await;
     let mut svc = Service::default();
@@ -554,7 +554,7 @@ async fn robot_nodes_are_tainted_when_shut_off_and_deleted_when_gone() {
         )
         .await;
     }
-    let cloud = test_support::run::cloud_with(test_support::run::sim_config_with_robot(&sim)).await;
+    let cloud = test_support::e2e::run::cloud_with(test_support::e2e::run::sim_config_with_robot(&sim)).await;
     let ctl = start_lifecycle(client.clone(), &run, cloud, NodeFilter::default()).await;
 
     w.robot_power_off(off_number).await.unwrap();
@@ -587,8 +587,8 @@ async fn shadow_plans_the_deletion_and_the_taint_and_writes_nothing() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("shadow");
     let (a, b) = (unique("gone"), unique("off"));
-    let sa = test_support::sim::create_server(&sim, &a).await;
-    let sb = test_support::sim::create_server(&sim, &b).await;
+    let sa = test_support::e2e::sim::create_server(&sim, &a).await;
+    let sb = test_support::e2e::sim::create_server(&sim, &b).await;
     for (name, id) in [(&a, sa.id), (&b, sb.id)] {
         create_node(
             &client,
@@ -602,8 +602,8 @@ async fn shadow_plans_the_deletion_and_the_taint_and_writes_nothing() {
         )
         .await;
     }
-    test_support::sim::delete_server(&sim, sa.id).await;
-    test_support::sim::power(&sim, sb.id, false).await;
+    test_support::e2e::sim::delete_server(&sim, sa.id).await;
+    test_support::e2e::sim::power(&sim, sb.id, false).await;
     let versions = || async {
         let mut v = Vec::new();
         for name in [&a, &b] {
@@ -615,9 +615,8 @@ async fn shadow_plans_the_deletion_and_the_taint_and_writes_nothing() {
     let before = versions().await;
 
     let mut config = test_config(&lifecycle_controller::INFO, &run);
-    let mut cloud = test_support::run::sim_config(&sim);
-    test_support::run::shadow(&mut config, &mut cloud);
-    let cloud = test_support::run::cloud_with(cloud).await;
+    test_support::e2e::run::shadow(&mut config);
+    let cloud = test_support::e2e::run::cloud_of(test_support::e2e::run::sim_config(&sim), &config).await;
     let ctl = spawn(
         &lifecycle_controller::INFO,
         config,
@@ -627,7 +626,7 @@ async fn shadow_plans_the_deletion_and_the_taint_and_writes_nothing() {
     .await;
 
     let planned = eventually("the deletion and the taint planned", T, || async {
-        let p = test_support::run::planned_writes(ctl.admin).await;
+        let p = test_support::e2e::run::planned_writes(ctl.admin).await;
         (p.len() >= 2).then_some(p)
     })
     .await;
@@ -663,7 +662,7 @@ async fn shadow_plans_the_deletion_and_the_taint_and_writes_nothing() {
             .then_some(())
     })
     .await;
-    let again = test_support::run::planned_writes(ctl.admin).await;
+    let again = test_support::e2e::run::planned_writes(ctl.admin).await;
     assert_eq!(again.len(), planned.len(), "{again:#?}");
     assert!(again.iter().all(|e| e["count"].as_u64().unwrap() >= 1));
     assert_eq!(versions().await, before, "neither Node written");

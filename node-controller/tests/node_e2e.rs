@@ -10,9 +10,9 @@ use cloud_client::{Cloud, CloudError, InstanceMetadata, Instances, NodeRef};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use test_support::process::{Binary, assert_leads_then_releases_on_sigterm};
-use test_support::run::{cloud_for, spawn, test_config};
-use test_support::{
+use test_support::e2e::process::{Binary, assert_leads_then_releases_on_sigterm};
+use test_support::e2e::run::{cloud_for, spawn, test_config};
+use test_support::e2e::{
     NodeSpecT, T, create_node, event_with_reason, eventually, get_node, has_taint, unique,
 };
 
@@ -36,7 +36,7 @@ async fn start_node_controller(
     client: kube::Client,
     run: &str,
     cloud: Cloud,
-) -> test_support::run::Running {
+) -> test_support::e2e::run::Running {
     let cfg = test_config(&node_controller::INFO, run);
     spawn(&node_controller::INFO, cfg, client, move |rt| {
         node_controller::start(rt, cloud, Default::default())
@@ -48,7 +48,7 @@ async fn initialized(client: &kube::Client, name: &str) -> Node {
     eventually(&format!("node {name} initialized"), T, || async {
         get_node(client, name)
             .await
-            .filter(|n| !has_taint(n, test_support::UNINITIALIZED))
+            .filter(|n| !has_taint(n, test_support::e2e::UNINITIALIZED))
     })
     .await
 }
@@ -62,7 +62,7 @@ async fn node_initialized_by(
     instance: &str,
 ) {
     let name = unique("node");
-    test_support::sim::create_server(sim, &name).await;
+    test_support::e2e::sim::create_server(sim, &name).await;
     let spec = NodeSpecT {
         tainted: true,
         ..Default::default()
@@ -83,7 +83,7 @@ async fn initializes_node_with_labels_addresses_provider_id_and_removes_taint() 
     let sim = cloud_sim::Sim::start().await;
     let run = unique("init");
     let name = unique("node");
-    let server = test_support::sim::create_server(&sim, &name).await;
+    let server = test_support::e2e::sim::create_server(&sim, &name).await;
     let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
 
     create_node(
@@ -176,7 +176,7 @@ async fn existing_provider_id_is_used_and_never_overwritten() {
     let client = k.client().await;
     let sim = cloud_sim::Sim::start().await;
     let run = unique("pid");
-    let server = test_support::sim::create_server(&sim, &unique("srv")).await;
+    let server = test_support::e2e::sim::create_server(&sim, &unique("srv")).await;
     let name = unique("node-other-name");
     let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
 
@@ -211,7 +211,7 @@ async fn node_ip_mismatch_keeps_taint_and_warns_with_cloud_addresses() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("nodeip");
     let name = unique("node");
-    let server = test_support::sim::create_server(&sim, &name).await;
+    let server = test_support::e2e::sim::create_server(&sim, &name).await;
     let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
 
     create_node(
@@ -237,7 +237,7 @@ async fn node_ip_mismatch_keeps_taint_and_warns_with_cloud_addresses() {
     );
     let n = get_node(&client, &name).await.unwrap();
     assert!(
-        has_taint(&n, test_support::UNINITIALIZED),
+        has_taint(&n, test_support::e2e::UNINITIALIZED),
         "taint must stay"
     );
     assert!(
@@ -247,7 +247,7 @@ async fn node_ip_mismatch_keeps_taint_and_warns_with_cloud_addresses() {
 
     // An invalid annotation is bad input: a Warning, the controller keeps running.
     let bad = unique("node-bad");
-    test_support::sim::create_server(&sim, &bad).await;
+    test_support::e2e::sim::create_server(&sim, &bad).await;
     create_node(
         &client,
         &run,
@@ -296,7 +296,7 @@ async fn server_not_found_keeps_taint_and_warns_listing_what_was_tried() {
     );
     assert!(has_taint(
         &get_node(&client, &name).await.unwrap(),
-        test_support::UNINITIALIZED
+        test_support::e2e::UNINITIALIZED
     ));
     eventually("backlog gauge shows the stuck node", T, || async {
         ctl.metrics()
@@ -338,7 +338,7 @@ async fn bad_provider_ids_warn_and_keep_the_taint() {
         assert!(note.contains(expected_in_note), "{provider_id}: {note}");
         let node = get_node(&client, &name).await.unwrap();
         assert!(
-            has_taint(&node, test_support::UNINITIALIZED),
+            has_taint(&node, test_support::e2e::UNINITIALIZED),
             "{provider_id}"
         );
         assert_eq!(
@@ -360,7 +360,7 @@ async fn bad_provider_ids_warn_and_keep_the_taint() {
 
     // The controller is still working: a good node next to the bad ones initializes.
     let good = unique("node");
-    test_support::sim::create_server(&sim, &good).await;
+    test_support::e2e::sim::create_server(&sim, &good).await;
     let spec = NodeSpecT {
         tainted: true,
         ..Default::default()
@@ -404,7 +404,7 @@ async fn reserved_domain_labels_are_dropped_and_user_labels_kept() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("labels");
     let name = unique("node");
-    test_support::sim::create_server(&sim, &name).await;
+    test_support::e2e::sim::create_server(&sim, &name).await;
     let mut cloud = cloud_for(&sim).await;
     cloud.instances = Some(Arc::new(ExtraLabels(cloud.instances.clone().unwrap())));
     let ctl = start_node_controller(client.clone(), &run, cloud).await;
@@ -480,7 +480,7 @@ async fn periodic_address_sync_repairs_changed_addresses() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("addr");
     let name = unique("node");
-    let server = test_support::sim::create_server(&sim, &name).await;
+    let server = test_support::e2e::sim::create_server(&sim, &name).await;
     let cfg = test_config(&node_controller::INFO, &run);
     let settings = node_controller::Settings {
         address_sync_period: Duration::from_millis(500),
@@ -541,21 +541,21 @@ async fn a_shadow_leads_its_own_lease_beside_the_acting_controller() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("shadow-le");
     let ns = unique("nc-shadow");
-    let sa = test_support::chart_service_account(&k, &admin, "node-controller", &ns).await;
+    let sa = test_support::e2e::chart_service_account(&k, &admin, "node-controller", &ns).await;
 
     let mut shadow_cfg = test_config(&node_controller::INFO, &run);
-    let mut lease = test_support::run::lease(&node_controller::INFO, &ns, "shadow");
+    let mut lease = test_support::e2e::run::lease(&node_controller::INFO, &ns, "shadow");
     lease.lease_name.push_str("-dry-run");
     shadow_cfg.leader_election = Some(lease);
-    let mut shadow_cloud = test_support::run::sim_config(&sim);
-    test_support::run::shadow(&mut shadow_cfg, &mut shadow_cloud);
-    let shadow_cloud = test_support::run::cloud_with(shadow_cloud).await;
+    test_support::e2e::run::shadow(&mut shadow_cfg);
+    let shadow_cloud =
+        test_support::e2e::run::cloud_of(test_support::e2e::run::sim_config(&sim), &shadow_cfg).await;
     let shadow = spawn(&node_controller::INFO, shadow_cfg, sa.clone(), move |rt| {
         node_controller::start(rt, shadow_cloud, Default::default())
     })
     .await;
     let mut acting_cfg = test_config(&node_controller::INFO, &run);
-    acting_cfg.leader_election = Some(test_support::run::lease(
+    acting_cfg.leader_election = Some(test_support::e2e::run::lease(
         &node_controller::INFO,
         &ns,
         "acting",
@@ -571,7 +571,7 @@ async fn a_shadow_leads_its_own_lease_beside_the_acting_controller() {
     })
     .await;
     node_initialized_by(&admin, &sim, &run, "acting").await;
-    let planned = test_support::run::planned_writes(shadow.admin).await;
+    let planned = test_support::e2e::run::planned_writes(shadow.admin).await;
     assert!(
         planned.iter().all(|e| e["api"] == "kubernetes"),
         "node-controller makes no cloud write: {planned:#?}"
@@ -589,7 +589,7 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("le");
     let ns = unique("nc-rbac");
-    let sa = test_support::chart_service_account(&k, &admin, "node-controller", &ns).await;
+    let sa = test_support::e2e::chart_service_account(&k, &admin, "node-controller", &ns).await;
 
     let start = |id: &'static str| {
         let sa = sa.clone();
@@ -598,7 +598,7 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
         let sim = &sim;
         async move {
             let mut cfg = test_config(&node_controller::INFO, &run);
-            cfg.leader_election = Some(test_support::run::lease(&node_controller::INFO, &ns, id));
+            cfg.leader_election = Some(test_support::e2e::run::lease(&node_controller::INFO, &ns, id));
             let cloud = cloud_for(sim).await;
             spawn(&node_controller::INFO, cfg, sa, move |rt| {
                 node_controller::start(rt, cloud, Default::default())
@@ -620,7 +620,7 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
         (b, a, "instance-b", "instance-a")
     };
     assert!(
-        test_support::run::http_get(standby.admin, "/readyz")
+        test_support::e2e::run::http_get(standby.admin, "/readyz")
             .await
             .lines()
             .next()
@@ -656,9 +656,9 @@ async fn losing_the_lease_stops_the_controller_with_an_error() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("lost");
     let ns = unique("lease-lost");
-    test_support::ensure_namespace(&admin, &ns).await;
+    test_support::e2e::ensure_namespace(&admin, &ns).await;
     let mut cfg = test_config(&node_controller::INFO, &run);
-    let le = test_support::run::lease(&node_controller::INFO, &ns, "victim");
+    let le = test_support::e2e::run::lease(&node_controller::INFO, &ns, "victim");
     let lease_name = le.lease_name.clone();
     cfg.leader_election = Some(le);
     let cloud = cloud_for(&sim).await;
@@ -702,9 +702,9 @@ async fn binary_initializes_and_releases_the_lease_on_sigterm() {
     let sim = cloud_sim::Sim::start().await;
     let run = unique("bin");
     let ns = unique("bin-lease");
-    test_support::ensure_namespace(&admin, &ns).await;
+    test_support::e2e::ensure_namespace(&admin, &ns).await;
     let name = unique("node");
-    test_support::sim::create_server(&sim, &name).await;
+    test_support::e2e::sim::create_server(&sim, &name).await;
 
     let mut child = Binary::new(env!("CARGO_BIN_EXE_node-controller"), &k)
         .leader_elect(&ns)
@@ -732,12 +732,12 @@ async fn binary_initializes_and_releases_the_lease_on_sigterm() {
 async fn chart_rbac_refuses_deleting_nodes_and_reading_secrets() {
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::{DeleteParams, ListParams};
-    use test_support::forbidden;
+    use test_support::e2e::forbidden;
     let k = testenv::kube().await;
     let admin = k.client().await;
     let run = unique("rbac-deny");
     let ns = unique("nc-deny");
-    let sa = test_support::chart_service_account(&k, &admin, "node-controller", &ns).await;
+    let sa = test_support::e2e::chart_service_account(&k, &admin, "node-controller", &ns).await;
     let name = unique("node");
     create_node(&admin, &run, &name, NodeSpecT::default()).await;
     let nodes: Api<Node> = Api::all(sa.clone());
@@ -777,7 +777,7 @@ async fn robot_node_is_initialized_as_hccm_does() {
         .create_robot_server(&name, "AX41-NVMe", "FSN1-DC14")
         .await
         .unwrap();
-    let cloud = test_support::run::cloud_with(test_support::run::sim_config_with_robot(&sim)).await;
+    let cloud = test_support::e2e::run::cloud_with(test_support::e2e::run::sim_config_with_robot(&sim)).await;
     let ctl = start_node_controller(client.clone(), &run, cloud).await;
     create_node(
         &client,

@@ -5,8 +5,8 @@
 
 mod support;
 
-use test_support::bad_config::{ConfigCase, LOAD_BALANCER_DEFAULT, assert_all};
-use test_support::process::Binary;
+use test_support::catalogues::bad_config::{ConfigCase, LOAD_BALANCER_DEFAULT, assert_all};
+use test_support::e2e::process::Binary;
 
 const BIN: &str = env!("CARGO_BIN_EXE_service-controller");
 
@@ -153,7 +153,7 @@ async fn refused_token_fails_startup_naming_it() {
 
 #[test]
 fn every_hccm_flag_is_accepted_and_the_unread_ones_are_named_in_one_warning() {
-    test_support::hccm_flags::assert_every_flag_accepted(
+    test_support::catalogues::hccm_flags::assert_every_flag_accepted(
         BIN,
         &["concurrent-service-syncs", "node-sync-period"],
     );
@@ -163,7 +163,7 @@ fn every_hccm_flag_is_accepted_and_the_unread_ones_are_named_in_one_warning() {
 /// accepted where it used to stop the binary, and `HCLOUD_METRICS_ENABLED=false` honoured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_hccm_installation_switches_over() {
-    test_support::hccm_switch::assert_switch_from_hccm(test_support::hccm_switch::Case {
+    test_support::e2e::hccm_switch::assert_switch_from_hccm(test_support::e2e::hccm_switch::Case {
         controller: "service-controller",
         bin: BIN,
         op: Some("hcloud/loadBalancers.EnsureLoadBalancer"),

@@ -3,7 +3,7 @@
 //! Node it cannot target. Each must end in a Warning that names the field, the offending value and
 //! what is accepted, with no cloud write, while the controller keeps running and a good Service
 //! next to the bad ones converges. The table in docs/bad-input.md lists the same.
-//! The catalogue itself lives in `test_support::bad_input`, shared with the chart's admission-policy
+//! The catalogue itself lives in `test_support::catalogues::bad_input`, shared with the chart's admission-policy
 //! test; this test runs it with no policy installed: the controller alone catches every case.
 
 mod support;
@@ -15,8 +15,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 use support::{Fixture, T, annotation_patch};
-use test_support::bad_input::{CASES, NOT_OURS_LB, Ports};
-use test_support::{NodeSpecT, create_node, eventually, unique};
+use test_support::catalogues::bad_input::{CASES, NOT_OURS_LB, Ports};
+use test_support::e2e::{NodeSpecT, create_node, eventually, unique};
 
 /// The Warning notes of `reason` per object name, in namespace `ns`.
 async fn warnings(fx: &Fixture, ns: &str, reason: &str) -> BTreeMap<String, String> {

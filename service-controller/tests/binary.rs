@@ -4,7 +4,7 @@
 mod support;
 
 use support::Fixture;
-use test_support::process::{Binary, assert_leads_then_releases_on_sigterm};
+use test_support::e2e::process::{Binary, assert_leads_then_releases_on_sigterm};
 
 const BIN: &str = env!("CARGO_BIN_EXE_service-controller");
 
@@ -116,7 +116,7 @@ async fn a_cloud_unreachable_at_start_is_waited_for() {
     .await;
     let lease = "cloud-controller-manager-service-controller";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while test_support::process::lease_holder(&fx.admin, &fx.ns, lease)
+    while test_support::e2e::process::lease_holder(&fx.admin, &fx.ns, lease)
         .await
         .is_none()
     {

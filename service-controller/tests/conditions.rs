@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use service_controller::Settings;
 use support::{Fixture, Options, PREFIX};
-use test_support::{T, eventually};
+use test_support::e2e::{T, eventually};
 
 fn condition(svc: &Service) -> Option<Condition> {
     service_controller::condition::current(svc).cloned()
@@ -28,7 +28,7 @@ async fn wait_condition(fx: &Fixture, name: &str, status: &str, reason: &str) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_outage_and_recovery_show_in_the_condition() {
     let fx = Fixture::start_with(Options {
-        cloud: Some(Box::new(|c| c.retry.max_attempts = 1)),
+        cloud: Some(Box::new(|c| c.client.retry.max_attempts = 1)),
         ..Options::default()
     })
     .await;

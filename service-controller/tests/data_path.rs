@@ -22,7 +22,7 @@ use kube::ResourceExt;
 use serde_json::json;
 use support::traffic::*;
 use support::*;
-use test_support::eventually;
+use test_support::e2e::eventually;
 
 #[tokio::test]
 async fn a_request_through_the_load_balancer_reaches_a_node_and_proxy_protocol_names_the_client() {

@@ -22,8 +22,8 @@ use service_controller::metrics::ServiceMetrics;
 use service_controller::nodes::NodeCache;
 use service_controller::patches::FINALIZER;
 use service_controller::service::{ClassFilter, service_ref};
-use test_support::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
-use test_support::mock_kube::{ApiServerVerifier, mock_client};
+use test_support::fakes::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
+use test_support::fakes::mock_kube::{ApiServerVerifier, mock_client};
 
 const STATUS: &str = "/api/v1/namespaces/ns/services/web/status";
 const STRATEGIC: &str = "application/strategic-merge-patch+json";

@@ -14,7 +14,7 @@ use serde_json::Value;
 use service_controller::reasons;
 use support::traffic::*;
 use support::*;
-use test_support::eventually;
+use test_support::e2e::eventually;
 
 /// The longest a switch can wait: the probe period, a fresh verdict, the ensure.
 const SWITCH: Duration = Duration::from_secs(90);

@@ -14,7 +14,7 @@ use support::{
     Fixture, Options, T, annotation_patch, has_finalizer, ingress_ips, lb_ports, node_ports,
     target_ids,
 };
-use test_support::eventually;
+use test_support::e2e::eventually;
 
 fn writes_named(writes: &[(String, String)], action: &str) -> usize {
     writes.iter().filter(|(_, e)| e.ends_with(action)).count()
@@ -100,8 +100,8 @@ async fn unchanged_reconciles_write_nothing_and_ready_flips_cost_no_call() {
     // An unrelated label on the Service, a Ready flip and a heartbeat-like status write on a node.
     fx.patch("web", json!({"metadata": {"labels": {"team": "a"}}}))
         .await;
-    test_support::set_ready(&fx.admin, &nodes[0].name, false).await;
-    test_support::set_ready(&fx.admin, &nodes[0].name, true).await;
+    test_support::e2e::set_ready(&fx.admin, &nodes[0].name, false).await;
+    test_support::e2e::set_ready(&fx.admin, &nodes[0].name, true).await;
     // A node change that does matter, as the barrier: once it is applied, the ones before it were
     // seen and ignored.
     let third = fx.node(BTreeMap::new()).await;
@@ -420,7 +420,7 @@ async fn drift_check_repairs_changes_made_behind_our_back() {
 async fn cloud_error_storms_converge_without_duplicates() {
     let fx = Fixture::start_with(Options {
         cloud: Some(Box::new(|c| {
-            c.retry.max_attempts = 2;
+            c.client.retry.max_attempts = 2;
         })),
         ..Default::default()
     })
@@ -483,7 +483,7 @@ async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
     use k8s_openapi::api::core::v1::{Node, Secret, Service};
     use kube::Api;
     use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
-    use test_support::forbidden;
+    use test_support::e2e::forbidden;
     let fx = Fixture::start().await;
     let node = fx.nodes(1).await.remove(0);
     fx.service("web", &[80], &[]).await;
@@ -520,12 +520,12 @@ async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_cluster_targets_cloud_and_robot_nodes() {
     let mut fx = Fixture::without_controller(None).await;
-    let robot = test_support::run::sim_config_with_robot(&fx.sim).robot;
+    let robot = test_support::e2e::run::sim_config_with_robot(&fx.sim).robot;
     fx.start_controller(Box::new(move |cfg| cfg.robot = robot))
         .await;
 
     let cloud = fx.nodes(1).await.remove(0);
-    let bm = test_support::unique("bm");
+    let bm = test_support::e2e::unique("bm");
     let number = fx
         .sim
         .client()
@@ -541,11 +541,11 @@ async fn mixed_cluster_targets_cloud_and_robot_nodes() {
         .as_str()
         .unwrap()
         .to_string();
-    test_support::create_node(
+    test_support::e2e::create_node(
         &fx.admin,
         &fx.run,
         &bm,
-        test_support::NodeSpecT {
+        test_support::e2e::NodeSpecT {
             provider_id: Some(format!("hrobot://{number}")),
             ready: Some(true),
             ..Default::default()
@@ -571,7 +571,7 @@ async fn mixed_cluster_targets_cloud_and_robot_nodes() {
         .delete(&bm, &Default::default())
         .await
         .unwrap();
-    test_support::eventually("the Robot IP target removed", T, || async {
+    test_support::e2e::eventually("the Robot IP target removed", T, || async {
         let lb = fx.lb_of(&svc).await;
         ips(&lb).is_empty().then_some(())
     })

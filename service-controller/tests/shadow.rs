@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use serde_json::json;
 use support::{Fixture, PREFIX};
-use test_support::run::planned_writes;
-use test_support::{T, eventually};
+use test_support::e2e::run::planned_writes;
+use test_support::e2e::{T, eventually};
 
 /// name → resourceVersion of every Service of the test.
 async fn versions(fx: &Fixture) -> BTreeMap<String, String> {

@@ -26,7 +26,7 @@ use kube::ResourceExt;
 use serde_json::{Value, json};
 use support::traffic::*;
 use support::*;
-use test_support::{eventually, unique};
+use test_support::e2e::{eventually, unique};
 
 const MEMBER_PREFIX: &str = "shared.cloud-controllers/";
 
@@ -471,7 +471,7 @@ async fn shadow_mode_plans_the_port_on_the_shared_load_balancer_not_a_new_one() 
     let admin = fx.ctl.as_ref().unwrap().admin;
     let second = shared_service(&fx, "second", "plan-lb", &[8080]).await;
     let planned = eventually("the join planned", T, || async {
-        let p = test_support::run::planned_writes(admin).await;
+        let p = test_support::e2e::run::planned_writes(admin).await;
         let cloud: Vec<Value> = p.into_iter().filter(|e| e["api"] == "cloud").collect();
         (!cloud.is_empty()).then_some(cloud)
     })
@@ -556,7 +556,7 @@ async fn a_load_balancer_made_outside_the_cluster_is_written_only_with_its_owner
     let api_ann: Vec<(&str, &str)> = api_ann.iter().map(|(k, v)| (*k, v.as_str())).collect();
     fx.service("shared-api", &[8443], &api_ann).await;
     let planned = eventually("the refusal planned", T, || async {
-        let p = test_support::run::planned_writes(admin).await;
+        let p = test_support::e2e::run::planned_writes(admin).await;
         p.into_iter().find(|e| {
             e["operation"]
                 .as_str()

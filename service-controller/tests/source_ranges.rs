@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use service_controller::Settings;
 use service_controller::source_ranges::{ANNOTATION, IGNORED};
 use support::{Fixture, Options};
-use test_support::{T, eventually};
+use test_support::e2e::{T, eventually};
 
 async fn wait_condition(fx: &Fixture, name: &str, status: &str, reason: &str) -> Condition {
     eventually(&format!("{name}: {status}/{reason}"), T, || async {

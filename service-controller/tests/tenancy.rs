@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use kube::api::PostParams;
 use support::*;
-use test_support::{eventually, unique};
+use test_support::e2e::{eventually, unique};
 
 async fn namespace(fx: &Fixture, prefix: &str) -> String {
     let name = unique(prefix);
@@ -108,7 +108,7 @@ async fn another_namespace_never_joins_a_shared_load_balancer_unless_the_adminis
     fx.stop().await;
     let groups = format!("{},{intruder}", fx.ns);
     fx.start_controller(Box::new(move |c| {
-        c.lb_defaults.tenancy.share_across_namespaces =
+        c.load_balancers.defaults.tenancy.share_across_namespaces =
             cloud_client::hcloud::config::ShareAcrossNamespaces::parse(&groups).unwrap();
     }))
     .await;

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use cloud_sim::SimConfig;
 use support::{Fixture, Options, ingress_ips};
-use test_support::run::http_status;
-use test_support::{T, eventually};
+use test_support::e2e::run::http_status;
+use test_support::e2e::{T, eventually};
 
 const OLD: &str = "old0000000000000000000000000000000000000000000000000000000000000";
 const NEW: &str = "new0000000000000000000000000000000000000000000000000000000000000";
@@ -51,8 +51,8 @@ async fn token_file_rotates_while_services_converge_and_a_refused_token_deletes_
             ..SimConfig::default()
         }),
         cloud: Some(Box::new(move |cfg| {
-            cfg.token_file = Some(watched);
-            cfg.token_file_poll = POLL;
+            cfg.client.token_file = Some(watched);
+            cfg.client.token_file_poll = POLL;
         })),
         ..Options::default()
     })

@@ -12,6 +12,7 @@ use crate::capabilities::{
     ApiMetricFamilies, Capability, Cloud, Instances, LoadBalancers, MetricFamily, Routes,
 };
 use crate::error::CloudError;
+use crate::shadow::PlannedWrites;
 use crate::stats::ClientStats;
 
 use super::config::HcloudConfig;
@@ -42,34 +43,37 @@ impl HcloudClients {
     /// Validates `config`, builds the HTTP client and, when `HCLOUD_NETWORK` is set, resolves the network
     /// once (by id, else by name); a missing network fails here, like HCCM's startup check.
     pub async fn new(config: HcloudConfig) -> Result<Self, CloudError> {
-        Self::with_stats(config, ClientStats::new()).await
+        Self::with_planned_writes(config, None).await
     }
 
-    /// Like [`new`](Self::new), recording into the given stats (e.g. one shared by several clients).
-    pub async fn with_stats(
+    /// Like [`new`](Self::new); in shadow mode (`planned_writes` given) every write is recorded
+    /// there instead of being sent.
+    pub async fn with_planned_writes(
         config: HcloudConfig,
-        stats: Arc<ClientStats>,
+        planned_writes: Option<Arc<PlannedWrites>>,
     ) -> Result<Self, CloudError> {
         config.validate()?;
         for warning in &config.startup_warnings {
             tracing::warn!("{warning}");
         }
-        if config.token.len() != 64 {
+        if config.client.token.len() != 64 {
             tracing::warn!(
-                len = config.token.len(),
+                len = config.client.token.len(),
                 "HCLOUD_TOKEN is not 64 characters long"
             );
         }
-        let transport = Transport::new(&config, stats)?;
-        transport.credentials().watch_file(config.token_file_poll);
+        let transport = Transport::new(&config.client, ClientStats::new(), planned_writes)?;
+        transport
+            .credentials()
+            .watch_file(config.client.token_file_poll);
         let servers = ServerCache::new(
             transport.clone(),
-            config.server_cache_mode,
-            config.server_cache_max_age,
-            config.server_cache_miss_fresh,
+            config.server_cache.mode,
+            config.server_cache.max_age,
+            config.server_cache.miss_fresh,
         );
-        let actions = ActionWaiter::new(transport.clone(), config.action_poll);
-        let network = match &config.network {
+        let actions = ActionWaiter::new(transport.clone(), config.client.action_poll);
+        let network = match &config.network.name_or_id {
             Some(n) => Some(resolve_network(&transport, n).await?),
             None => None,
         };
@@ -80,8 +84,8 @@ impl HcloudClients {
         let instances = Arc::new(HcloudInstances {
             cache: servers.clone(),
             network_id,
-            family: config.address_family,
-            zone_label_enabled: config.zone_label_enabled,
+            family: config.instances.address_family,
+            zone_label_enabled: config.instances.zone_label_enabled,
             robot: robot.clone(),
             forward_internal_ips: config.robot.forward_internal_ips,
         });
@@ -90,11 +94,11 @@ impl HcloudClients {
                 transport.clone(),
                 actions.clone(),
                 network_id,
-                config.lb_defaults.clone(),
+                config.load_balancers.defaults.clone(),
             )
             .with_robot(config.robot.enabled, robot),
         );
-        let routes = match (&network, config.network_routes_enabled) {
+        let routes = match (&network, config.routes.enabled) {
             (Some(n), true) => Some(Arc::new(HcloudRoutes::new(
                 transport.clone(),
                 actions.clone(),
@@ -118,7 +122,7 @@ impl HcloudClients {
     /// `HCLOUD_LOAD_BALANCERS_ENABLED=false`; routes are `None` without a network or when disabled.
     pub fn cloud(&self) -> Cloud {
         let mut switched_off = Vec::new();
-        if !self.config.load_balancers_enabled {
+        if !self.config.load_balancers.enabled {
             switched_off.push((
                 Capability::LoadBalancers,
                 "HCLOUD_LOAD_BALANCERS_ENABLED=false".to_string(),
@@ -153,7 +157,8 @@ impl HcloudClients {
 
     pub fn load_balancers(&self) -> Option<Arc<dyn LoadBalancers>> {
         self.config
-            .load_balancers_enabled
+            .load_balancers
+            .enabled
             .then(|| self.load_balancers.clone() as Arc<dyn LoadBalancers>)
     }
 

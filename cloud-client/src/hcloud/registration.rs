@@ -10,6 +10,7 @@ use super::config::HcloudConfig;
 use crate::capabilities::{Capability, Cloud};
 use crate::error::CloudError;
 use crate::registry::{KitSetting, Provider, ProviderConfig, Setting, SettingValues, Uses};
+use crate::shadow::PlannedWrites;
 
 /// The settings listed in `--help` (each also a flag). The rest of HCCM's variables, e.g. the
 /// `HCLOUD_LOAD_BALANCERS_*` defaults and `ROBOT_*`, are read from the environment alone.
@@ -106,9 +107,9 @@ impl Provider for HcloudProvider {
             values.get(name)
         };
         match HcloudConfig::from_settings(values.secret("HCLOUD_TOKEN"), lookup) {
-            Ok(config) => Ok(Arc::new(HcloudConfig {
+            Ok(config) => Ok(Arc::new(ConfiguredHcloud {
+                config,
                 planned_writes: uses.shadow.clone(),
-                ..config
             })),
             Err(CloudError::InvalidConfig { problems }) => Err(problems),
             Err(other) => Err(vec![other.to_string()]),
@@ -135,10 +136,20 @@ impl Provider for HcloudProvider {
     }
 }
 
+/// The Hetzner provider as one controller configured it: its settings and, in shadow mode, where
+/// writes are recorded instead of sent.
+#[derive(Debug)]
+pub struct ConfiguredHcloud {
+    pub config: HcloudConfig,
+    pub planned_writes: Option<Arc<PlannedWrites>>,
+}
+
 #[async_trait]
-impl ProviderConfig for HcloudConfig {
+impl ProviderConfig for ConfiguredHcloud {
     async fn build(&self) -> Result<Cloud, CloudError> {
-        match HcloudClients::new(self.clone()).await {
+        let clients =
+            HcloudClients::with_planned_writes(self.config.clone(), self.planned_writes.clone());
+        match clients.await {
             Ok(provider) => Ok(provider.cloud()),
             Err(CloudError::Api(api)) if matches!(api.status, 401 | 403) => {
                 Err(CloudError::InvalidConfig {

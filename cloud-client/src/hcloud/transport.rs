@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::credentials::{Credentials, TokenFile};
 use crate::error::{ApiError, CloudError};
-use crate::hcloud::config::{HcloudConfig, RetryPolicy, Token};
+use crate::hcloud::config::{ClientConfig, RetryPolicy, Token};
 use crate::hcloud::rate_limit::{RateLimiter, parse_headers};
 use crate::hcloud::retry::{backoff, should_retry};
 use crate::hcloud::wire::ErrorBody;
@@ -103,7 +103,11 @@ impl fmt::Debug for Transport {
 }
 
 impl Transport {
-    pub fn new(config: &HcloudConfig, stats: Arc<ClientStats>) -> Result<Self, CloudError> {
+    pub fn new(
+        config: &ClientConfig,
+        stats: Arc<ClientStats>,
+        planned_writes: Option<Arc<PlannedWrites>>,
+    ) -> Result<Self, CloudError> {
         let http =
             crate::http::client(&config.endpoint, &config.user_agent, config.request_timeout)?;
         Ok(Self {
@@ -122,7 +126,7 @@ impl Transport {
                 limiter: RateLimiter::new(config.rate_limit_reserve),
                 stats,
                 debug: config.debug,
-                planned_writes: config.planned_writes.clone(),
+                planned_writes,
             }),
         })
     }

@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use crate::credentials;
 use crate::secret::Secret;
-use crate::values::{BOOL_EXPECTED, DURATION_EXPECTED, parse_bool, parse_duration};
+use crate::values::SettingsReader;
 
 /// The Robot webservice's address (ours: HCCM's client has it built in).
 pub const DEFAULT_ROBOT_ENDPOINT: &str = "https://robot-ws.your-server.de";
@@ -56,104 +57,60 @@ impl RobotConfig {
     /// Reads the `ROBOT_*` variables through `lookup`; every problem is returned, each naming the
     /// variable (never a credential's value).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, Vec<String>> {
-        let get = |k: &str| {
-            lookup(k)
-                .filter(|v| !v.trim().is_empty())
-                .map(|v| v.trim().to_string())
+        let mut settings = SettingsReader::new(&lookup);
+        let c = Self::read(&mut settings);
+        settings.finish().map(|_| c)
+    }
+
+    /// Reads the `ROBOT_*` settings, recording problems and warnings in `settings`.
+    pub fn read(settings: &mut SettingsReader) -> Self {
+        let mut c = RobotConfig {
+            enabled: settings.bool("ROBOT_ENABLED").unwrap_or(false),
+            ..Self::default()
         };
-        let mut problems = Vec::new();
-        let mut c = RobotConfig::default();
-        let bool_var = |name: &str, default: bool, problems: &mut Vec<String>| match get(name) {
-            None => default,
-            Some(v) => parse_bool(&v).unwrap_or_else(|| {
-                problems.push(format!("{name}={v:?}: not {BOOL_EXPECTED}"));
-                default
-            }),
-        };
-        let duration_var = |name: &str, problems: &mut Vec<String>| {
-            let v = get(name)?;
-            let d = parse_duration(&v);
-            if d.is_none() {
-                problems.push(format!("{name}={v:?}: expected {DURATION_EXPECTED}"));
-            }
-            d
-        };
-        c.enabled = bool_var("ROBOT_ENABLED", false, &mut problems);
         // As HCCM: only meaningful with Robot on.
         c.forward_internal_ips =
-            bool_var("ROBOT_FORWARD_INTERNAL_IPS", true, &mut problems) && c.enabled;
-        if let Some(d) = duration_var("ROBOT_CACHE_TIMEOUT", &mut problems)
+            settings.bool("ROBOT_FORWARD_INTERNAL_IPS").unwrap_or(true) && c.enabled;
+        if let Some(d) = settings.duration("ROBOT_CACHE_TIMEOUT")
             && !d.is_zero()
         {
             c.cache_timeout = d;
         }
-        if let Some(d) = duration_var("ROBOT_RATE_LIMIT_WAIT_TIME", &mut problems) {
+        if let Some(d) = settings.duration("ROBOT_RATE_LIMIT_WAIT_TIME") {
             c.rate_limit_wait = d;
         }
-        if let Some(e) = get("ROBOT_ENDPOINT") {
-            if let Some(problem) = crate::values::unexpanded_reference("ROBOT_ENDPOINT", &e) {
-                problems.push(problem);
-            } else if !(e.starts_with("http://") || e.starts_with("https://")) {
-                problems.push(format!(
-                    "ROBOT_ENDPOINT={e:?}: must be an http:// or https:// URL"
-                ));
-            }
-            c.endpoint = e.trim_end_matches('/').to_string();
+        if let Some(endpoint) = settings.url("ROBOT_ENDPOINT") {
+            c.endpoint = endpoint;
         }
-        let user = credential("ROBOT_USER", &lookup, &mut problems);
-        let password = credential("ROBOT_PASSWORD", &lookup, &mut problems);
+        let user = settings.text("ROBOT_USER").map(Secret::new);
+        let user = credentials::given("ROBOT_USER", user, settings);
+        let password = settings.text("ROBOT_PASSWORD").map(Secret::new);
+        let password = credentials::given("ROBOT_PASSWORD", password, settings);
         if c.enabled {
             match (user, password) {
                 (Some(user), Some(password)) => {
-                    c.credentials = Some(RobotCredentials { user, password })
+                    c.credentials = Some(RobotCredentials {
+                        user: user.secret,
+                        password: password.secret,
+                    })
                 }
                 (None, None) => {}
-                (user, _) => problems.push(format!(
-                    "ROBOT_ENABLED=true with {} but not {}: set both ROBOT_USER and ROBOT_PASSWORD \
-                     (or their _FILE variants), or neither (then load balancers target Robot \
-                     Nodes by their own addresses, and Robot Nodes are not initialized)",
-                    if user.is_some() {
-                        "ROBOT_USER"
+                (user, _) => {
+                    let (set, unset) = if user.is_some() {
+                        ("ROBOT_USER", "ROBOT_PASSWORD")
                     } else {
-                        "ROBOT_PASSWORD"
-                    },
-                    if user.is_some() {
-                        "ROBOT_PASSWORD"
-                    } else {
-                        "ROBOT_USER"
-                    },
-                )),
+                        ("ROBOT_PASSWORD", "ROBOT_USER")
+                    };
+                    settings.problem(format!(
+                        "ROBOT_ENABLED=true with {set} but not {unset}: set both ROBOT_USER and \
+                         ROBOT_PASSWORD (or their _FILE variants), or neither (then load balancers \
+                         target Robot Nodes by their own addresses, and Robot Nodes are not \
+                         initialized)"
+                    ));
+                }
             }
         }
-        if problems.is_empty() {
-            Ok(c)
-        } else {
-            Err(problems)
-        }
-    }
-}
-
-/// `NAME`, else the trimmed content of the file `NAME_FILE` names (HCCM's `LookupEnvWithFile`).
-fn credential(
-    name: &str,
-    lookup: &impl Fn(&str) -> Option<String>,
-    problems: &mut Vec<String>,
-) -> Option<Secret> {
-    if let Some(v) = lookup(name).map(Secret::new).filter(|s| !s.is_empty()) {
-        return Some(v);
-    }
-    let path = lookup(&format!("{name}_FILE")).filter(|p| !p.trim().is_empty())?;
-    match std::fs::read_to_string(path.trim()) {
-        Ok(content) => Some(Secret::new(content))
-            .filter(|s| !s.is_empty())
-            .or_else(|| {
-                problems.push(format!("{name}_FILE={path}: the file is empty"));
-                None
-            }),
-        Err(e) => {
-            problems.push(format!("{name}_FILE={path}: cannot read: {e}"));
-            None
-        }
+        c
     }
 }
 

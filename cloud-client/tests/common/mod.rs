@@ -9,8 +9,8 @@ use cloud_sim::{Sim, SimConfig};
 /// The client configuration for `sim`: its endpoint and token, retries a few milliseconds apart.
 pub fn config(sim: &Sim) -> HcloudConfig {
     let mut c = HcloudConfig::new(Token::new(sim.token()));
-    c.endpoint = sim.endpoint();
-    c.retry = RetryPolicy {
+    c.client.endpoint = sim.endpoint();
+    c.client.retry = RetryPolicy {
         max_attempts: 5,
         base: Duration::from_millis(5),
         cap: Duration::from_millis(50),

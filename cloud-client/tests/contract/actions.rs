@@ -11,7 +11,7 @@ use crate::{lb_nodes, server_in_network, sim_fast, svc};
 async fn a_two_second_action_takes_few_polls() {
     let sim = sim_fast().await;
     let (net, _) = server_in_network(&sim, "node-r").await;
-    let p = provider(&sim, |c| c.network = Some(net.to_string())).await;
+    let p = provider(&sim, |c| c.network.name_or_id = Some(net.to_string())).await;
     let routes = p.routes().unwrap();
     sim.set_action_duration(Duration::from_secs(2));
     sim.reset_counters();

@@ -15,8 +15,8 @@ async fn instance_metadata_by_name_and_provider_id() {
     let w = sim.client();
     let (net, id) = server_in_network(&sim, "node-1").await;
     let p = provider(&sim, |c| {
-        c.network = Some("k8s".into());
-        c.address_family = cloud_client::hcloud::AddressFamily::DualStack;
+        c.network.name_or_id = Some("k8s".into());
+        c.instances.address_family = cloud_client::hcloud::AddressFamily::DualStack;
     })
     .await;
     assert_eq!(p.network_id(), Some(net as i64));
@@ -87,7 +87,7 @@ async fn zone_label_disabled_and_ipv4_only() {
         .create_server("node-z", "cx22", "nbg1")
         .await
         .unwrap();
-    let p = provider(&sim, |c| c.zone_label_enabled = false).await;
+    let p = provider(&sim, |c| c.instances.zone_label_enabled = false).await;
     let md = p
         .instances()
         .instance_metadata(&NodeRef::new("node-z"))
@@ -127,7 +127,7 @@ async fn not_found_is_confirmed_by_a_fresh_list_and_names_what_was_tried() {
     let sim = sim_fast().await;
     let w = sim.client();
     let id = w.create_server("node-gone", "cx22", "fsn1").await.unwrap();
-    let p = provider(&sim, |c| c.server_cache_miss_fresh = Duration::ZERO).await;
+    let p = provider(&sim, |c| c.server_cache.miss_fresh = Duration::ZERO).await;
     let inst = p.instances();
     let node = NodeRef::with_provider_id("node-gone", format!("hcloud://{id}"));
     assert!(inst.instance_exists(&node).await.unwrap());
@@ -241,10 +241,10 @@ async fn network_by_id_and_missing_network_fails_at_startup() {
         .create_network("cluster-net", "10.0.0.0/16", "10.0.1.0/24")
         .await
         .unwrap();
-    let p = provider(&sim, |c| c.network = Some(net.to_string())).await;
+    let p = provider(&sim, |c| c.network.name_or_id = Some(net.to_string())).await;
     assert_eq!(p.network_id(), Some(net as i64));
     let mut c = config(&sim);
-    c.network = Some("does-not-exist".into());
+    c.network.name_or_id = Some("does-not-exist".into());
     let e = HcloudClients::new(c).await.unwrap_err();
     assert!(
         e.is_not_found() && e.to_string().contains("does-not-exist"),
@@ -262,7 +262,7 @@ async fn a_list_that_misses_a_server_never_makes_it_gone() {
     let w = sim.client();
     let id = w.create_server("lagging", "cx22", "fsn1").await.unwrap();
     sim.faults().omit_items(Some("GET /servers"), 1.0);
-    let p = provider(&sim, |c| c.server_cache_miss_fresh = Duration::ZERO).await;
+    let p = provider(&sim, |c| c.server_cache.miss_fresh = Duration::ZERO).await;
     let inst = p.instances();
     let node = NodeRef::with_provider_id("lagging", format!("hcloud://{id}"));
     assert!(inst.instance_exists(&node).await.unwrap());
@@ -304,8 +304,8 @@ async fn server_cache_modes_read_as_hccm_names_them() {
         (ServerCacheMode::Off, (2, 2)),
     ] {
         let p = provider(&sim, |c| {
-            c.server_cache_mode = mode;
-            c.server_cache_max_age = Duration::from_secs(60);
+            c.server_cache.mode = mode;
+            c.server_cache.max_age = Duration::from_secs(60);
         })
         .await;
         let inst = p.instances();

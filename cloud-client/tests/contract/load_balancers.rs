@@ -192,7 +192,10 @@ async fn lb_adopts_an_existing_lb_by_name_with_consent() {
     );
 
     // HCCM's adoption by name, turned on for a migration: adopted without the label.
-    let migrating = provider(&sim, |c| c.lb_defaults.tenancy.adopt_by_name = true).await;
+    let migrating = provider(&sim, |c| {
+        c.load_balancers.defaults.tenancy.adopt_by_name = true
+    })
+    .await;
     let other = svc("adopt-2", &[("name", "legacy-lb"), ("location", "fsn1")]);
     let by_name = migrating.load_balancers().unwrap();
     by_name.ensure(&other, &lb_nodes(&nodes)).await.unwrap();
@@ -338,7 +341,7 @@ async fn lb_private_network_targets_and_status() {
     for n in &nodes {
         w.attach_to_network(*n, net, None).await.unwrap();
     }
-    let p = provider(&sim, |c| c.network = Some(net.to_string())).await;
+    let p = provider(&sim, |c| c.network.name_or_id = Some(net.to_string())).await;
     let lbs = p.load_balancers().unwrap();
     let s = svc(
         "priv-1",

@@ -24,7 +24,7 @@ async fn routes_list_create_replace_delete() {
     w.add_route(net, "10.250.0.0/24", "10.0.1.99")
         .await
         .unwrap();
-    let p = provider(&sim, |c| c.network = Some("k8s".into())).await;
+    let p = provider(&sim, |c| c.network.name_or_id = Some("k8s".into())).await;
     let routes = p.routes().unwrap();
     let req = |node: &str, cidr: &str, ip: &str| RouteRequest {
         name_hint: "x".into(),
@@ -136,7 +136,7 @@ async fn routes_list_create_replace_delete() {
 async fn routes_locked_network_is_retried() {
     let sim = sim_fast().await;
     let (net, _) = server_in_network(&sim, "la").await;
-    let p = provider(&sim, |c| c.network = Some(net.to_string())).await;
+    let p = provider(&sim, |c| c.network.name_or_id = Some(net.to_string())).await;
     sim.faults().fail_next(
         Some("POST /networks/{id}/actions/add_route"),
         2,

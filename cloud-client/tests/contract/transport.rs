@@ -14,7 +14,7 @@ async fn token_never_appears_in_debug_or_errors() {
     let sim = sim_fast().await;
     let secret = "s3cr3t-token-that-is-not-64-chars";
     let mut c = config(&sim);
-    c.token = Token::new(secret);
+    c.client.token = Token::new(secret);
     let dbg = format!("{c:?}");
     assert!(!dbg.contains(secret), "{dbg}");
     let p = HcloudClients::new(c.clone()).await.unwrap();
@@ -26,8 +26,8 @@ async fn token_never_appears_in_debug_or_errors() {
         assert!(!text.contains(secret), "{text}");
     }
     // A transport failure (nothing listens there) must not leak it either.
-    c.endpoint = "http://127.0.0.1:9/v1".into();
-    c.retry.max_attempts = 2;
+    c.client.endpoint = "http://127.0.0.1:9/v1".into();
+    c.client.retry.max_attempts = 2;
     let p = HcloudClients::new(c).await.unwrap();
     let e = p.check_connectivity().await.unwrap_err();
     assert!(e.is_retryable(), "{e}");
@@ -50,7 +50,7 @@ fn runs_of(secret: &str, text: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rate_limit_answer_that_quotes_the_token_is_scrubbed() {
     let sim = sim_fast().await;
-    let p = provider(&sim, |c| c.retry.max_attempts = 1).await;
+    let p = provider(&sim, |c| c.client.retry.max_attempts = 1).await;
     sim.faults()
         .fail_next(Some("GET /locations"), 1, 429, "rate_limit_exceeded");
     let e = p.check_connectivity().await.unwrap_err();
@@ -123,8 +123,8 @@ async fn server_errors_are_retried_then_reported_clearly() {
 async fn timeouts_are_typed_and_retryable() {
     let sim = sim_fast().await;
     let p = provider(&sim, |c| {
-        c.request_timeout = Duration::from_millis(200);
-        c.retry.max_attempts = 2;
+        c.client.request_timeout = Duration::from_millis(200);
+        c.client.retry.max_attempts = 2;
     })
     .await;
     sim.faults()
@@ -259,7 +259,7 @@ async fn hcloud_debug_logs_every_exchange_with_the_token_redacted() {
     let _guard = tracing::subscriber::set_default(subscriber);
     for debug in [false, true] {
         captured.0.lock().unwrap().clear();
-        let p = provider(&sim, |c| c.debug = debug).await;
+        let p = provider(&sim, |c| c.client.debug = debug).await;
         let meta = p
             .instances()
             .instance_metadata(&NodeRef::new("node-1"))

@@ -222,6 +222,7 @@ mod tests {
     use clap::Parser;
     use cloud_client::Secret;
     use cloud_client::hcloud::HcloudConfig;
+    use cloud_client::hcloud::registration::ConfiguredHcloud;
     use std::time::Duration;
 
     const INFO: ControllerInfo = ControllerInfo {
@@ -234,12 +235,17 @@ mod tests {
         reads_load_balancer_settings: false,
     };
 
-    /// The Hetzner settings the kit handed to the provider.
-    fn hcloud(c: &Config) -> &HcloudConfig {
+    /// The Hetzner provider as the kit configured it.
+    fn configured(c: &Config) -> &ConfiguredHcloud {
         c.cloud
             .as_ref()
-            .and_then(|cloud| cloud.as_any().downcast_ref::<HcloudConfig>())
+            .and_then(|cloud| cloud.as_any().downcast_ref::<ConfiguredHcloud>())
             .expect("hcloud settings")
+    }
+
+    /// The Hetzner settings the kit handed to the provider.
+    fn hcloud(c: &Config) -> &HcloudConfig {
+        &configured(c).config
     }
 
     #[derive(Parser, Debug)]
@@ -320,7 +326,7 @@ mod tests {
         assert_eq!(c.admin_address.port(), 10270);
         let cloud = hcloud(&c);
         assert_eq!(
-            cloud.address_family,
+            cloud.instances.address_family,
             cloud_client::hcloud::AddressFamily::DualStack
         );
         assert!(!format!("{cloud:?}").contains("t0ken"));
@@ -331,7 +337,7 @@ mod tests {
         let args = parse(&["--hcloud-token", "t0ken\n"]);
         let config = args.validate(&INFO, true).unwrap();
         let cloud = hcloud(&config);
-        assert_eq!(cloud.token, Secret::new("t0ken"));
+        assert_eq!(cloud.client.token, Secret::new("t0ken"));
         let err = parse(&["--hcloud-token", "t0 ken"])
             .validate(&INFO, true)
             .unwrap_err();
@@ -371,7 +377,7 @@ mod tests {
                 .give_secret("HCLOUD_TOKEN", Some(Secret::new("x")));
             let c = args.validate(&INFO, true).unwrap();
             assert_eq!(c.leader_election.as_ref().unwrap().lease_name, lease);
-            let cloud_plan = hcloud(&c).planned_writes.clone().unwrap();
+            let cloud_plan = configured(&c).planned_writes.clone().unwrap();
             let plan = c.planned_writes.unwrap();
             assert!(std::sync::Arc::ptr_eq(&plan, &cloud_plan), "one plan");
         }
@@ -382,7 +388,7 @@ mod tests {
             .give_secret("HCLOUD_TOKEN", Some(Secret::new("x")));
         let c = args.validate(&INFO, true).unwrap();
         assert!(
-            c.planned_writes.is_none() && hcloud(&c).planned_writes.is_none(),
+            c.planned_writes.is_none() && configured(&c).planned_writes.is_none(),
             "acting by default"
         );
     }

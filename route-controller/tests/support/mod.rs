@@ -16,11 +16,11 @@ use kube::api::{Patch, PatchParams, PostParams};
 use route_controller::Settings;
 use route_controller::cidr::ClusterCidrs;
 use serde_json::json;
-use test_support::run::{Running, sim_config};
-use test_support::world::TestRun;
-use test_support::{TEST_LABEL, eventually, unique};
+use test_support::e2e::run::{Running, sim_config};
+use test_support::e2e::world::TestRun;
+use test_support::e2e::{TEST_LABEL, eventually, unique};
 
-pub use test_support::T;
+pub use test_support::e2e::T;
 pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
 
 /// A server in the network and the Node standing for it.
@@ -99,7 +99,7 @@ impl Fixture {
 
     async fn spawn_as(&mut self, tweak: impl FnOnce(&mut HcloudConfig), dry_run: bool) {
         let mut cfg = sim_config(&self.sim);
-        cfg.network = Some(self.network.to_string());
+        cfg.network.name_or_id = Some(self.network.to_string());
         tweak(&mut cfg);
         let settings = Settings {
             cluster: Some(ClusterCidrs::parse(CLUSTER_CIDR).unwrap()),
@@ -107,9 +107,9 @@ impl Fixture {
             window: self.window,
         };
         let sa = self.service_account().await;
-        let mut config = test_support::run::test_config(&route_controller::INFO, &self.run);
+        let mut config = test_support::e2e::run::test_config(&route_controller::INFO, &self.run);
         if dry_run {
-            test_support::run::shadow(&mut config, &mut cfg);
+            test_support::e2e::run::shadow(&mut config);
         }
         let (ctl, stats) = self
             .world

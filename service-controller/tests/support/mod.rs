@@ -18,12 +18,12 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use service_controller::Settings;
-use test_support::run::{Running, sim_config};
-use test_support::world::{TestRun, calls_since, writes};
-use test_support::{NodeSpecT, create_node, eventually, unique};
+use test_support::e2e::run::{Running, sim_config};
+use test_support::e2e::world::{TestRun, calls_since, writes};
+use test_support::e2e::{NodeSpecT, create_node, eventually, unique};
 
 /// Poll deadline of every wait.
-pub use test_support::T;
+pub use test_support::e2e::T;
 pub const LB_UID_LABEL: &str = "hcloud-ccm/service-uid";
 pub const PREFIX: &str = "load-balancer.hetzner.cloud/";
 
@@ -117,15 +117,15 @@ impl Fixture {
         dry_run: bool,
     ) {
         let mut cfg = sim_config(&self.sim);
-        cfg.lb_defaults.location = Some("fsn1".into());
-        cfg.lb_defaults.lb_type = Some("lb11".into());
+        cfg.load_balancers.defaults.location = Some("fsn1".into());
+        cfg.load_balancers.defaults.lb_type = Some("lb11".into());
         if let Some(t) = tweak {
             t(&mut cfg);
         }
         settings.namespace = (!self.all_namespaces).then(|| self.ns.clone());
         settings.node_sync_window = Duration::from_millis(200);
-        let mut config = test_support::run::test_config(&service_controller::INFO, &self.run);
-        self.planned_writes = dry_run.then(|| test_support::run::shadow(&mut config, &mut cfg));
+        let mut config = test_support::e2e::run::test_config(&service_controller::INFO, &self.run);
+        self.planned_writes = dry_run.then(|| test_support::e2e::run::shadow(&mut config));
         let (ctl, stats) = self
             .world
             .spawn_with(

@@ -10,7 +10,7 @@ use cloud_sim::{DataPlaneConfig, SimConfig};
 use k8s_openapi::api::core::v1::Service;
 use serde_json::Value;
 use service_controller::Settings;
-use test_support::{NodeSpecT, create_node, eventually, unique};
+use test_support::e2e::{NodeSpecT, create_node, eventually, unique};
 
 use super::{Fixture, Options, T, TestNode, node_ports};
 
