@@ -1,6 +1,6 @@
 //! The chart's ValidatingAdmissionPolicy (templates/validating-admission-policy.yaml), rendered
 //! with the defaults and installed on a real kube-apiserver, held to the service-controller's own
-//! bad-input catalogue and accepted values (`test_support::bad_input`, which
+//! bad-input catalogue and accepted values (`test_support::catalogues::bad_input`, which
 //! `service-controller/tests/bad_input.rs` runs against the controller with no policy):
 //!
 //! - every catalogue case decided by the Service alone is refused, naming the annotation, quoting
@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::discovery::Discovery;
 use serde_json::{Value, json};
-use test_support::bad_input::{
+use test_support::catalogues::bad_input::{
     ACCEPTED, Admission, BOOL_EXPECTED, CASES, DURATION_EXPECTED, PREFIX, Ports, VALID_SERVICES,
     annotations, parse_error,
 };

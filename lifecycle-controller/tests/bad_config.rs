@@ -2,7 +2,7 @@
 //! controller plus its own flags, each exiting 2 with the flag or variable, its value and what is
 //! accepted.
 
-use test_support::bad_config::{ConfigCase, NODE_SYNCS, assert_all};
+use test_support::catalogues::bad_config::{ConfigCase, NODE_SYNCS, assert_all};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lifecycle-controller");
 
@@ -39,7 +39,7 @@ fn every_bad_configuration_exits_2_naming_flag_value_and_accepted_forms() {
 
 #[test]
 fn every_hccm_flag_is_accepted_and_the_unread_ones_are_named_in_one_warning() {
-    test_support::hccm_flags::assert_every_flag_accepted(
+    test_support::catalogues::hccm_flags::assert_every_flag_accepted(
         BIN,
         &["concurrent-node-syncs", "node-monitor-period"],
     );
@@ -49,7 +49,7 @@ fn every_hccm_flag_is_accepted_and_the_unread_ones_are_named_in_one_warning() {
 /// accepted where it used to stop the binary, and `HCLOUD_METRICS_ENABLED=false` honoured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_hccm_installation_switches_over() {
-    test_support::hccm_switch::assert_switch_from_hccm(test_support::hccm_switch::Case {
+    test_support::e2e::hccm_switch::assert_switch_from_hccm(test_support::e2e::hccm_switch::Case {
         controller: "lifecycle-controller",
         bin: BIN,
         op: Some("hcloud/instancesv2.InstanceExists"),

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Tain
 use lifecycle_controller::filter::NodeFilter;
 use lifecycle_controller::monitor::{Monitor, Outcome, TAINT_SHUTDOWN};
 use serde_json::json;
-use test_support::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
-use test_support::mock_kube::{ApiServerVerifier, mock_client};
+use test_support::fakes::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
+use test_support::fakes::mock_kube::{ApiServerVerifier, mock_client};
 
 fn monitor(cloud: &Arc<MemoryCloud>, filter: NodeFilter) -> (Monitor, ApiServerVerifier) {
     let (client, api) = mock_client();

@@ -480,7 +480,8 @@ async fn chart_rbac_refuses_services_node_status_and_secrets() {
     let admin = k.client().await;
     let run = unique("rbac-deny");
     let ns = unique("lc-deny");
-    let sa = test_support::e2e::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
+    let sa =
+        test_support::e2e::chart_service_account(&k, &admin, "lifecycle-controller", &ns).await;
     let name = unique("node");
     create_node(&admin, &run, &name, NodeSpecT::default()).await;
     let mut svc = Service::default();
@@ -554,7 +555,9 @@ async fn robot_nodes_are_tainted_when_shut_off_and_deleted_when_gone() {
         )
         .await;
     }
-    let cloud = test_support::e2e::run::cloud_with(test_support::e2e::run::sim_config_with_robot(&sim)).await;
+    let cloud =
+        test_support::e2e::run::cloud_with(test_support::e2e::run::sim_config_with_robot(&sim))
+            .await;
     let ctl = start_lifecycle(client.clone(), &run, cloud, NodeFilter::default()).await;
 
     w.robot_power_off(off_number).await.unwrap();
@@ -616,7 +619,8 @@ async fn shadow_plans_the_deletion_and_the_taint_and_writes_nothing() {
 
     let mut config = test_config(&lifecycle_controller::INFO, &run);
     test_support::e2e::run::shadow(&mut config);
-    let cloud = test_support::e2e::run::cloud_of(test_support::e2e::run::sim_config(&sim), &config).await;
+    let cloud =
+        test_support::e2e::run::cloud_of(test_support::e2e::run::sim_config(&sim), &config).await;
     let ctl = spawn(
         &lifecycle_controller::INFO,
         config,

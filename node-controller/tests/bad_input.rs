@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use node_controller::controller::NEVER_INITIALIZED_NOTE;
-use test_support::run::{cloud_for, spawn, test_config};
-use test_support::{
+use test_support::e2e::run::{cloud_for, spawn, test_config};
+use test_support::e2e::{
     NodeSpecT, T, create_node, eventually, get_node, has_taint, node_events, unique,
 };
 
@@ -135,7 +135,7 @@ async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
     for c in CASES {
         let name = unique("bad");
         if c.node_ip.is_some() {
-            test_support::sim::create_server(&sim, &name).await;
+            test_support::e2e::sim::create_server(&sim, &name).await;
         }
         let spec = NodeSpecT {
             tainted: true,
@@ -148,7 +148,7 @@ async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
     }
     // A good node next to the bad ones initializes.
     let good = unique("good");
-    test_support::sim::create_server(&sim, &good).await;
+    test_support::e2e::sim::create_server(&sim, &good).await;
     let spec = NodeSpecT {
         tainted: true,
         ..Default::default()
@@ -157,7 +157,7 @@ async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
     eventually("the good node initialized", T, || async {
         get_node(&client, &good)
             .await
-            .filter(|n| !has_taint(n, test_support::UNINITIALIZED))
+            .filter(|n| !has_taint(n, test_support::e2e::UNINITIALIZED))
     })
     .await;
 
@@ -181,7 +181,7 @@ async fn every_bad_node_warns_keeps_its_taint_and_writes_nothing() {
             }
         }
         let node = get_node(&client, name).await.expect("the node exists");
-        if !has_taint(&node, test_support::UNINITIALIZED) {
+        if !has_taint(&node, test_support::e2e::UNINITIALIZED) {
             failures.push(format!("{what}: the taint was removed"));
         }
         let pid = node.spec.and_then(|s| s.provider_id);
@@ -248,16 +248,16 @@ async fn a_node_registered_without_external_cloud_provider_warns_once_and_is_lef
     .await;
 
     let done = unique("done");
-    let server = test_support::sim::create_server(&sim, &done).await;
+    let server = test_support::e2e::sim::create_server(&sim, &done).await;
     let spec = NodeSpecT {
         provider_id: Some(format!("hcloud://{}", server.id)),
         ..Default::default()
     };
     create_node(&client, &run, &done, spec).await;
     let bare = unique("bare");
-    let bare_server = test_support::sim::create_server(&sim, &bare).await;
+    let bare_server = test_support::e2e::sim::create_server(&sim, &bare).await;
     let created = create_node(&client, &run, &bare, NodeSpecT::default()).await;
-    assert!(!has_taint(&created, test_support::UNINITIALIZED));
+    assert!(!has_taint(&created, test_support::e2e::UNINITIALIZED));
 
     let ev = eventually(&format!("{REASON} on {bare}"), T, || async {
         node_events(&client, &bare)

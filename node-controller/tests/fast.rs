@@ -17,8 +17,8 @@ use node_controller::address_sync;
 use node_controller::controller::{NodeReconciler, reconcile};
 use node_controller::metrics::NodeMetrics;
 use serde_json::json;
-use test_support::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
-use test_support::mock_kube::{mock_client, patched};
+use test_support::fakes::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
+use test_support::fakes::mock_kube::{mock_client, patched};
 
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";

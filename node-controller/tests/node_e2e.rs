@@ -549,7 +549,8 @@ async fn a_shadow_leads_its_own_lease_beside_the_acting_controller() {
     shadow_cfg.leader_election = Some(lease);
     test_support::e2e::run::shadow(&mut shadow_cfg);
     let shadow_cloud =
-        test_support::e2e::run::cloud_of(test_support::e2e::run::sim_config(&sim), &shadow_cfg).await;
+        test_support::e2e::run::cloud_of(test_support::e2e::run::sim_config(&sim), &shadow_cfg)
+            .await;
     let shadow = spawn(&node_controller::INFO, shadow_cfg, sa.clone(), move |rt| {
         node_controller::start(rt, shadow_cloud, Default::default())
     })
@@ -598,7 +599,11 @@ async fn leader_election_with_chart_rbac_one_active_then_failover() {
         let sim = &sim;
         async move {
             let mut cfg = test_config(&node_controller::INFO, &run);
-            cfg.leader_election = Some(test_support::e2e::run::lease(&node_controller::INFO, &ns, id));
+            cfg.leader_election = Some(test_support::e2e::run::lease(
+                &node_controller::INFO,
+                &ns,
+                id,
+            ));
             let cloud = cloud_for(sim).await;
             spawn(&node_controller::INFO, cfg, sa, move |rt| {
                 node_controller::start(rt, cloud, Default::default())
@@ -777,7 +782,9 @@ async fn robot_node_is_initialized_as_hccm_does() {
         .create_robot_server(&name, "AX41-NVMe", "FSN1-DC14")
         .await
         .unwrap();
-    let cloud = test_support::e2e::run::cloud_with(test_support::e2e::run::sim_config_with_robot(&sim)).await;
+    let cloud =
+        test_support::e2e::run::cloud_with(test_support::e2e::run::sim_config_with_robot(&sim))
+            .await;
     let ctl = start_node_controller(client.clone(), &run, cloud).await;
     create_node(
         &client,

@@ -21,8 +21,8 @@ use route_controller::cidr::ClusterCidrs;
 use route_controller::metrics::RouteMetrics;
 use route_controller::sync::{RoutePass, pass};
 use serde_json::{Value, json};
-use test_support::memory_cloud::{Fault, MEMORY_ROUTE_SUPPORT, MemoryCloud, Op, Server};
-use test_support::mock_kube::{RequestLog, Sent, mock_client};
+use test_support::fakes::memory_cloud::{Fault, MEMORY_ROUTE_SUPPORT, MemoryCloud, Op, Server};
+use test_support::fakes::mock_kube::{RequestLog, Sent, mock_client};
 
 struct Setup {
     memory: Arc<MemoryCloud>,

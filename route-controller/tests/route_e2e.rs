@@ -10,7 +10,7 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use support::{Fixture, T};
-use test_support::eventually;
+use test_support::e2e::eventually;
 
 fn pair(cidr: &str, gw: &str) -> (String, String) {
     (cidr.to_string(), gw.to_string())
@@ -227,7 +227,7 @@ async fn twenty_nodes_at_once_get_their_routes_without_a_single_423() {
     let fx = Fixture::start().await;
     let mut servers = Vec::new();
     for i in 0..20 {
-        let name = test_support::unique(&format!("n{i}"));
+        let name = test_support::e2e::unique(&format!("n{i}"));
         let (id, ip) = fx.server(&name, true).await;
         servers.push((name, id, ip, fx.pod_cidr()));
     }
@@ -294,7 +294,7 @@ async fn locked_conflict_and_server_errors_converge_without_duplicates() {
 async fn unroutable_nodes_get_a_warning_and_network_unavailable() {
     let fx = Fixture::start().await;
     // The server is not in the network.
-    let name = test_support::unique("detached");
+    let name = test_support::e2e::unique("detached");
     let (id, _) = fx.server(&name, false).await;
     fx.create_node(&name, id, "", &[fx.pod_cidr()]).await;
     // The podCIDR is outside --cluster-cidr.
@@ -360,11 +360,11 @@ async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
         )
         .await;
     assert!(
-        test_support::forbidden(&refused),
+        test_support::e2e::forbidden(&refused),
         "patching a Node itself is refused: {refused:?}"
     );
     let refused = nodes.delete(&node.name, &DeleteParams::default()).await;
-    assert!(test_support::forbidden(&refused), "{refused:?}");
+    assert!(test_support::e2e::forbidden(&refused), "{refused:?}");
     eventually("route exists", T, || async {
         (!fx.routes().await.is_empty()).then_some(())
     })
@@ -377,10 +377,10 @@ async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn robot_nodes_get_a_warning_and_cloud_nodes_their_routes() {
     let fx = Fixture::start().await;
-    let robot_name = test_support::unique("bm");
+    let robot_name = test_support::e2e::unique("bm");
     let cidr = fx.pod_cidr();
     let mut robot = testenv::KubeletNode {
-        labels: vec![(test_support::TEST_LABEL.to_string(), fx.run.clone())],
+        labels: vec![(test_support::e2e::TEST_LABEL.to_string(), fx.run.clone())],
         uninitialized: false,
         provider_id: Some("hrobot://1000001".into()),
         ..testenv::KubeletNode::new(&robot_name)
@@ -432,7 +432,7 @@ async fn shadow_plans_the_missing_route_and_creates_nothing() {
     fx.spawn_shadow().await;
     let admin = fx.ctl.as_ref().unwrap().admin;
     let planned = eventually("the route planned", T, || async {
-        let p = test_support::run::planned_writes(admin).await;
+        let p = test_support::e2e::run::planned_writes(admin).await;
         p.iter().any(|e| e["api"] == "cloud").then_some(p)
     })
     .await;

@@ -7,7 +7,7 @@
 //! ([`MemoryCloud::cloud`], provider `memory`). Its providerIDs are `memory://<id>`.
 //!
 //! ```
-//! use test_support::memory_cloud::{MemoryCloud, Server};
+//! use test_support::fakes::memory_cloud::{MemoryCloud, Server};
 //! let cloud = MemoryCloud::new();
 //! let id = cloud.add_server(Server::new("node-a").public_ip("203.0.113.10"));
 //! assert_eq!(cloud.provider_id(id), "memory://1");

@@ -12,11 +12,11 @@ use tokio_util::sync::CancellationToken;
 /// quickly, and quick retries.
 pub fn sim_config(sim: &cloud_sim::Sim) -> HcloudConfig {
     let mut cfg = HcloudConfig::new(Token::new(sim.token()));
-    cfg.endpoint = sim.endpoint().trim_end_matches('/').to_string();
-    cfg.server_cache_max_age = Duration::from_millis(300);
-    cfg.retry.max_attempts = 3;
-    cfg.retry.base = Duration::from_millis(20);
-    cfg.retry.cap = Duration::from_millis(200);
+    cfg.client.endpoint = sim.endpoint().trim_end_matches('/').to_string();
+    cfg.server_cache.max_age = Duration::from_millis(300);
+    cfg.client.retry.max_attempts = 3;
+    cfg.client.retry.base = Duration::from_millis(20);
+    cfg.client.retry.cap = Duration::from_millis(200);
     cfg
 }
 
@@ -48,30 +48,35 @@ pub async fn cloud_with(cfg: HcloudConfig) -> Cloud {
         .cloud()
 }
 
+/// The cloud built from `cfg` for a controller configured as `config`: in shadow mode
+/// ([`shadow`]) its writes are recorded in the controller's planned writes instead of sent.
+pub async fn cloud_of(cfg: HcloudConfig, config: &Config) -> Cloud {
+    HcloudClients::with_planned_writes(cfg, config.planned_writes.clone())
+        .await
+        .expect("hcloud provider for the sim")
+        .cloud()
+}
+
 /// A cloud client for `sim` (see [`sim_config`]), giving up after two attempts.
 pub async fn cloud_for(sim: &cloud_sim::Sim) -> Cloud {
     let mut cfg = sim_config(sim);
-    cfg.retry.max_attempts = 2;
-    cfg.retry.base = Duration::from_millis(50);
+    cfg.client.retry.max_attempts = 2;
+    cfg.client.retry.base = Duration::from_millis(50);
     cloud_with(cfg).await
 }
 
 /// The test configuration of `info`, watching only nodes labelled with `run`.
 pub fn test_config(info: &ControllerInfo, run: &str) -> Config {
     let mut c = Config::for_tests(info);
-    c.node_label_selector = Some(format!("{}={run}", crate::TEST_LABEL));
+    c.node_label_selector = Some(format!("{}={run}", crate::e2e::TEST_LABEL));
     c
 }
 
-/// Shadow mode (`--dry-run`) for a test controller: one plan shared by its configuration (the
-/// Kubernetes side and `/plan`) and its cloud client.
-pub fn shadow(
-    config: &mut Config,
-    cloud: &mut HcloudConfig,
-) -> std::sync::Arc<cloud_client::shadow::PlannedWrites> {
+/// Shadow mode (`--dry-run`) for a test controller: its writes, Kubernetes and cloud (built by
+/// [`cloud_of`]), are recorded in the returned planned writes and served on `/plan`.
+pub fn shadow(config: &mut Config) -> std::sync::Arc<cloud_client::shadow::PlannedWrites> {
     let plan = cloud_client::shadow::PlannedWrites::new();
     config.planned_writes = Some(plan.clone());
-    cloud.planned_writes = Some(plan.clone());
     plan
 }
 

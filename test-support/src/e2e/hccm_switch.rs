@@ -17,10 +17,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::io::AsyncReadExt;
 
-use crate::process::{Binary, sigterm};
-use crate::run::http_status;
-use crate::world::TestRun;
-use crate::{NodeSpecT, T, create_node, eventually};
+use crate::e2e::process::{Binary, sigterm};
+use crate::e2e::run::http_status;
+use crate::e2e::world::TestRun;
+use crate::e2e::{NodeSpecT, T, create_node, eventually};
 
 /// Which binaries serve a family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -323,7 +323,7 @@ pub struct Case {
 pub async fn assert_switch_from_hccm(case: Case) {
     let world = TestRun::start(case.controller, "hccm", None).await;
     let node = format!("{}-node", world.run);
-    let server = crate::sim::create_server(&world.sim, &node).await;
+    let server = crate::e2e::sim::create_server(&world.sim, &node).await;
     if case.network {
         world
             .sim

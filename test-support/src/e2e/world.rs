@@ -13,9 +13,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use crate::run::{Running, cloud_with, spawn, test_config};
-use crate::sim::TestServer;
-use crate::{T, apply_chart_rbac, eventually, rbac_file, unique};
+use crate::e2e::run::{Running, cloud_of, spawn, test_config};
+use crate::e2e::sim::TestServer;
+use crate::e2e::{T, apply_chart_rbac, eventually, rbac_file, unique};
 
 pub struct TestRun {
     /// Admin client (the test's own reads and writes).
@@ -87,7 +87,7 @@ impl TestRun {
             .await
     }
 
-    /// [`TestRun::spawn`] with the controller's configuration given (e.g. [`crate::run::shadow`]).
+    /// [`TestRun::spawn`] with the controller's configuration given (e.g. [`crate::e2e::run::shadow`]).
     pub async fn spawn_with<F, Fut>(
         &self,
         info: &'static ControllerInfo,
@@ -100,7 +100,7 @@ impl TestRun {
         F: FnOnce(Runtime, Cloud) -> Fut,
         Fut: std::future::Future<Output = Result<(), RunError>> + Send + 'static,
     {
-        let cloud = cloud_with(cfg).await;
+        let cloud = cloud_of(cfg, &config).await;
         let stats = cloud.stats.clone();
         let running = spawn(info, config, client, move |rt| start(rt, cloud)).await;
         (running, stats)
@@ -108,7 +108,7 @@ impl TestRun {
 
     /// A running `cx22` server in `fsn1` named `name`.
     pub async fn server(&self, name: &str) -> TestServer {
-        crate::sim::create_server(&self.sim, name).await
+        crate::e2e::sim::create_server(&self.sim, name).await
     }
 
     /// Events about `kind` `name`.

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-const HELP: &str = include_str!("../data/hccm-v1.35-help.txt");
+const HELP: &str = include_str!("../../data/hccm-v1.35-help.txt");
 
 /// The Warning's message (see `controller_kit::cli::warn_ignored`).
 const WARNING: &str = "upstream flags accepted without effect in this controller";
@@ -132,7 +132,7 @@ pub fn assert_every_flag_accepted(bin: &str, own: &[&str]) -> (usize, usize) {
     let out = Command::new(bin)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HCLOUD_TOKEN", crate::bad_config::TOKEN)
+        .env("HCLOUD_TOKEN", super::bad_config::TOKEN)
         // route-controller needs one with --configure-cloud-routes; nothing resolves it before
         // the kubeconfig fails.
         .env("HCLOUD_NETWORK", "k8s")

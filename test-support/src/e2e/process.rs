@@ -50,7 +50,7 @@ impl Binary {
     pub fn nodes_of(self, run: &str) -> Binary {
         self.args(&[
             "--node-label-selector",
-            &format!("{}={run}", crate::TEST_LABEL),
+            &format!("{}={run}", crate::e2e::TEST_LABEL),
         ])
     }
 

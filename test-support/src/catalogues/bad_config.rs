@@ -37,9 +37,9 @@ pub const COMMON: &[ConfigCase] = &[
             "SECRETtokenSECRETtokenSECRETtoken\nSECRETtokenSECRETtokenSECRETtoken",
         )],
         expect: &[
-            "HCLOUD_TOKEN contains whitespace",
+            "HCLOUD_TOKEN holds whitespace",
             "value not shown",
-            "64-character API token",
+            "expected the API token alone",
         ],
     },
     ConfigCase {
