@@ -69,6 +69,9 @@ enum Command {
     /// leaks and wrong deletions, and scans everything captured for the API token. Fails when
     /// an audit does; prints a results table.
     Chaos(chaos::ChaosArgs),
+    /// Write the parts of the docs that are rendered from the code (docs/annotations.md's tables,
+    /// from the annotation reference); a test fails when they differ.
+    Docs,
 }
 
 fn main() -> ExitCode {
@@ -84,11 +87,26 @@ fn main() -> ExitCode {
         Command::Chart { args } => chart(&args),
         Command::Bench(args) => bench::run(args).map(|_| ExitCode::SUCCESS),
         Command::Chaos(args) => chaos::run(&args).map(|_| ExitCode::SUCCESS),
+        Command::Docs => docs().map(|_| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|e| {
         eprintln!("error: {e:#}");
         ExitCode::FAILURE
     })
+}
+
+fn docs() -> anyhow::Result<()> {
+    use cloud_client::hcloud::load_balancer::annotation_reference::render_into;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/annotations.md");
+    let page = std::fs::read_to_string(&path)?;
+    let rendered = render_into(&page).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if rendered == page {
+        eprintln!("docs/annotations.md: up to date");
+    } else {
+        std::fs::write(&path, rendered)?;
+        eprintln!("docs/annotations.md: written from the annotation reference");
+    }
+    Ok(())
 }
 
 fn prepare() -> anyhow::Result<()> {

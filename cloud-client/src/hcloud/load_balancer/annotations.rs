@@ -1,5 +1,6 @@
 //! Every `load-balancer.hetzner.cloud/*` Service annotation of HCCM v1.35, plus the ones we add
-//! in its style (marked "Ours"); what each accepts and does is in docs/annotations.md.
+//! in its style (marked "Ours"); what each accepts and does is in `annotation_reference.rs`, from
+//! which docs/annotations.md is rendered.
 
 /// Common prefix of all annotations.
 pub const PREFIX: &str = "load-balancer.hetzner.cloud/";

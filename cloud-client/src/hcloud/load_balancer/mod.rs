@@ -14,6 +14,7 @@
 //! A deleted Service goes through [`delete`] (its own LB, or its part of a shared one).
 //! This module only wires them together behind the provider trait.
 
+pub mod annotation_reference;
 pub mod annotations;
 mod apply;
 pub mod catalog;
