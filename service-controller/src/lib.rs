@@ -123,7 +123,7 @@ impl ServiceArgs {
             && !c.contains('/')
         {
             p.push(format!(
-                "--load-balancer-class={c:?}: a class must be a label-style name with a prefix, e.g. cloud-controllers.io/hcloud"
+                "--load-balancer-class={c:?}: a class must be a label-style name with a prefix, e.g. example.com/internal-vip"
             ));
         }
         Settings {

@@ -33,7 +33,7 @@ const CASES: &[ConfigCase] = &[
         env: &[],
         expect: &[
             "--load-balancer-class=\"nope\"",
-            "e.g. cloud-controllers.io/hcloud",
+            "e.g. example.com/internal-vip",
         ],
     },
     ConfigCase {
