@@ -131,20 +131,7 @@ impl ControlPlane {
         let [etcd_port, peer_port, apiserver_port] = free_ports()?;
 
         let etcd_data = root.join("etcd");
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let etcd_args = [
-            "--name=testenv".to_owned(),
-            format!("--data-dir={}", etcd_data.display()),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls={peer_url}"),
-            format!("--initial-advertise-peer-urls={peer_url}"),
-            format!("--initial-cluster=testenv={peer_url}"),
-            // Test data is disposable; fsync dominates etcd latency on small VMs.
-            "--unsafe-no-fsync".to_owned(),
-            "--log-level=warn".to_owned(),
-        ];
+        let etcd_args = etcd_args("testenv", &etcd_data, etcd_port, peer_port);
         let mut etcd = Process::spawn(
             "etcd",
             &binaries.etcd,
@@ -154,32 +141,19 @@ impl ControlPlane {
         )?;
         wait_for_port(&mut etcd, etcd_port).await?;
 
-        let apiserver_args = [
-            format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".to_owned(),
-            format!("--secure-port={apiserver_port}"),
-            "--advertise-address=127.0.0.1".to_owned(),
+        let apiserver_args = ApiserverOptions {
+            etcd_port,
+            bind_address: "127.0.0.1",
+            port: apiserver_port,
+            advertise_address: "127.0.0.1",
             // Loopback addresses are invalid in Endpoints, so the `kubernetes` Service is not kept.
-            "--endpoint-reconciler-type=none".to_owned(),
-            format!("--tls-cert-file={}", pki.serving_cert.display()),
-            format!("--tls-private-key-file={}", pki.serving_key.display()),
-            format!("--client-ca-file={}", pki.ca_cert.display()),
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
-            format!(
-                "--service-account-key-file={}",
-                pki.service_account_pub.display()
-            ),
-            format!(
-                "--service-account-signing-key-file={}",
-                pki.service_account_key.display()
-            ),
-            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            endpoint_reconciler: false,
+            service_cidr: "10.0.0.0/24",
             // RBAC, so tests can prove a chart's roles are sufficient by impersonation.
-            "--authorization-mode=RBAC".to_owned(),
-            "--allow-privileged=true".to_owned(),
-            format!("--cert-dir={}", root.join("apiserver-certs").display()),
-            "--profiling=false".to_owned(),
-        ];
+            authorization: Authorization::Rbac,
+            cert_dir: root.join("apiserver-certs"),
+        }
+        .args(&pki);
         let apiserver = Process::spawn(
             "kube-apiserver",
             &binaries.kube_apiserver,
@@ -190,7 +164,7 @@ impl ControlPlane {
 
         let apiserver_launch = Launch {
             program: binaries.kube_apiserver.clone(),
-            args: apiserver_args.to_vec(),
+            args: apiserver_args.clone(),
             lifetime: options.lifetime,
             restarts: 0,
         };
@@ -230,12 +204,7 @@ impl ControlPlane {
         let client = self.connection.client().await?;
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
-            let request = http::Request::get("/readyz")
-                .body(Vec::new())
-                .expect("a valid request");
-            if let Ok(body) = client.request_text(request).await
-                && body.trim() == "ok"
-            {
+            if apiserver_ready(&client).await {
                 return Ok(());
             }
             for process in [&mut self.apiserver, &mut self.etcd] {
@@ -537,6 +506,122 @@ impl Drop for ControlPlane {
     }
 }
 
+/// etcd's arguments, the same for every control plane: one member named `name` on loopback, its
+/// data in `data_dir`. Test data is disposable, so no fsync (it dominates etcd latency on small VMs).
+pub(crate) fn etcd_args(
+    name: &str,
+    data_dir: &Path,
+    client_port: u16,
+    peer_port: u16,
+) -> Vec<String> {
+    let etcd_url = format!("http://127.0.0.1:{client_port}");
+    let peer_url = format!("http://127.0.0.1:{peer_port}");
+    vec![
+        format!("--name={name}"),
+        format!("--data-dir={}", data_dir.display()),
+        format!("--listen-client-urls={etcd_url}"),
+        format!("--advertise-client-urls={etcd_url}"),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster={name}={peer_url}"),
+        "--unsafe-no-fsync".to_owned(),
+        "--log-level=warn".to_owned(),
+    ]
+}
+
+/// How kube-apiserver is started: the tests' plane ([`ControlPlane`]) and the real cluster
+/// (`cluster::up`) choose these; the rest of the arguments ([`ApiserverOptions::args`]) they share.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiserverOptions<'a> {
+    /// etcd's client port on 127.0.0.1.
+    pub etcd_port: u16,
+    pub bind_address: &'a str,
+    pub port: u16,
+    pub advertise_address: &'a str,
+    /// Whether the apiserver keeps the `kubernetes` Service's endpoints (`false`:
+    /// `--endpoint-reconciler-type=none`).
+    pub endpoint_reconciler: bool,
+    pub service_cidr: &'a str,
+    pub authorization: Authorization<'a>,
+    pub cert_dir: PathBuf,
+}
+
+/// Who the apiserver authorizes, and how.
+#[derive(Debug, Clone)]
+pub(crate) enum Authorization<'a> {
+    /// RBAC only.
+    Rbac,
+    /// What a real cluster runs: kubelets are authorized by the Node authorizer and limited to
+    /// their own Node and pods by NodeRestriction; the apiserver reaches the kubelets (`kubectl
+    /// logs/exec/port-forward`) with this client certificate and key.
+    NodeAndRbac {
+        kubelet_client: (&'a Path, &'a Path),
+    },
+}
+
+impl ApiserverOptions<'_> {
+    pub(crate) fn args(&self, pki: &Pki) -> Vec<String> {
+        let mut args = vec![
+            format!("--etcd-servers=http://127.0.0.1:{}", self.etcd_port),
+            format!("--bind-address={}", self.bind_address),
+            format!("--secure-port={}", self.port),
+            format!("--advertise-address={}", self.advertise_address),
+        ];
+        if !self.endpoint_reconciler {
+            args.push("--endpoint-reconciler-type=none".to_owned());
+        }
+        args.extend([
+            format!("--tls-cert-file={}", pki.serving_cert.display()),
+            format!("--tls-private-key-file={}", pki.serving_key.display()),
+            format!("--client-ca-file={}", pki.ca_cert.display()),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
+            format!(
+                "--service-account-key-file={}",
+                pki.service_account_pub.display()
+            ),
+            format!(
+                "--service-account-signing-key-file={}",
+                pki.service_account_key.display()
+            ),
+            format!("--service-cluster-ip-range={}", self.service_cidr),
+        ]);
+        match &self.authorization {
+            Authorization::Rbac => args.push("--authorization-mode=RBAC".to_owned()),
+            Authorization::NodeAndRbac {
+                kubelet_client: (cert, key),
+            } => args.extend([
+                "--authorization-mode=Node,RBAC".to_owned(),
+                "--enable-admission-plugins=NodeRestriction".to_owned(),
+                format!("--kubelet-client-certificate={}", cert.display()),
+                format!("--kubelet-client-key={}", key.display()),
+            ]),
+        }
+        args.extend([
+            "--allow-privileged=true".to_owned(),
+            format!("--cert-dir={}", self.cert_dir.display()),
+            "--profiling=false".to_owned(),
+        ]);
+        args
+    }
+}
+
+/// Whether something accepts connections on `port` of 127.0.0.1 (etcd's readiness, the registry's).
+pub(crate) fn port_open(port: u16) -> bool {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+}
+
+/// Whether the apiserver's `/readyz` answers `ok`.
+pub(crate) async fn apiserver_ready(client: &kube::Client) -> bool {
+    let Ok(request) = http::Request::get("/readyz").body(Vec::new()) else {
+        return false;
+    };
+    client
+        .request_text(request)
+        .await
+        .is_ok_and(|body| body.trim() == "ok")
+}
+
 /// A fresh directory under `$TMPDIR/cloud-controllers-testenv/`, named after this process so the
 /// leftovers of a killed test binary can be recognised and removed by the next one.
 fn temp_dir() -> Result<tempfile::TempDir> {
@@ -590,9 +675,8 @@ fn free_ports() -> Result<[u16; 3]> {
 
 async fn wait_for_port(process: &mut Process, port: u16) -> Result<()> {
     let deadline = Instant::now() + READY_TIMEOUT;
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     loop {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+        if port_open(port) {
             return Ok(());
         }
         if let Some(status) = process.exit_status() {

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{BRIDGE, CLUSTER_CIDR, CLUSTER_DNS, CNI_NETWORK, Layout, REGISTRY};
+use super::layout::{BRIDGE, CLUSTER_CIDR, CLUSTER_DNS, CNI_NETWORK, Layout, REGISTRY};
 
 fn p(path: &Path) -> String {
     path.display().to_string()

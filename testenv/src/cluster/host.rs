@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::{BRIDGE, CNI_NETWORK};
+use super::layout::{BRIDGE, CNI_NETWORK};
 
 /// Sysctls the node's components may change (the bridge plugin: ip_forward; kubelet: its kernel
 /// tunables), recorded before `up` and written back by `down`.
