@@ -103,7 +103,7 @@ impl HcloudClients {
                 transport.clone(),
                 actions.clone(),
                 servers.clone(),
-                n.id,
+                n,
                 ROUTES_SERVER_MAX_AGE,
             ))),
             _ => None,

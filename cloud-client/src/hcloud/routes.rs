@@ -1,8 +1,8 @@
 //! `Routes` for the Hetzner network named by `HCLOUD_NETWORK` (see docs/hetzner-api.md, "Networks
 //! and routes").
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::json;
@@ -22,7 +22,15 @@ pub struct HcloudRoutes {
     servers: ServerCache,
     network: i64,
     server_max_age: Duration,
+    /// The network as the start-up check of `HCLOUD_NETWORK` read it, for the first list.
+    startup_read: Mutex<Option<(Instant, Network)>>,
 }
+
+/// How old the start-up read of the network may be and still serve the first list of routes. A
+/// restarted controller lists them within a second or two of that read: reading again would cost
+/// a call for nothing. A standby that waited for its Lease longer than this reads afresh. The
+/// passes after the first trust their own view for longer than this anyway (until the resync).
+const STARTUP_READ_SERVES_FOR: Duration = Duration::from_secs(10);
 
 /// `<gateway>-<destination>`, HCCM's route name.
 pub fn route_name(gateway: &str, destination: &str) -> String {
@@ -34,19 +42,30 @@ impl HcloudRoutes {
         transport: Transport,
         actions: ActionWaiter,
         servers: ServerCache,
-        network: i64,
+        network: &Network,
         server_max_age: Duration,
     ) -> Self {
         Self {
             transport,
             actions,
             servers,
-            network,
+            network: network.id,
             server_max_age,
+            startup_read: Mutex::new(Some((Instant::now(), network.clone()))),
         }
     }
 
     async fn network(&self) -> Result<Network, CloudError> {
+        let startup_read = self
+            .startup_read
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((read_at, network)) = startup_read
+            && read_at.elapsed() < STARTUP_READ_SERVES_FOR
+        {
+            return Ok(network);
+        }
         let r: NetworkResponse = self
             .transport
             .call(&Req::get(

@@ -173,3 +173,37 @@ async fn routes_locked_network_is_retried() {
         .unwrap_err();
     assert!(e.is_retryable() && e.code() == Some("conflict"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_list_after_start_up_is_the_start_up_read_of_the_network() {
+    let sim = sim_fast().await;
+    let w = sim.client();
+    let net = w
+        .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
+        .await
+        .unwrap();
+    w.add_route(net, "10.244.7.0/24", "10.0.1.7").await.unwrap();
+    sim.reset_counters();
+    let p = provider(&sim, |c| c.network.name_or_id = Some(net.to_string())).await;
+    assert_eq!(calls(&sim), 1, "the start-up check of HCLOUD_NETWORK");
+    let routes = p.routes().unwrap();
+    let first = routes.list_routes_unresolved().await.unwrap();
+    assert_eq!(
+        calls(&sim),
+        1,
+        "a restarted route-controller's first list reads nothing more"
+    );
+    assert_eq!(
+        first
+            .iter()
+            .map(|r| r.destination_cidr.as_str())
+            .collect::<Vec<_>>(),
+        ["10.244.7.0/24"]
+    );
+    // Only the first: every later list reads the network (here: the route added since).
+    w.add_route(net, "10.244.8.0/24", "10.0.1.8").await.unwrap();
+    sim.reset_counters();
+    let second = routes.list_routes_unresolved().await.unwrap();
+    assert_eq!(calls(&sim), 1);
+    assert_eq!(second.len(), 2, "{second:?}");
+}
