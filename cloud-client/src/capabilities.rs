@@ -27,6 +27,9 @@ pub struct NodeRef {
     /// The Node's InternalIPs as reported (kubelet's `--node-ip`): a dedicated server's private
     /// addresses are known only from there (`ROBOT_FORWARD_INTERNAL_IPS`).
     pub internal_ips: Vec<String>,
+    /// The Node's annotations the provider reads ([`Instances::node_annotations`]), e.g. Hetzner's
+    /// `instance.hetzner.cloud/external-ipv6`.
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl NodeRef {
@@ -36,6 +39,7 @@ impl NodeRef {
             name: name.into(),
             provider_id: None,
             internal_ips: Vec::new(),
+            annotations: BTreeMap::new(),
         }
     }
 
@@ -46,7 +50,14 @@ impl NodeRef {
             name: name.into(),
             provider_id: (!p.is_empty()).then_some(p),
             internal_ips: Vec::new(),
+            annotations: BTreeMap::new(),
         }
+    }
+
+    /// The Node's annotations the provider reads.
+    pub fn with_annotations(mut self, annotations: BTreeMap<String, String>) -> Self {
+        self.annotations = annotations;
+        self
     }
 
     /// The Node's reported InternalIPs.
@@ -117,6 +128,12 @@ pub struct InstanceMetadata {
     /// Extra labels (e.g. `instance.hetzner.cloud/provided-by=cloud`); the controller never overwrites
     /// existing Node labels with these and drops reserved Kubernetes prefixes.
     pub additional_labels: BTreeMap<String, String>,
+    /// Addresses among `addresses` that the Node's own annotations stated rather than the cloud
+    /// (e.g. Hetzner's `external-ipv6`): the controller refuses them when another Node has one.
+    pub stated_by_node: Vec<String>,
+    /// What the Node's operator should hear about (e.g. an annotation the configuration ignores):
+    /// the controller publishes each as a Warning on the Node.
+    pub warnings: Vec<Warning>,
 }
 
 /// Node/server lookups (upstream `InstancesV2`). Lookups are served from a shared snapshot; a "not found"
@@ -136,7 +153,14 @@ pub trait Instances: Send + Sync {
 
     /// Metadata for initializing/refreshing the Node. Not found → `CloudError::NotFound` whose message
     /// lists what was tried (providerID/id, name). Unsupported providerIDs → `CloudError::Unsupported`.
+    /// A bad value in one of the Node's annotations → `CloudError::InvalidNodeInput`.
     async fn instance_metadata(&self, node: &NodeRef) -> Result<InstanceMetadata, CloudError>;
+
+    /// The Node annotations this provider reads ([`NodeRef::annotations`]); the controllers keep
+    /// these in their caches and look again when one changes.
+    fn node_annotations(&self) -> &'static [&'static str] {
+        &[]
+    }
 }
 
 // ------------------------------------------------------------------------------------------------

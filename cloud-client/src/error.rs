@@ -87,6 +87,15 @@ pub enum CloudError {
         expected: String,
     },
 
+    /// One of a Node's own annotations is invalid (e.g. Hetzner's `external-ipv6`): `reason` is
+    /// the Warning's reason, `message` names the annotation, the value and what is accepted.
+    /// Nothing is written to the Node until it changes.
+    #[error("{message}")]
+    InvalidNodeInput {
+        reason: &'static str,
+        message: String,
+    },
+
     /// Process configuration is invalid; lists ALL problems found at once.
     #[error("invalid configuration: {}", problems.join("; "))]
     InvalidConfig { problems: Vec<String> },
@@ -146,6 +155,7 @@ impl CloudError {
             CloudError::Unsupported { .. }
             | CloudError::DryRun { .. }
             | CloudError::InvalidInput { .. }
+            | CloudError::InvalidNodeInput { .. }
             | CloudError::InvalidConfig { .. }
             | CloudError::Conflict { .. }
             | CloudError::Inconsistent { .. } => ErrorClass::Permanent,

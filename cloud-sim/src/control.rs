@@ -395,6 +395,9 @@ struct RobotServerReq {
     paid_until: Option<String>,
     /// `false`: IPv6 only (`server_ip` null, `ip` empty). Create only.
     ipv4: Option<bool>,
+    /// `false`: no IPv6 subnet (`server_ipv6_net: ""`), as Robot reports for some servers.
+    /// Create only.
+    ipv6: Option<bool>,
     /// `on` (default) | `off`: `operating_status` `running` | `shut off`.
     power: Option<String>,
     /// `false`: a tower-case model whose `operating_status` is `not supported`.
@@ -515,7 +518,7 @@ async fn create_robot_server(
         number,
         name: String::new(),
         ipv4: req.ipv4.take().unwrap_or(true).then_some(v4),
-        ipv6_net: v6,
+        ipv6_net: req.ipv6.take().unwrap_or(true).then_some(v6),
         product: "AX41-NVMe".to_owned(),
         dc: "FSN1-DC14".to_owned(),
         traffic: "unlimited".to_owned(),

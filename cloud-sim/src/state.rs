@@ -72,8 +72,10 @@ pub struct RobotServer {
     pub name: String,
     /// Main IPv4 (`server_ip`); `None` for an IPv6-only server.
     pub ipv4: Option<Ipv4Addr>,
-    /// Network address of the main /64 (`server_ipv6_net`, shown without prefix length).
-    pub ipv6_net: Ipv6Addr,
+    /// Network address of the main /64 (`server_ipv6_net`, shown without prefix length); `None`
+    /// for a server Robot reports no subnet for (`server_ipv6_net: ""`).
+    #[serde(default)]
+    pub ipv6_net: Option<Ipv6Addr>,
     pub product: String,
     pub dc: String,
     pub traffic: String,
@@ -92,6 +94,11 @@ pub struct RobotServer {
 }
 
 impl RobotServer {
+    /// `server_ipv6_net` as Robot shows it: the /64's address without prefix length, or `""`.
+    pub fn ipv6_net_shown(&self) -> String {
+        self.ipv6_net.map(|n| n.to_string()).unwrap_or_default()
+    }
+
     /// `operating_status` of `GET /reset/{n}`.
     pub fn operating_status(&self) -> &'static str {
         match (self.operating_status_supported, self.powered_on) {

@@ -12,7 +12,7 @@ use kube::runtime::reflector::Store;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span};
 
-use crate::controller::{NodeReconciler, is_uninitialized, node_ref, write_addresses};
+use crate::controller::{NodeReconciler, is_uninitialized, write_addresses};
 
 /// Runs until `shutdown`. The store must be driven by someone else (the controller's watch).
 pub async fn run(
@@ -49,7 +49,12 @@ pub async fn pass(ctx: &Arc<NodeReconciler>, store: &Store<Node>, concurrency: u
         .for_each_concurrent(usize::from(concurrency.max(1)), |node| {
             let ctx = ctx.clone();
             async move {
-                match ctx.instances.instance_metadata(&node_ref(&node)).await {
+                // A Node's own annotations were judged when they changed (the reconcile warned
+                // then); here a refused one only leaves the addresses as they are.
+                match ctx.instances.instance_metadata(&ctx.node_ref(&node)).await {
+                    Ok(meta) if crate::addresses::held_by_another(&ctx.store, &node, &meta.stated_by_node).is_some() => {
+                        debug!(node = %node.name_any(), "address sync: a stated address is another Node's; skipping")
+                    }
                     Ok(meta) => write_addresses(&node, &ctx, &meta.addresses).await,
                     Err(e) => debug!(node = %node.name_any(), error = %e, "address sync: cloud lookup failed; skipping"),
                 }

@@ -6,6 +6,8 @@ use cloud_client::{AddressKind, NodeAddress};
 // The store's Node: only the fields this controller reads (see controller_kit::slim_node).
 use controller_kit::slim_node::SlimNode as Node;
 use k8s_openapi::api::core::v1::NodeAddress as K8sAddress;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
 
 use crate::keys::ANNOTATION_PROVIDED_NODE_IP;
 use crate::nodeip::{self, NodeIpError};
@@ -83,6 +85,29 @@ pub fn changed(old: &[K8sAddress], new: &[NodeAddress]) -> bool {
         .collect();
     new.iter()
         .any(|a| by_type.get(&Some(a.kind)).copied() != Some(a.address.as_str()))
+}
+
+/// The first of `stated` (addresses `node`'s own annotations state) that another Node in `store`
+/// has, with that Node's name. Only stated addresses are checked: the cloud's own may move from
+/// a deleted server's Node to a new one before the old Node is gone.
+pub fn held_by_another(
+    store: &Store<Node>,
+    node: &Node,
+    stated: &[String],
+) -> Option<(String, String)> {
+    if stated.is_empty() {
+        return None;
+    }
+    let name = node.name_any();
+    store.state().iter().find_map(|other| {
+        if other.name_any() == name {
+            return None;
+        }
+        current(other)
+            .iter()
+            .find(|a| stated.contains(&a.address))
+            .map(|a| (a.address.clone(), other.name_any()))
+    })
 }
 
 /// The status patch body (JSON merge patch: the list is replaced as a whole).

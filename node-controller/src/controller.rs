@@ -32,6 +32,8 @@ pub struct NodeReconciler {
     pub nodes: Api<Node>,
     /// Cloud instances.
     pub instances: Arc<dyn Instances>,
+    /// The Node cache: another Node's addresses, for addresses a Node states itself.
+    pub store: Store<Node>,
     /// Event publisher.
     pub events: Events,
     /// Kit metrics.
@@ -56,6 +58,7 @@ impl NodeReconciler {
     pub fn new(
         client: kube::Client,
         instances: Arc<dyn Instances>,
+        store: Store<Node>,
         events: Events,
         kit: KitMetrics,
         metrics: NodeMetrics,
@@ -63,6 +66,7 @@ impl NodeReconciler {
         Self {
             nodes: Api::all(client),
             instances,
+            store,
             events,
             kit,
             metrics,
@@ -84,6 +88,11 @@ impl NodeReconciler {
         // Read under the lock: a node warned about is in the store before its reconcile starts.
         let live: HashSet<String> = store.state().iter().map(|n| warn_key(n)).collect();
         warned.retain(|k| live.contains(k));
+    }
+
+    /// What the cloud lookup needs about `node`.
+    pub fn node_ref(&self, node: &Node) -> NodeRef {
+        node_ref(node, self.instances.node_annotations())
     }
 
     fn warned(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -131,9 +140,16 @@ pub fn provider_id(node: &Node) -> Option<&str> {
         .filter(|p| !p.is_empty())
 }
 
-/// What the cloud lookup needs about a node: its name, providerID and reported InternalIPs (a
-/// dedicated server's private addresses are known only from kubelet's `--node-ip`).
-pub fn node_ref(node: &Node) -> NodeRef {
+/// What the cloud lookup needs about a node: its name, providerID, reported InternalIPs (a
+/// dedicated server's private addresses are known only from kubelet's `--node-ip`) and the
+/// annotations the provider reads (`keys`).
+pub fn node_ref(node: &Node, keys: &[&str]) -> NodeRef {
+    let annotations = node
+        .annotations()
+        .iter()
+        .filter(|(k, _)| keys.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let internal_ips = node
         .status
         .as_ref()
@@ -144,17 +160,20 @@ pub fn node_ref(node: &Node) -> NodeRef {
         .map(|a| a.address.clone());
     NodeRef::with_provider_id(node.name_any(), provider_id(node).unwrap_or_default())
         .with_internal_ips(internal_ips)
+        .with_annotations(annotations)
 }
 
-/// Hash of the fields this controller acts on, so kubelet status heartbeats do not trigger reconciles.
-pub fn relevant_hash(node: &Node) -> Option<u64> {
+/// Hash of the fields this controller acts on, so kubelet status heartbeats do not trigger
+/// reconciles: labels, taints, the providerID, kubelet's node IP and the annotations the provider
+/// reads (`provider_keys`).
+pub fn relevant_hash(node: &Node, provider_keys: &[&str]) -> Option<u64> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     node.metadata.labels.hash(&mut h);
-    node.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_PROVIDED_NODE_IP))
-        .hash(&mut h);
+    for (k, v) in node.annotations() {
+        if k == ANNOTATION_PROVIDED_NODE_IP || provider_keys.contains(&k.as_str()) {
+            (k, v).hash(&mut h);
+        }
+    }
     provider_id(node).hash(&mut h);
     if let Some(taints) = node.spec.as_ref().and_then(|s| s.taints.as_ref()) {
         for t in taints {
@@ -176,7 +195,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<NodeReconciler>) -> Result<Acti
             cloud_client::shadow::with_reason(why, initialize(&node, &ctx)).await
         } else {
             let why = format!("Node {name}: labels or addresses differ from the server's");
-            cloud_client::shadow::with_reason(why, reconcile_labels(&node, &ctx)).await
+            cloud_client::shadow::with_reason(why, reconcile_initialized(&node, &ctx)).await
         };
         if result.is_ok() {
             timer.set_result("ok");
@@ -229,13 +248,34 @@ async fn warn_once_if_never_initialized(node: &Node, ctx: &NodeReconciler) {
 async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> {
     let name = node.name_any();
     info!("initializing node with cloud provider");
-    let meta = match ctx.instances.instance_metadata(&node_ref(node)).await {
+    let meta = match ctx.instances.instance_metadata(&ctx.node_ref(node)).await {
         Ok(m) => m,
+        Err(CloudError::InvalidNodeInput { reason, message }) => {
+            let note = format!("Node stays uninitialized: {message}");
+            warn_bad_input(node, ctx, reason, note).await;
+            let source = CloudError::InvalidNodeInput { reason, message };
+            return Err(Error::Cloud { node: name, source });
+        }
         Err(source) => {
             warn_lookup_failed(node, ctx, &source).await;
             return Err(Error::Cloud { node: name, source });
         }
     };
+    publish_provider_warnings(node, ctx, &meta).await;
+    if let Some((address, other)) =
+        addresses::held_by_another(&ctx.store, node, &meta.stated_by_node)
+    {
+        let note = format!(
+            "Node stays uninitialized: its annotations state the address {address}, which is \
+             Node {other}'s; two Nodes cannot have one address"
+        );
+        warn_bad_input(node, ctx, reasons::NODE_ADDRESS_CONFLICT, note).await;
+        return Err(Error::AddressConflict {
+            node: name,
+            address,
+            other,
+        });
+    }
     if meta.provider_id.is_empty() && provider_id(node).is_none() {
         ctx.events
             .warning(
@@ -431,6 +471,70 @@ pub async fn write_addresses(
             debug!(node = %node.name_any(), "cloud reported no addresses; keeping the node's")
         }
         Err(e) => warn!(node = %node.name_any(), error = %e, "skipping address update"),
+    }
+}
+
+/// An initialized node: its stable labels, and, when it carries annotations the provider reads
+/// (e.g. a stated IPv6 address), its addresses at once rather than at the next address sync.
+async fn reconcile_initialized(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> {
+    let action = reconcile_labels(node, ctx).await?;
+    let states_something = ctx
+        .instances
+        .node_annotations()
+        .iter()
+        .any(|k| node.annotations().contains_key(*k));
+    if states_something {
+        refresh_addresses(node, ctx).await?;
+    }
+    Ok(action)
+}
+
+/// Looks the node up and writes its addresses, telling its operator what the provider found wrong
+/// with its annotations; an invalid one, or a stated address another Node has, writes nothing.
+async fn refresh_addresses(node: &Node, ctx: &NodeReconciler) -> Result<(), Error> {
+    let name = node.name_any();
+    let meta = match ctx.instances.instance_metadata(&ctx.node_ref(node)).await {
+        Ok(m) => m,
+        Err(CloudError::InvalidNodeInput { reason, message }) => {
+            ctx.kit.count_warning(reason);
+            ctx.events
+                .warning(node, reason, "UpdateNodeAddresses", message)
+                .await;
+            return Ok(());
+        }
+        Err(source) => return Err(Error::Cloud { node: name, source }),
+    };
+    publish_provider_warnings(node, ctx, &meta).await;
+    if let Some((address, other)) =
+        addresses::held_by_another(&ctx.store, node, &meta.stated_by_node)
+    {
+        ctx.kit.count_warning(reasons::NODE_ADDRESS_CONFLICT);
+        let note = format!(
+            "Addresses left as they are: its annotations state the address {address}, which is \
+             Node {other}'s; two Nodes cannot have one address"
+        );
+        ctx.events
+            .warning(
+                node,
+                reasons::NODE_ADDRESS_CONFLICT,
+                "UpdateNodeAddresses",
+                note,
+            )
+            .await;
+        return Ok(());
+    }
+    write_addresses(node, ctx, &meta.addresses).await;
+    Ok(())
+}
+
+/// The provider's Warnings about the node (e.g. an annotation the configuration ignores), each a
+/// Warning Event on it, counted as bad input.
+async fn publish_provider_warnings(node: &Node, ctx: &NodeReconciler, meta: &InstanceMetadata) {
+    for w in &meta.warnings {
+        ctx.kit.count_warning(&w.reason);
+        ctx.events
+            .warning(node, &w.reason, "UpdateNodeAddresses", w.message.clone())
+            .await;
     }
 }
 

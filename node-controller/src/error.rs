@@ -25,6 +25,16 @@ pub enum Error {
         #[source]
         source: NodeIpError,
     },
+    /// The Node states an address (an annotation) that another Node has.
+    #[error("node {node}: the address {address} its annotations state is node {other}'s")]
+    AddressConflict {
+        /// Node name.
+        node: String,
+        /// The address.
+        address: String,
+        /// The Node that has it.
+        other: String,
+    },
     /// Neither the cloud nor the node has a providerID.
     #[error("node {node}: cloud provider does not set a provider ID")]
     NoProviderId {
@@ -51,6 +61,7 @@ impl Error {
             Error::Cloud { source, .. } if source.is_not_found() => "cloud_not_found",
             Error::Cloud { .. } => "cloud_error",
             Error::NodeIp { .. } => "node_ip",
+            Error::AddressConflict { .. } => "address_conflict",
             Error::NoProviderId { .. } => "no_provider_id",
             Error::Kube { source, .. } if is_conflict(source) => "conflict",
             Error::Kube { .. } => "kube_error",

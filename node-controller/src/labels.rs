@@ -106,6 +106,8 @@ mod tests {
             zone: Some("fsn1-dc14".into()),
             region: Some("fsn1".into()),
             addresses: vec![],
+            stated_by_node: vec![],
+            warnings: vec![],
             additional_labels: [
                 ("instance.hetzner.cloud/provided-by", "cloud"),
                 ("node.kubernetes.io/evil", "x"),

@@ -112,8 +112,9 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
         .await
 }
 
-/// Strips what the controller never reads, to keep the cache small.
-fn slim(node: &mut Node) {
+/// Strips what the controller never reads, to keep the cache small: of the annotations, only
+/// kubelet's node IP and the ones the provider reads (`provider_keys`) stay.
+fn slim(node: &mut Node, provider_keys: &[&str]) {
     node.metadata.managed_fields = None;
     // What to keep, not what to drop: a field a newer kubelet adds is dropped too.
     if let Some(status) = node.status.as_mut() {
@@ -123,7 +124,9 @@ fn slim(node: &mut Node) {
         };
     }
     if let Some(a) = node.metadata.annotations.as_mut() {
-        a.retain(|k, _| k == keys::ANNOTATION_PROVIDED_NODE_IP);
+        a.retain(|k, _| {
+            k == keys::ANNOTATION_PROVIDED_NODE_IP || provider_keys.contains(&k.as_str())
+        });
     }
 }
 
@@ -137,15 +140,17 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let client = ctx.client.clone();
     let cfg = ctx.config.clone();
+    let (store, writer) = reflector::store::<Node>();
+    let provider_keys = instances.node_annotations();
     let rctx = Arc::new(NodeReconciler::new(
         client.clone(),
         instances,
+        store.clone(),
         ctx.events.clone(),
         ctx.metrics.clone(),
         metrics,
     ));
 
-    let (store, writer) = reflector::store::<Node>();
     // Readiness from the stream itself: kube's `Store::wait_until_ready` wakes only one of several
     // concurrent waiters, and the Controller already waits on it.
     let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
@@ -154,7 +159,7 @@ pub async fn run(
         Api::<Node>::all(client),
         cfg.node_watcher_config(),
         events,
-        slim,
+        move |node| slim(node, provider_keys),
     )
     .reflect(writer)
     .inspect(move |ev| {
@@ -163,7 +168,10 @@ pub async fn run(
         }
     })
     .applied_objects()
-    .predicate_filter(relevant_hash, Default::default());
+    .predicate_filter(
+        move |node: &Node| relevant_hash(node, provider_keys),
+        Default::default(),
+    );
 
     let readiness = ctx.readiness.clone();
     let ready_store = store.clone();
@@ -240,10 +248,10 @@ mod slim_tests {
         let registered = kubelet_node();
         let full = Node::from(registered.clone());
         let mut slimmed = full.clone();
-        slim(&mut slimmed);
+        slim(&mut slimmed, &["provider.example/key"]);
         assert_eq!(
-            controller::relevant_hash(&full),
-            controller::relevant_hash(&slimmed)
+            controller::relevant_hash(&full, &["provider.example/key"]),
+            controller::relevant_hash(&slimmed, &["provider.example/key"])
         );
         assert_eq!(full.metadata.labels, slimmed.metadata.labels);
         assert_eq!(full.spec, slimmed.spec);

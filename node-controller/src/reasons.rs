@@ -18,3 +18,5 @@ pub const INSTANCE_LOOKUP_FAILED: &str = "InstanceLookupFailed";
 /// `--cloud-provider=external` (or the taint was removed by hand), so it is never initialized
 /// (Warning, once per node and process; ours, upstream is silent).
 pub const NOT_INITIALIZED_BY_CLOUD_PROVIDER: &str = "NotInitializedByCloudProvider";
+/// An address a Node's annotations state is another Node's (Warning; ours).
+pub const NODE_ADDRESS_CONFLICT: &str = "NodeAddressConflict";

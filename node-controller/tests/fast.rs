@@ -17,7 +17,9 @@ use node_controller::address_sync;
 use node_controller::controller::{NodeReconciler, reconcile};
 use node_controller::metrics::NodeMetrics;
 use serde_json::json;
-use test_support::fakes::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
+use test_support::fakes::memory_cloud::{
+    Call, Fault, INVALID_STATED_PUBLIC_IP, MemoryCloud, Op, STATED_PUBLIC_IP, Server,
+};
 use test_support::fakes::mock_kube::{mock_client, patched};
 
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -33,6 +35,7 @@ fn ctx(client: kube::Client, cloud: &Arc<MemoryCloud>) -> Arc<NodeReconciler> {
     Arc::new(NodeReconciler::new(
         client.clone(),
         instances,
+        kube::runtime::reflector::store().0,
         Events::new(client, "cloud-node-controller", None),
         KitMetrics::register("node-controller", &mut r.ours),
         NodeMetrics::register(&mut r.ours, &mut r.upstream),
@@ -460,5 +463,147 @@ async fn the_address_sync_replaces_stale_addresses_only() {
         asked,
         ["current", "gone", "stale"],
         "never the uninitialized one"
+    );
+}
+
+/// The in-memory twin of `node_e2e`'s `external_ipv6_*` tests: a provider that reads a Node's own
+/// annotation (the memory cloud's stated public IP, as Hetzner's `external-ipv6`).
+fn ctx_among(
+    client: kube::Client,
+    cloud: &Arc<MemoryCloud>,
+    others: &[Node],
+) -> Arc<NodeReconciler> {
+    let (store, mut writer) = kube::runtime::reflector::store();
+    for other in others {
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(other.clone()));
+    }
+    let mut r = Registries::default();
+    Arc::new(NodeReconciler::new(
+        client.clone(),
+        cloud.cloud().instances.unwrap(),
+        store,
+        Events::new(client, "cloud-node-controller", None),
+        KitMetrics::register("node-controller", &mut r.ours),
+        NodeMetrics::register(&mut r.ours, &mut r.upstream),
+    ))
+}
+
+#[tokio::test]
+async fn an_address_the_node_states_replaces_the_clouds_and_a_bad_one_writes_nothing() {
+    let memory = MemoryCloud::new();
+    memory.add_server(Server::new("node-a").public_ip("203.0.113.10"));
+    // Valid: initialized with the stated address where the cloud's would be.
+    let (client, mut api) = mock_client();
+    let node = annotated(uninitialized("node-a"), STATED_PUBLIC_IP, "198.51.100.7");
+    let result = api
+        .run(
+            reconcile(Arc::new(node.clone()), ctx_among(client, &memory, &[])),
+            async |api| {
+                let patch = api.expect("PATCH", "/api/v1/nodes/node-a").await;
+                let body = patch.body.clone();
+                patch.ok(&patched(&node, &body));
+                let status = api.expect("PATCH", "/api/v1/nodes/node-a/status").await;
+                assert_eq!(
+                    status.body["status"]["addresses"],
+                    json!([
+                        {"type": "Hostname", "address": "node-a"},
+                        {"type": "ExternalIP", "address": "198.51.100.7"},
+                    ])
+                );
+                status.ok(&node);
+                api.expect_event("Normal", "Synced").await;
+            },
+        )
+        .await;
+    assert!(result.is_ok(), "{result:?}");
+
+    // Invalid: a Warning naming the annotation, and the Node is not touched.
+    let (client, mut api) = mock_client();
+    let node = annotated(uninitialized("node-a"), STATED_PUBLIC_IP, "2001:db8::/64");
+    let result = api
+        .run(
+            reconcile(Arc::new(node), ctx_among(client, &memory, &[])),
+            async |api| {
+                let warning = api.expect_event("Warning", INVALID_STATED_PUBLIC_IP).await;
+                let note = warning["note"].as_str().unwrap();
+                assert!(
+                    note.contains(STATED_PUBLIC_IP) && note.contains("stays uninitialized"),
+                    "{note}"
+                );
+            },
+        )
+        .await;
+    assert!(result.is_err(), "the taint stays: {result:?}");
+
+    // Another Node's address: a Warning naming it, nothing written.
+    let other = initialized("node-b", &[("ExternalIP", "198.51.100.7")]);
+    let (client, mut api) = mock_client();
+    let node = annotated(uninitialized("node-a"), STATED_PUBLIC_IP, "198.51.100.7");
+    let result = api
+        .run(
+            reconcile(Arc::new(node), ctx_among(client, &memory, &[other])),
+            async |api| {
+                let warning = api.expect_event("Warning", "NodeAddressConflict").await;
+                let note = warning["note"].as_str().unwrap();
+                assert!(
+                    note.contains("198.51.100.7") && note.contains("node-b"),
+                    "{note}"
+                );
+            },
+        )
+        .await;
+    assert!(result.is_err(), "the taint stays: {result:?}");
+}
+
+#[tokio::test]
+async fn an_initialized_node_that_states_an_address_gets_it_at_once_and_a_bad_one_keeps_its_addresses()
+ {
+    let memory = MemoryCloud::new();
+    let id = memory.add_server(Server::new("node-a").public_ip("203.0.113.10"));
+    let node = |value: &str| {
+        annotated(
+            with_provider_id(
+                initialized(
+                    "node-a",
+                    &[("Hostname", "node-a"), ("ExternalIP", "203.0.113.10")],
+                ),
+                &memory.provider_id(id),
+            ),
+            STATED_PUBLIC_IP,
+            value,
+        )
+    };
+    let (client, mut api) = mock_client();
+    let result = api
+        .run(
+            reconcile(
+                Arc::new(node("198.51.100.7")),
+                ctx_among(client, &memory, &[]),
+            ),
+            async |api| {
+                let status = api.expect("PATCH", "/api/v1/nodes/node-a/status").await;
+                assert_eq!(
+                    status.body["status"]["addresses"][1],
+                    json!({"type": "ExternalIP", "address": "198.51.100.7"})
+                );
+                status.ok(&node("198.51.100.7"));
+            },
+        )
+        .await;
+    assert!(result.is_ok(), "{result:?}");
+
+    let (client, mut api) = mock_client();
+    let result = api
+        .run(
+            reconcile(Arc::new(node("nonsense")), ctx_among(client, &memory, &[])),
+            async |api| {
+                let warning = api.expect_event("Warning", INVALID_STATED_PUBLIC_IP).await;
+                assert_eq!(warning["action"], "UpdateNodeAddresses");
+            },
+        )
+        .await;
+    assert!(
+        result.is_ok(),
+        "nothing to retry until the annotation changes: {result:?}"
     );
 }

@@ -824,3 +824,167 @@ async fn robot_node_is_initialized_as_hccm_does() {
     );
     ctl.stop().await.unwrap();
 }
+
+const EXTERNAL_IPV6: &str = "instance.hetzner.cloud/external-ipv6";
+
+/// A tainted Node for `name` that states `external_ipv6`.
+async fn node_stating(client: &kube::Client, run: &str, name: &str, external_ipv6: &str) {
+    let spec = NodeSpecT {
+        tainted: true,
+        annotations: BTreeMap::from([(EXTERNAL_IPV6.to_owned(), external_ipv6.to_owned())]),
+        ..Default::default()
+    };
+    create_node(client, run, name, spec).await;
+}
+
+fn ipv6_external(n: &Node) -> Vec<String> {
+    addresses(n)
+        .into_iter()
+        .filter(|(t, a)| t == "ExternalIP" && a.contains(':'))
+        .map(|(_, a)| a)
+        .collect()
+}
+
+/// HCCM v1.37's `instance.hetzner.cloud/external-ipv6`, dual-stack: the stated address replaces
+/// the derived `<prefix>::1`; a bad value, or another Node's address, writes nothing and says so.
+#[tokio::test]
+async fn external_ipv6_states_the_nodes_address_and_a_bad_one_changes_nothing() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("v6");
+    let mut cfg = test_support::e2e::run::sim_config(&sim);
+    cfg.instances.address_family = cloud_client::hcloud::AddressFamily::DualStack;
+    let ctl = start_node_controller(
+        client.clone(),
+        &run,
+        test_support::e2e::run::cloud_with(cfg).await,
+    )
+    .await;
+
+    // Stated: the Node's IPv6 ExternalIP is the one it states, not the server's ::1.
+    let a = unique("node");
+    test_support::e2e::sim::create_server(&sim, &a).await;
+    node_stating(&client, &run, &a, "2001:db8:ffff::abcd").await;
+    let n = initialized(&client, &a).await;
+    let stated = eventually("the stated IPv6 written", T, || async {
+        let v6 = ipv6_external(&get_node(&client, &a).await?);
+        (!v6.is_empty()).then_some(v6)
+    })
+    .await;
+    assert_eq!(stated, ["2001:db8:ffff::abcd"], "{:?}", addresses(&n));
+
+    // Changed to a subnet: a Warning naming the annotation; the addresses stay.
+    let api: Api<Node> = Api::all(client.clone());
+    let before = addresses(&get_node(&client, &a).await.unwrap());
+    api.patch(
+        &a,
+        &PatchParams::default(),
+        &Patch::Merge(
+            serde_json::json!({"metadata": {"annotations": {EXTERNAL_IPV6: "2001:db8::/64"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let warning = eventually("InvalidExternalIPv6", T, || {
+        event_with_reason(&client, &a, "InvalidExternalIPv6")
+    })
+    .await;
+    let note = warning.note.unwrap_or_default();
+    assert!(
+        note.contains(EXTERNAL_IPV6) && note.contains("a subnet"),
+        "{note}"
+    );
+    assert_eq!(addresses(&get_node(&client, &a).await.unwrap()), before);
+
+    // Another Node states A's address: it stays tainted, told whose address it is.
+    let b = unique("node");
+    test_support::e2e::sim::create_server(&sim, &b).await;
+    node_stating(&client, &run, &b, "2001:db8:ffff::abcd").await;
+    let warning = eventually("NodeAddressConflict", T, || {
+        event_with_reason(&client, &b, "NodeAddressConflict")
+    })
+    .await;
+    let note = warning.note.unwrap_or_default();
+    assert!(
+        note.contains(&a) && note.contains("2001:db8:ffff::abcd"),
+        "{note}"
+    );
+    assert!(has_taint(
+        &get_node(&client, &b).await.unwrap(),
+        test_support::e2e::UNINITIALIZED
+    ));
+    ctl.stop().await.unwrap();
+}
+
+/// With HCCM's default family (ipv4) the annotation is ignored, with a Warning, and the Node is
+/// initialized without an IPv6 address, as in HCCM v1.37.
+#[tokio::test]
+async fn external_ipv6_is_ignored_with_a_warning_when_nodes_get_no_ipv6() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("v4");
+    let ctl = start_node_controller(client.clone(), &run, cloud_for(&sim).await).await;
+    let name = unique("node");
+    test_support::e2e::sim::create_server(&sim, &name).await;
+    node_stating(&client, &run, &name, "2001:db8:ffff::abcd").await;
+    let n = initialized(&client, &name).await;
+    let warning = eventually("IgnoredExternalIPv6", T, || {
+        event_with_reason(&client, &name, "IgnoredExternalIPv6")
+    })
+    .await;
+    assert!(
+        warning
+            .note
+            .unwrap_or_default()
+            .contains("HCLOUD_INSTANCES_ADDRESS_FAMILY")
+    );
+    assert!(ipv6_external(&n).is_empty(), "{:?}", addresses(&n));
+    ctl.stop().await.unwrap();
+}
+
+/// A dedicated server Robot reports no IPv6 subnet for gets no IPv6 ExternalIP (HCCM before
+/// v1.37 wrote the address `1`), and one that states its address gets that one.
+#[tokio::test]
+async fn a_robot_server_without_an_ipv6_subnet_gets_no_bogus_address_and_a_stated_one_counts() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("robot6");
+    let mut cfg = test_support::e2e::run::sim_config_with_robot(&sim);
+    cfg.instances.address_family = cloud_client::hcloud::AddressFamily::DualStack;
+    let ctl = start_node_controller(
+        client.clone(),
+        &run,
+        test_support::e2e::run::cloud_with(cfg).await,
+    )
+    .await;
+    let (plain, stating) = (unique("bm"), unique("bm"));
+    for name in [&plain, &stating] {
+        sim.client()
+            .create_robot_server_with(serde_json::json!({"server_name": name, "ipv6": false}))
+            .await
+            .unwrap();
+    }
+    let spec = NodeSpecT {
+        tainted: true,
+        ..Default::default()
+    };
+    create_node(&client, &run, &plain, spec).await;
+    node_stating(&client, &run, &stating, "2a01:4f8:10:20::2").await;
+    let n = initialized(&client, &plain).await;
+    assert!(
+        ipv6_external(&n).is_empty() && addresses(&n).iter().all(|(_, a)| a != "1"),
+        "{:?}",
+        addresses(&n)
+    );
+    initialized(&client, &stating).await;
+    let stated = eventually("the stated IPv6 written", T, || async {
+        let v6 = ipv6_external(&get_node(&client, &stating).await?);
+        (!v6.is_empty()).then_some(v6)
+    })
+    .await;
+    assert_eq!(stated, ["2a01:4f8:10:20::2"]);
+    ctl.stop().await.unwrap();
+}

@@ -2,7 +2,6 @@
 //! docs/hetzner-api.md, "Servers").
 
 use std::collections::BTreeMap;
-use std::net::Ipv6Addr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -10,6 +9,7 @@ use async_trait::async_trait;
 use crate::capabilities::{AddressKind, InstanceMetadata, Instances, NodeAddress, NodeRef};
 use crate::error::CloudError;
 use crate::hcloud::config::AddressFamily;
+use crate::hcloud::external_ipv6::{self, EXTERNAL_IPV6, Stated, first_address, robot_derived};
 use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::servers::{ServerCache, ServerKey};
 use crate::hcloud::wire::Server;
@@ -33,20 +33,13 @@ pub fn legacy_zone(location: &str) -> String {
     .to_string()
 }
 
-/// `<prefix>::1` of a `<prefix>::/64` network, the address HCCM reports for a server's IPv6.
-pub fn ipv6_host(network: &str) -> Option<String> {
-    let prefix = network.split('/').next()?;
-    let addr: Ipv6Addr = prefix.parse().ok()?;
-    let mut octets = addr.octets();
-    octets[15] |= 1;
-    Some(Ipv6Addr::from(octets).to_string())
-}
-
-/// Node addresses in HCCM order: Hostname, ExternalIP v4, ExternalIP v6, InternalIP.
+/// Node addresses in HCCM order: Hostname, ExternalIP v4, ExternalIP v6, InternalIP. The IPv6
+/// ExternalIP is `stated_v6` when the Node states one, else derived from the server's /64.
 pub(crate) fn node_addresses(
     s: &Server,
     family: AddressFamily,
     network: Option<i64>,
+    stated_v6: Option<&str>,
 ) -> Vec<NodeAddress> {
     let mut out = vec![NodeAddress::new(AddressKind::Hostname, s.name.clone())];
     let public = s.public_net.as_ref();
@@ -58,9 +51,11 @@ pub(crate) fn node_addresses(
         out.push(NodeAddress::new(AddressKind::ExternalIP, v4.ip.clone()));
     }
     if family.has_v6()
-        && let Some(v6) = public
-            .and_then(|p| p.ipv6.as_ref())
-            .and_then(|v| ipv6_host(&v.ip))
+        && let Some(v6) = stated_v6.map(str::to_owned).or_else(|| {
+            public
+                .and_then(|p| p.ipv6.as_ref())
+                .and_then(|v| first_address(&v.ip))
+        })
     {
         out.push(NodeAddress::new(AddressKind::ExternalIP, v6));
     }
@@ -182,17 +177,26 @@ impl HcloudInstances {
     /// type, the data center lowercased as zone and its location as region, addresses from the
     /// server plus, with `ROBOT_FORWARD_INTERNAL_IPS`, the Node's own InternalIPs of the
     /// configured family that are not already an ExternalIP.
-    fn robot_metadata(&self, s: &RobotServer, node: &NodeRef) -> InstanceMetadata {
+    fn robot_metadata(&self, s: &RobotServer, node: &NodeRef, stated: Stated) -> InstanceMetadata {
         let zone = s.dc.to_ascii_lowercase();
         let region = zone.split('-').next().unwrap_or_default().to_string();
         let mut addresses = vec![NodeAddress::new(
             AddressKind::Hostname,
             s.server_name.clone(),
         )];
-        if self.family.has_v6()
-            && let Some(net) = s.server_ipv6_net.as_deref().filter(|n| !n.is_empty())
-        {
-            addresses.push(NodeAddress::new(AddressKind::ExternalIP, format!("{net}1")));
+        let (stated_v6, mut warnings) = stated.split();
+        if self.family.has_v6() {
+            let v6 = match stated_v6.clone() {
+                Some(v6) => Some(v6),
+                None => robot_derived(s.server_number, s.server_ipv6_net.as_deref().unwrap_or(""))
+                    .unwrap_or_else(|w| {
+                        warnings.push(w);
+                        None
+                    }),
+            };
+            if let Some(v6) = v6 {
+                addresses.push(NodeAddress::new(AddressKind::ExternalIP, v6));
+            }
         }
         if self.family.has_v4()
             && let Some(ip) = s.server_ip.as_deref().filter(|ip| !ip.is_empty())
@@ -222,10 +226,13 @@ impl HcloudInstances {
                 PROVIDED_BY_LABEL.to_string(),
                 "robot".to_string(),
             )]),
+            stated_by_node: stated_v6.into_iter().collect(),
+            warnings,
         }
     }
 
-    pub(crate) fn metadata_of(&self, s: &Server) -> InstanceMetadata {
+    pub(crate) fn metadata_of(&self, s: &Server, stated: Stated) -> InstanceMetadata {
+        let (stated_v6, warnings) = stated.split();
         let region = s.location_name().map(str::to_string);
         let zone = if self.zone_label_enabled {
             region.as_deref().map(legacy_zone)
@@ -241,11 +248,13 @@ impl HcloudInstances {
                 .unwrap_or_default(),
             zone,
             region,
-            addresses: node_addresses(s, self.family, self.network_id),
+            addresses: node_addresses(s, self.family, self.network_id, stated_v6.as_deref()),
             additional_labels: BTreeMap::from([(
                 PROVIDED_BY_LABEL.to_string(),
                 "cloud".to_string(),
             )]),
+            stated_by_node: stated_v6.into_iter().collect(),
+            warnings,
         }
     }
 }
@@ -286,10 +295,15 @@ impl Instances for HcloudInstances {
         self.cache
             .stats()
             .record_operation("hcloud/instancesv2.InstanceMetadata");
+        let stated = external_ipv6::stated(node, self.family)?;
         Ok(match self.get(node).await? {
-            Found::Cloud(s) => self.metadata_of(&s),
-            Found::Robot(s) => self.robot_metadata(&s, node),
+            Found::Cloud(s) => self.metadata_of(&s, stated),
+            Found::Robot(s) => self.robot_metadata(&s, node, stated),
         })
+    }
+
+    fn node_annotations(&self) -> &'static [&'static str] {
+        &[EXTERNAL_IPV6]
     }
 }
 
@@ -344,20 +358,23 @@ mod tests {
     }
 
     #[test]
-    fn ipv6_host_is_prefix_one() {
-        assert_eq!(ipv6_host("2001:db8:0:5::/64").unwrap(), "2001:db8:0:5::1");
+    fn the_derived_ipv6_is_the_first_address_of_the_64() {
         assert_eq!(
-            ipv6_host("2a01:4f8:1c1c:abcd::/64").unwrap(),
+            first_address("2001:db8:0:5::/64").unwrap(),
+            "2001:db8:0:5::1"
+        );
+        assert_eq!(
+            first_address("2a01:4f8:1c1c:abcd::/64").unwrap(),
             "2a01:4f8:1c1c:abcd::1"
         );
-        assert!(ipv6_host("garbage").is_none());
+        assert!(first_address("garbage").is_none());
     }
 
     #[test]
     fn addresses_follow_family() {
         let s = server();
         let kinds = |f, n| {
-            node_addresses(&s, f, n)
+            node_addresses(&s, f, n, None)
                 .into_iter()
                 .map(|a| format!("{}={}", a.kind, a.address))
                 .collect::<Vec<_>>()
@@ -383,6 +400,21 @@ mod tests {
         assert_eq!(kinds(AddressFamily::Ipv4, Some(10)).len(), 2);
         let mut v6only = server();
         v6only.public_net.as_mut().unwrap().ipv4 = None;
-        assert_eq!(node_addresses(&v6only, AddressFamily::Ipv4, None).len(), 1);
+        assert_eq!(
+            node_addresses(&v6only, AddressFamily::Ipv4, None, None).len(),
+            1
+        );
+        // A stated IPv6 replaces the derived one, in the same place; ipv4 has no IPv6 at all.
+        let stated = |f| {
+            node_addresses(&s, f, None, Some("2001:db8:0:5::abcd"))
+                .into_iter()
+                .map(|a| a.address)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            stated(AddressFamily::DualStack),
+            ["node-a", "100.64.0.5", "2001:db8:0:5::abcd"]
+        );
+        assert_eq!(stated(AddressFamily::Ipv4), ["node-a", "100.64.0.5"]);
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod cloud;
 pub mod config;
+pub mod external_ipv6;
 pub mod instances;
 pub mod load_balancer;
 pub mod provider_id;

@@ -549,3 +549,26 @@ async fn lb_takes_over_a_same_named_lb_of_another_service_uid() {
     assert!(!lbs.delete(&first).await.unwrap().deleted);
     assert_eq!(sim.client().list_load_balancers().await.unwrap().len(), 1);
 }
+
+/// HCCM v1.36: a load balancer of a deprecated type gets a `LoadBalancerTypeDeprecated` Warning
+/// (cloud-sim's catalogue deprecates one type, as the API marks it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deprecated_type_is_served_with_a_warning() {
+    let sim = sim_fast().await;
+    let name = "lb01"; // deprecated in cloud-sim's catalogue, still orderable
+    let nodes = sim
+        .client()
+        .create_servers(1, "dep", "cx22", "fsn1")
+        .await
+        .unwrap();
+    let p = provider(&sim, |_| {}).await;
+    let lbs = p.load_balancers().unwrap();
+    let s = svc("dep-1", &[("location", "fsn1"), ("type", name)]);
+    let out = lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap();
+    let warning = out
+        .warnings
+        .iter()
+        .find(|w| w.reason == "LoadBalancerTypeDeprecated")
+        .unwrap_or_else(|| panic!("{:?}", out.warnings));
+    assert!(warning.message.contains(name), "{}", warning.message);
+}

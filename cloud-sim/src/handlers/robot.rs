@@ -119,7 +119,7 @@ fn find<'a>(st: &'a State, key: &str) -> Result<&'a RobotServer, RobotError> {
 
 /// The fields `GET /server` shows for every server.
 fn summary(s: &RobotServer) -> serde_json::Map<String, Value> {
-    let v6 = s.ipv6_net.to_string();
+    let v6 = s.ipv6_net_shown();
     let json = json!({
         "server_ip": s.ipv4.map(|ip| ip.to_string()),
         "server_ipv6_net": v6,
@@ -184,7 +184,7 @@ async fn reset(AppState(app): AppState<App>, Path(key): Path<String>) -> RobotRe
     }
     Ok(Json(json!({"reset": {
         "server_ip": s.ipv4.map(|ip| ip.to_string()),
-        "server_ipv6_net": s.ipv6_net.to_string(),
+        "server_ipv6_net": s.ipv6_net_shown(),
         "server_number": s.number,
         "type": s.reset_types(),
         "operating_status": s.operating_status(),

@@ -47,6 +47,8 @@ pub struct NodeSpecT {
     pub labels: BTreeMap<String, String>,
     /// `Some(true)` = Ready, `Some(false)` = NotReady, `None` = no status at all.
     pub ready: Option<bool>,
+    /// Annotations the Node is created with, beside kubelet's (e.g. one the provider reads).
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// Creates a Node labelled with `run` (the controller under test only watches its run's nodes).
@@ -67,6 +69,10 @@ pub async fn create_node(client: &Client, run: &str, name: &str, spec: NodeSpecT
         ..testenv::KubeletNode::new(name)
     };
     let mut node = kubelet.registration();
+    node.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .extend(spec.annotations.clone());
     if spec.ready.is_none()
         && let Some(status) = node.status.as_mut()
     {

@@ -33,6 +33,14 @@ pub const SCHEME: &str = "memory://";
 /// Hetzner's Robot servers): `memory-dedicated://<n>`.
 pub const DEDICATED_SCHEME: &str = "memory-dedicated://";
 
+/// The Node annotation that states a Node's public address over its server's (as Hetzner's
+/// `instance.hetzner.cloud/external-ipv6` states the IPv6 one): a provider that reads a Node's
+/// own annotations, for the fast suites.
+pub const STATED_PUBLIC_IP: &str = "memory.test/public-ip";
+
+/// The Warning reason of a stated public address that is no IP address.
+pub const INVALID_STATED_PUBLIC_IP: &str = "InvalidStatedPublicIP";
+
 /// One server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Server {
@@ -409,15 +417,38 @@ impl Instances for MemoryCloud {
 
     async fn instance_metadata(&self, node: &NodeRef) -> Result<InstanceMetadata, CloudError> {
         let s = self.call(Op::InstanceMetadata, node.name.clone())?;
+        let stated = match node.annotations.get(STATED_PUBLIC_IP) {
+            None => None,
+            Some(v) if v.parse::<std::net::IpAddr>().is_ok() => Some(v.clone()),
+            Some(v) => {
+                return Err(CloudError::InvalidNodeInput {
+                    reason: INVALID_STATED_PUBLIC_IP,
+                    message: format!(
+                        "invalid value {v:?} for annotation {STATED_PUBLIC_IP}: expected an IP address"
+                    ),
+                });
+            }
+        };
         let server = find(&s, node)?.ok_or_else(|| not_found(node))?;
+        let mut addresses = server.addresses();
+        if let Some(ip) = &stated {
+            addresses.retain(|a| a.kind != AddressKind::ExternalIP);
+            addresses.insert(1, NodeAddress::new(AddressKind::ExternalIP, ip.clone()));
+        }
         Ok(InstanceMetadata {
             provider_id: format!("{SCHEME}{}", server.id),
             instance_type: server.instance_type.clone(),
             zone: server.zone.clone(),
             region: server.region.clone(),
-            addresses: server.addresses(),
+            addresses,
             additional_labels: server.labels.clone(),
+            stated_by_node: stated.into_iter().collect(),
+            warnings: Vec::new(),
         })
+    }
+
+    fn node_annotations(&self) -> &'static [&'static str] {
+        &[STATED_PUBLIC_IP]
     }
 }
 
