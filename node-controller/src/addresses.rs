@@ -43,8 +43,13 @@ pub fn current(node: &Node) -> Vec<K8sAddress> {
 }
 
 /// Computes the desired addresses of `node` from the cloud's list: an empty list changes nothing,
-/// the node's own Hostname is kept when the cloud has none, the node-IP filter applies.
-pub fn desired(node: &Node, cloud: &[NodeAddress]) -> Result<AddressUpdate, NodeIpError> {
+/// the node's own Hostname is kept when the cloud has none, the node-IP filter applies (with
+/// `accept_outside_cloud`, a node IP the cloud does not know stays, first).
+pub fn desired(
+    node: &Node,
+    cloud: &[NodeAddress],
+    accept_outside_cloud: bool,
+) -> Result<AddressUpdate, NodeIpError> {
     if cloud.is_empty() {
         return Ok(AddressUpdate::NoCloudAddresses);
     }
@@ -64,7 +69,7 @@ pub fn desired(node: &Node, cloud: &[NodeAddress]) -> Result<AddressUpdate, Node
         .and_then(|a| a.get(ANNOTATION_PROVIDED_NODE_IP))
     {
         let ips = nodeip::parse(v)?;
-        new = nodeip::filter(&ips, &new)?;
+        new = nodeip::filter_with(&ips, &new, accept_outside_cloud)?.addresses;
     }
     Ok(if changed(&old, &new) {
         AddressUpdate::Changed(new)
@@ -150,10 +155,14 @@ mod tests {
         n
     }
 
+    fn desired_strict(node: &Node, cloud: &[NodeAddress]) -> Result<AddressUpdate, NodeIpError> {
+        desired(node, cloud, false)
+    }
+
     #[test]
     fn empty_cloud_never_clears() {
         assert_eq!(
-            desired(&node(&[("InternalIP", "10.0.0.1")], None), &[]).unwrap(),
+            desired_strict(&node(&[("InternalIP", "10.0.0.1")], None), &[]).unwrap(),
             AddressUpdate::NoCloudAddresses
         );
     }
@@ -161,7 +170,7 @@ mod tests {
     #[test]
     fn hostname_kept_when_cloud_has_none() {
         let n = node(&[("Hostname", "n1")], None);
-        let got = desired(&n, &[NodeAddress::new(ExternalIP, "1.2.3.4")]).unwrap();
+        let got = desired_strict(&n, &[NodeAddress::new(ExternalIP, "1.2.3.4")]).unwrap();
         assert_eq!(
             got,
             AddressUpdate::Changed(vec![
@@ -178,13 +187,16 @@ mod tests {
             NodeAddress::new(Hostname, "n1"),
             NodeAddress::new(ExternalIP, "1.2.3.4"),
         ];
-        assert_eq!(desired(&n, &cloud).unwrap(), AddressUpdate::Unchanged);
+        assert_eq!(
+            desired_strict(&n, &cloud).unwrap(),
+            AddressUpdate::Unchanged
+        );
         let cloud2 = [
             NodeAddress::new(Hostname, "n1"),
             NodeAddress::new(ExternalIP, "1.2.3.5"),
         ];
         assert!(matches!(
-            desired(&n, &cloud2).unwrap(),
+            desired_strict(&n, &cloud2).unwrap(),
             AddressUpdate::Changed(_)
         ));
     }
@@ -194,12 +206,12 @@ mod tests {
         let n = node(&[], Some("10.0.0.9"));
         let cloud = [NodeAddress::new(ExternalIP, "1.2.3.4")];
         assert!(matches!(
-            desired(&n, &cloud),
+            desired_strict(&n, &cloud),
             Err(NodeIpError::NotFound { .. })
         ));
         let n = node(&[], Some("bogus"));
         assert!(matches!(
-            desired(&n, &cloud),
+            desired_strict(&n, &cloud),
             Err(NodeIpError::Invalid { .. })
         ));
     }

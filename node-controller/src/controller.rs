@@ -20,7 +20,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::addresses::{self, AddressUpdate};
 use crate::error::Error;
-use crate::keys::{ANNOTATION_PROVIDED_NODE_IP, TAINT_UNINITIALIZED};
+use crate::keys::{ANNOTATION_PROVIDED_NODE_IP, LABEL_NODE_IP_OUTSIDE_CLOUD, TAINT_UNINITIALIZED};
 use crate::labels;
 use crate::metrics::NodeMetrics;
 use crate::nodeip;
@@ -40,6 +40,8 @@ pub struct NodeReconciler {
     pub kit: KitMetrics,
     /// Controller metrics.
     pub metrics: NodeMetrics,
+    /// `--accept-node-ip-outside-cloud`.
+    accept_node_ip_outside_cloud: bool,
     /// Failures in a row per node: 1 s doubling to 5 min.
     failures: PerObject<String>,
     /// Nodes (by UID) already warned about as never initialized: one Warning per node and process,
@@ -70,6 +72,7 @@ impl NodeReconciler {
             events,
             kit,
             metrics,
+            accept_node_ip_outside_cloud: false,
             failures: PerObject::new(Backoff::new(
                 Duration::from_secs(1),
                 Duration::from_secs(300),
@@ -90,6 +93,19 @@ impl NodeReconciler {
         warned.retain(|k| live.contains(k));
     }
 
+    /// Lets kubelet's node IP stand on every Node although its server does not have it
+    /// (`--accept-node-ip-outside-cloud`).
+    pub fn accepting_node_ips_outside_cloud(mut self, accept: bool) -> Self {
+        self.accept_node_ip_outside_cloud = accept;
+        self
+    }
+
+    /// Whether `node`'s kubelet node IP may be one its server does not have: for every Node by
+    /// the flag, for one by its label.
+    pub fn accepts_node_ip_outside_cloud(&self, node: &Node) -> bool {
+        self.accept_node_ip_outside_cloud || labelled_outside_cloud(node)
+    }
+
     /// What the cloud lookup needs about `node`.
     pub fn node_ref(&self, node: &Node) -> NodeRef {
         node_ref(node, self.instances.node_annotations())
@@ -101,6 +117,11 @@ impl NodeReconciler {
             .unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+/// Appended to `NodeIPNotFound`: the way out for a node network the cloud does not know.
+const OUTSIDE_CLOUD_HINT: &str = ". If the node IP is on a network the cloud does not know \
+    (WireGuard, Tailscale, a Robot vSwitch), start the node-controller with \
+    --accept-node-ip-outside-cloud, or label this Node cloud-controllers.io/node-ip-outside-cloud=accept";
 
 /// What the Warning on a node with neither the uninitialized taint nor a providerID says.
 pub const NEVER_INITIALIZED_NOTE: &str = "Node has no providerID and no \
@@ -122,6 +143,14 @@ fn warn_key(node: &Node) -> String {
 /// A node with a providerID and no taint was initialized (or kubelet set `--provider-id`): fine.
 pub fn is_never_initialized(node: &Node) -> bool {
     !is_uninitialized(node) && provider_id(node).is_none()
+}
+
+/// True when the Node's own label accepts a node IP outside the cloud.
+fn labelled_outside_cloud(node: &Node) -> bool {
+    node.labels()
+        .get(LABEL_NODE_IP_OUTSIDE_CLOUD)
+        .map(String::as_str)
+        == Some("accept")
 }
 
 /// True when the node carries the uninitialized taint (value/effect ignored).
@@ -288,24 +317,54 @@ async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> 
         return Err(Error::NoProviderId { node: name });
     }
 
-    // The node IP must be one of the cloud's addresses before the taint goes, as upstream: once
-    // the node is initialized, a mismatch only makes the address sync skip it.
+    // The node IP must be one of the cloud's addresses before the taint goes, as upstream (unless
+    // accepted outside the cloud): once the node is initialized, a mismatch only makes the address
+    // sync skip it.
+    let mut outside_cloud = Vec::new();
     if let Some(v) = node
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(ANNOTATION_PROVIDED_NODE_IP))
     {
-        let checked = nodeip::parse(v).and_then(|ips| nodeip::filter(&ips, &meta.addresses));
-        if let Err(source) = checked {
-            let reason = match source {
-                nodeip::NodeIpError::Invalid { .. } => reasons::INVALID_NODE_IP,
-                nodeip::NodeIpError::NotFound { .. } => reasons::NODE_IP_NOT_FOUND,
-            };
-            let note = format!("Node stays uninitialized: {source}");
-            warn_bad_input(node, ctx, reason, note).await;
-            return Err(Error::NodeIp { node: name, source });
+        let accept = ctx.accepts_node_ip_outside_cloud(node);
+        let checked =
+            nodeip::parse(v).and_then(|ips| nodeip::filter_with(&ips, &meta.addresses, accept));
+        match checked {
+            Ok(filtered) => outside_cloud = filtered.outside_cloud,
+            Err(source) => {
+                let reason = match source {
+                    nodeip::NodeIpError::Invalid { .. } => reasons::INVALID_NODE_IP,
+                    nodeip::NodeIpError::NotFound { .. } => reasons::NODE_IP_NOT_FOUND,
+                };
+                let mut note = format!("Node stays uninitialized: {source}");
+                if matches!(source, nodeip::NodeIpError::NotFound { .. }) {
+                    note.push_str(OUTSIDE_CLOUD_HINT);
+                }
+                warn_bad_input(node, ctx, reason, note).await;
+                return Err(Error::NodeIp { node: name, source });
+            }
         }
+    }
+    let outside: Vec<String> = outside_cloud.iter().map(ToString::to_string).collect();
+    if let Some((address, other)) = addresses::held_by_another(&ctx.store, node, &outside) {
+        let note = format!(
+            "Node stays uninitialized: kubelet's node IP {address}, which its server does not \
+             have, is Node {other}'s; two Nodes cannot have one address"
+        );
+        warn_bad_input(node, ctx, reasons::NODE_ADDRESS_CONFLICT, note).await;
+        return Err(Error::AddressConflict {
+            node: name,
+            address,
+            other,
+        });
+    }
+    if outside.is_empty() && labelled_outside_cloud(node) && !ctx.accept_node_ip_outside_cloud {
+        let note = format!(
+            "label {LABEL_NODE_IP_OUTSIDE_CLOUD}=accept changes nothing: kubelet's node IP is \
+             one of its server's addresses (or kubelet gave none); remove the label"
+        );
+        warn_bad_input(node, ctx, reasons::NODE_IP_OUTSIDE_CLOUD_UNNEEDED, note).await;
     }
 
     let patched = remove_taint_and_label(node, ctx, &meta).await?;
@@ -327,6 +386,22 @@ async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> 
             "Node synced successfully".into(),
         )
         .await;
+    if !outside.is_empty() {
+        let note = format!(
+            "kubelet's node IP {} is not one of its server's addresses; kept as the Node's first \
+             InternalIP ({}), the server's addresses follow",
+            outside.join(","),
+            if ctx.accept_node_ip_outside_cloud {
+                "--accept-node-ip-outside-cloud".to_owned()
+            } else {
+                format!("label {LABEL_NODE_IP_OUTSIDE_CLOUD}=accept")
+            }
+        );
+        info!(node_ip = %outside.join(","), "node IP outside the cloud accepted");
+        ctx.events
+            .once(node, reasons::NODE_IP_OUTSIDE_CLOUD, "InitializeNode", note)
+            .await;
+    }
     if let Some(created) = node.metadata.creation_timestamp.as_ref() {
         ctx.metrics
             .initial_sync_delay
@@ -448,7 +523,7 @@ pub async fn write_addresses(
     if is_uninitialized(node) {
         return;
     }
-    match addresses::desired(node, cloud) {
+    match addresses::desired(node, cloud, ctx.accepts_node_ip_outside_cloud(node)) {
         Ok(AddressUpdate::Changed(list)) => {
             let patch = addresses::status_patch(&list);
             match ctx

@@ -5,6 +5,11 @@ pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitia
 /// kubelet's `--node-ip` value, written for external cloud providers.
 pub const ANNOTATION_PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
 
+/// Ours: `accept` on a Node lets its kubelet's node IP stand although its server does not have
+/// it (WireGuard, Tailscale, a Robot vSwitch), as `--accept-node-ip-outside-cloud` does for every
+/// Node. A label, not an annotation, so that kubelet can set it at registration (`--node-labels`).
+pub const LABEL_NODE_IP_OUTSIDE_CLOUD: &str = "cloud-controllers.io/node-ip-outside-cloud";
+
 /// Stable instance-type label.
 pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 /// Deprecated beta instance-type label.

@@ -53,6 +53,12 @@ pub struct NodeArgs {
     /// Parallelism of the address sync; 0 = `--concurrent-node-syncs`.
     #[arg(long, default_value = "0")]
     pub concurrent_node_status_updates: String,
+    /// Initialize a Node whose kubelet `--node-ip` is not among its server's addresses (a node
+    /// network over WireGuard, Tailscale or a Robot vSwitch): that IP becomes its first InternalIP,
+    /// the server's addresses follow. Default: upstream's rule, such a Node stays tainted. The Node
+    /// label `cloud-controllers.io/node-ip-outside-cloud=accept` does this for one Node.
+    #[arg(long, env = "NODE_ACCEPT_NODE_IP_OUTSIDE_CLOUD")]
+    pub accept_node_ip_outside_cloud: bool,
 }
 
 /// The validated [`NodeArgs`].
@@ -62,6 +68,8 @@ pub struct Settings {
     pub address_sync_period: Duration,
     /// `--concurrent-node-status-updates`; `None` (given as 0): `--concurrent-node-syncs`.
     pub address_sync_concurrency: Option<u16>,
+    /// `--accept-node-ip-outside-cloud`.
+    pub accept_node_ip_outside_cloud: bool,
 }
 
 impl Default for Settings {
@@ -70,6 +78,7 @@ impl Default for Settings {
         Self {
             address_sync_period: Duration::from_secs(300),
             address_sync_concurrency: None,
+            accept_node_ip_outside_cloud: false,
         }
     }
 }
@@ -93,6 +102,7 @@ impl NodeArgs {
         Settings {
             address_sync_period: period,
             address_sync_concurrency: (concurrency > 0).then_some(concurrency),
+            accept_node_ip_outside_cloud: self.accept_node_ip_outside_cloud,
         }
     }
 }
@@ -142,14 +152,17 @@ pub async fn run(
     let cfg = ctx.config.clone();
     let (store, writer) = reflector::store::<Node>();
     let provider_keys = instances.node_annotations();
-    let rctx = Arc::new(NodeReconciler::new(
-        client.clone(),
-        instances,
-        store.clone(),
-        ctx.events.clone(),
-        ctx.metrics.clone(),
-        metrics,
-    ));
+    let rctx = Arc::new(
+        NodeReconciler::new(
+            client.clone(),
+            instances,
+            store.clone(),
+            ctx.events.clone(),
+            ctx.metrics.clone(),
+            metrics,
+        )
+        .accepting_node_ips_outside_cloud(settings.accept_node_ip_outside_cloud),
+    );
 
     // Readiness from the stream itself: kube's `Store::wait_until_ready` wakes only one of several
     // concurrent waiters, and the Controller already waits on it.

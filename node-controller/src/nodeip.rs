@@ -63,8 +63,28 @@ pub fn parse(value: &str) -> Result<Vec<IpAddr>, NodeIpError> {
 /// Applies the node-IP filter: each node IP (annotation order) first, with its type pinned, then the
 /// remaining cloud addresses whose type is not pinned, in the cloud's order.
 pub fn filter(node_ips: &[IpAddr], cloud: &[NodeAddress]) -> Result<Vec<NodeAddress>, NodeIpError> {
-    let mut out = Vec::with_capacity(cloud.len());
+    filter_with(node_ips, cloud, false).map(|f| f.addresses)
+}
+
+/// The addresses of a Node, and the node IPs its server does not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filtered {
+    pub addresses: Vec<NodeAddress>,
+    /// Node IPs the cloud does not know, kept as InternalIPs (only when accepted).
+    pub outside_cloud: Vec<IpAddr>,
+}
+
+/// [`filter`], and with `accept_outside_cloud` a node IP the cloud does not know is no error: it
+/// becomes an InternalIP in its place (first, for a single one), pinning nothing, so the cloud's
+/// addresses follow as they would without it.
+pub fn filter_with(
+    node_ips: &[IpAddr],
+    cloud: &[NodeAddress],
+    accept_outside_cloud: bool,
+) -> Result<Filtered, NodeIpError> {
+    let mut out = Vec::with_capacity(cloud.len() + node_ips.len());
     let mut pinned: Vec<AddressKind> = Vec::new();
+    let mut outside_cloud = Vec::new();
     for ip in node_ips {
         let mut found = false;
         for a in cloud {
@@ -76,7 +96,10 @@ pub fn filter(node_ips: &[IpAddr], cloud: &[NodeAddress]) -> Result<Vec<NodeAddr
                 found = true;
             }
         }
-        if !found {
+        if !found && accept_outside_cloud {
+            out.push(NodeAddress::new(AddressKind::InternalIP, ip.to_string()));
+            outside_cloud.push(*ip);
+        } else if !found {
             return Err(NodeIpError::NotFound {
                 ip: *ip,
                 cloud: cloud
@@ -87,7 +110,10 @@ pub fn filter(node_ips: &[IpAddr], cloud: &[NodeAddress]) -> Result<Vec<NodeAddr
         }
     }
     out.extend(cloud.iter().filter(|a| !pinned.contains(&a.kind)).cloned());
-    Ok(out)
+    Ok(Filtered {
+        addresses: out,
+        outside_cloud,
+    })
 }
 
 #[cfg(test)]
@@ -145,6 +171,35 @@ mod tests {
                 a(ExternalIP, "2001:db8:0::1"),
                 a(Hostname, "n1")
             ]
+        );
+    }
+
+    #[test]
+    fn an_accepted_node_ip_outside_the_cloud_comes_first_and_the_cloud_follows() {
+        let cloud = vec![
+            a(Hostname, "n1"),
+            a(ExternalIP, "1.2.3.4"),
+            a(InternalIP, "10.0.0.2"),
+        ];
+        let wireguard = parse("100.64.0.5").unwrap();
+        assert!(filter_with(&wireguard, &cloud, false).is_err());
+        let got = filter_with(&wireguard, &cloud, true).unwrap();
+        assert_eq!(
+            got.addresses,
+            vec![
+                a(InternalIP, "100.64.0.5"),
+                a(Hostname, "n1"),
+                a(ExternalIP, "1.2.3.4"),
+                a(InternalIP, "10.0.0.2"),
+            ]
+        );
+        assert_eq!(got.outside_cloud, wireguard);
+        // The cloud's own IP is no outside one, accepted or not.
+        let own = filter_with(&parse("10.0.0.2").unwrap(), &cloud, true).unwrap();
+        assert!(own.outside_cloud.is_empty());
+        assert_eq!(
+            own.addresses,
+            filter(&parse("10.0.0.2").unwrap(), &cloud).unwrap()
         );
     }
 

@@ -20,3 +20,8 @@ pub const INSTANCE_LOOKUP_FAILED: &str = "InstanceLookupFailed";
 pub const NOT_INITIALIZED_BY_CLOUD_PROVIDER: &str = "NotInitializedByCloudProvider";
 /// An address a Node's annotations state is another Node's (Warning; ours).
 pub const NODE_ADDRESS_CONFLICT: &str = "NodeAddressConflict";
+/// kubelet's node IP is not the server's and was kept, as accepted (Normal, once; ours).
+pub const NODE_IP_OUTSIDE_CLOUD: &str = "NodeIPOutsideCloud";
+/// The Node's label accepts a node IP outside the cloud, but its node IP is the server's own
+/// (Warning; ours).
+pub const NODE_IP_OUTSIDE_CLOUD_UNNEEDED: &str = "NodeIPOutsideCloudUnneeded";

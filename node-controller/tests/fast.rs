@@ -607,3 +607,102 @@ async fn an_initialized_node_that_states_an_address_gets_it_at_once_and_a_bad_on
         "nothing to retry until the annotation changes: {result:?}"
     );
 }
+
+/// The reconciler with `--accept-node-ip-outside-cloud`.
+fn ctx_accepting(client: kube::Client, cloud: &Arc<MemoryCloud>) -> Arc<NodeReconciler> {
+    let mut r = Registries::default();
+    Arc::new(
+        NodeReconciler::new(
+            client.clone(),
+            cloud.cloud().instances.unwrap(),
+            reflector::store().0,
+            Events::new(client, "cloud-node-controller", None),
+            KitMetrics::register("node-controller", &mut r.ours),
+            NodeMetrics::register(&mut r.ours, &mut r.upstream),
+        )
+        .accepting_node_ips_outside_cloud(true),
+    )
+}
+
+/// Mirrors `a_node_ip_outside_the_cloud_stands_when_accepted_and_the_node_stays_tainted_without`.
+#[tokio::test]
+async fn an_accepted_node_ip_outside_the_cloud_is_the_first_internal_ip() {
+    let memory = MemoryCloud::new();
+    memory.add_server(
+        Server::new("node-a")
+            .public_ip("203.0.113.10")
+            .private_ip("10.0.0.10"),
+    );
+    let (client, mut api) = mock_client();
+    let node = annotated(uninitialized("node-a"), NODE_IP, "100.64.0.5");
+    let result = api
+        .run(
+            reconcile(Arc::new(node.clone()), ctx_accepting(client, &memory)),
+            async |api| {
+                let patch = api.expect("PATCH", "/api/v1/nodes/node-a").await;
+                let body = patch.body.clone();
+                patch.ok(&patched(&node, &body));
+                let status = api.expect("PATCH", "/api/v1/nodes/node-a/status").await;
+                assert_eq!(
+                    status.body["status"]["addresses"],
+                    json!([
+                        {"type": "InternalIP", "address": "100.64.0.5"},
+                        {"type": "Hostname", "address": "node-a"},
+                        {"type": "ExternalIP", "address": "203.0.113.10"},
+                        {"type": "InternalIP", "address": "10.0.0.10"},
+                    ])
+                );
+                status.ok(&node);
+                api.expect_event("Normal", "Synced").await;
+                let said = api.expect_event("Normal", "NodeIPOutsideCloud").await;
+                let note = said["note"].as_str().unwrap();
+                assert!(
+                    note.contains("100.64.0.5") && note.contains("--accept-node-ip-outside-cloud"),
+                    "{note}"
+                );
+            },
+        )
+        .await;
+    assert!(result.is_ok(), "{result:?}");
+
+    // Without the opt-in: upstream's rule, and the Warning names the way out.
+    let (client, mut api) = mock_client();
+    let result = api
+        .run(
+            reconcile(Arc::new(node.clone()), ctx(client, &memory)),
+            async |api| {
+                let warning = api.expect_event("Warning", "NodeIPNotFound").await;
+                let note = warning["note"].as_str().unwrap();
+                assert!(note.contains("--accept-node-ip-outside-cloud"), "{note}");
+            },
+        )
+        .await;
+    assert!(result.is_err());
+}
+
+#[tokio::test]
+async fn the_opt_in_label_on_a_node_whose_ip_is_the_servers_own_says_it_is_unneeded() {
+    let memory = MemoryCloud::new();
+    memory.add_server(Server::new("node-a").private_ip("10.0.0.10"));
+    let (client, mut api) = mock_client();
+    let mut node = annotated(uninitialized("node-a"), NODE_IP, "10.0.0.10");
+    node.metadata.labels = Some(BTreeMap::from([(
+        "cloud-controllers.io/node-ip-outside-cloud".to_owned(),
+        "accept".to_owned(),
+    )]));
+    let result = api
+        .run(
+            reconcile(Arc::new(node.clone()), ctx(client, &memory)),
+            async |api| {
+                api.expect_event("Warning", "NodeIPOutsideCloudUnneeded")
+                    .await;
+                let patch = api.expect("PATCH", "/api/v1/nodes/node-a").await;
+                let body = patch.body.clone();
+                patch.ok(&patched(&node, &body));
+                // kubelet's addresses are already the server's: no status write.
+                api.expect_event("Normal", "Synced").await;
+            },
+        )
+        .await;
+    assert!(result.is_ok(), "initialized all the same: {result:?}");
+}

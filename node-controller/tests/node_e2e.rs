@@ -988,3 +988,94 @@ async fn a_robot_server_without_an_ipv6_subnet_gets_no_bogus_address_and_a_state
     assert_eq!(stated, ["2a01:4f8:10:20::2"]);
     ctl.stop().await.unwrap();
 }
+
+/// kubelet `--node-ip` on a network the cloud does not know (WireGuard, Tailscale, a Robot
+/// vSwitch; HCCM #4): upstream's rule keeps such a Node tainted, and the Warning names the way
+/// out; the Node's label `cloud-controllers.io/node-ip-outside-cloud=accept` (or the flag, for
+/// every Node) lets the IP stand as the first InternalIP, and the address sync keeps it there.
+#[tokio::test]
+async fn a_node_ip_outside_the_cloud_stands_when_accepted_and_the_node_stays_tainted_without() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    let run = unique("wg");
+    let settings = node_controller::Settings {
+        address_sync_period: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let cloud = cloud_for(&sim).await;
+    let ctl = spawn(
+        &node_controller::INFO,
+        test_config(&node_controller::INFO, &run),
+        client.clone(),
+        move |rt| node_controller::start(rt, cloud, settings),
+    )
+    .await;
+    let (refused, accepted) = (unique("node"), unique("node"));
+    for name in [&refused, &accepted] {
+        test_support::e2e::sim::create_server(&sim, name).await;
+    }
+    let wireguard = |ip: &str, opt_in: bool| NodeSpecT {
+        tainted: true,
+        node_ip: Some(ip.to_owned()),
+        labels: opt_in
+            .then(|| {
+                (
+                    "cloud-controllers.io/node-ip-outside-cloud".to_owned(),
+                    "accept".to_owned(),
+                )
+            })
+            .into_iter()
+            .collect(),
+        ..NodeSpecT::default()
+    };
+    create_node(&client, &run, &refused, wireguard("100.64.0.5", false)).await;
+    create_node(&client, &run, &accepted, wireguard("100.64.0.6", true)).await;
+
+    let warning = eventually("NodeIPNotFound", T, || {
+        event_with_reason(&client, &refused, "NodeIPNotFound")
+    })
+    .await;
+    assert!(
+        warning
+            .note
+            .unwrap_or_default()
+            .contains("cloud-controllers.io/node-ip-outside-cloud=accept")
+    );
+    let n = initialized(&client, &accepted).await;
+    let first = eventually("the node IP first", T, || async {
+        let a = addresses(&get_node(&client, &accepted).await?);
+        (a.first()? == &("InternalIP".to_owned(), "100.64.0.6".to_owned())).then_some(a)
+    })
+    .await;
+    assert!(
+        first.iter().any(|(t, _)| t == "ExternalIP"),
+        "the server's addresses follow: {first:?} ({:?})",
+        addresses(&n)
+    );
+    let said = eventually("NodeIPOutsideCloud", T, || {
+        event_with_reason(&client, &accepted, "NodeIPOutsideCloud")
+    })
+    .await;
+    assert_eq!(said.type_.as_deref(), Some("Normal"));
+
+    // The address sync keeps it: take it away, and the next pass puts it back first.
+    Api::<Node>::all(client.clone())
+        .patch_status(
+            &accepted,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"addresses": [{"type": "Hostname", "address": accepted}]}})),
+        )
+        .await
+        .unwrap();
+    eventually("the node IP first again", T, || async {
+        let a = addresses(&get_node(&client, &accepted).await?);
+        (a.first()? == &("InternalIP".to_owned(), "100.64.0.6".to_owned())).then_some(())
+    })
+    .await;
+    assert!(has_taint(
+        &get_node(&client, &refused).await.unwrap(),
+        test_support::e2e::UNINITIALIZED
+    ));
+    ctl.stop().await.unwrap();
+}

@@ -160,3 +160,32 @@ fn ha_values_elect_a_leader_spread_and_keep_one() {
     );
     assert_eq!(svc["spec"]["minAvailable"], 1);
 }
+
+#[test]
+fn node_ips_outside_the_cloud_are_refused_unless_the_values_accept_them() {
+    let node_args = |render: Render| {
+        let objects = render.objects();
+        args(find(
+            &objects,
+            "Deployment",
+            "cloud-controllers-node-controller",
+        ))
+    };
+    assert!(
+        !node_args(Render::default())
+            .iter()
+            .any(|a| a.contains("accept-node-ip-outside-cloud")),
+        "upstream's rule by default"
+    );
+    let accepting = node_args(Render::default().set("nodeController.nodeIPOutsideCloud", "accept"));
+    assert!(
+        accepting
+            .iter()
+            .any(|a| a == "--accept-node-ip-outside-cloud=true"),
+        "{accepting:?}"
+    );
+    let bad = Render::default()
+        .set("nodeController.nodeIPOutsideCloud", "sometimes")
+        .error();
+    assert!(bad.contains("nodeIPOutsideCloud"), "{bad}");
+}

@@ -249,6 +249,9 @@ then the block's `args` (the block wins; null drops a flag). dict "root" $ "comp
 {{- if $v.dryRun }}
 {{- $_ := set $args "dry-run" "true" }}
 {{- end }}
+{{- if and (eq .component "node-controller") (eq (toString $v.nodeIPOutsideCloud) "accept") }}
+{{- $_ := set $args "accept-node-ip-outside-cloud" "true" }}
+{{- end }}
 {{- if and (eq .component "service-controller") (eq (toString $v.sourceRanges) "refuse") }}
 {{- $_ := set $args "refuse-unenforced-source-ranges" "true" }}
 {{- end }}
@@ -404,6 +407,7 @@ names them in one startup Warning with the reason.
   "concurrent-node-syncs" "node-controller lifecycle-controller"
   "concurrent-node-status-updates" "node-controller"
   "node-status-update-frequency" "node-controller"
+  "accept-node-ip-outside-cloud" "node-controller"
   "exclude-nodes-selector" "lifecycle-controller"
   "node-monitor-period" "lifecycle-controller"
   "provider-id-prefixes" "lifecycle-controller"
