@@ -227,6 +227,40 @@ pub struct ServiceRef {
     /// [`LoadBalancers::kube_proxy_health_port`]): the load balancer checks the NodePort instead,
     /// as it would without kube-proxy checks, so it does not take every target out at once.
     pub kube_proxy_unreachable: bool,
+    /// `spec.ipFamilies`: the address families kube-proxy serves the Service's NodePorts on.
+    pub ip_families: IpFamilies,
+}
+
+/// A Service's `spec.ipFamilies`. Neither set (a Service the apiserver did not default, as in
+/// tests): IPv4, the single-stack default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct IpFamilies {
+    pub ipv4: bool,
+    pub ipv6: bool,
+}
+
+impl IpFamilies {
+    /// From the Kubernetes names (`IPv4`, `IPv6`).
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut f = Self::default();
+        for n in names {
+            match n {
+                "IPv4" => f.ipv4 = true,
+                "IPv6" => f.ipv6 = true,
+                _ => {}
+            }
+        }
+        f
+    }
+
+    /// Whether NodePorts answer on IPv4 (also when nothing is known).
+    pub fn has_v4(self) -> bool {
+        self.ipv4 || !self.ipv6
+    }
+
+    pub fn has_v6(self) -> bool {
+        self.ipv6
+    }
 }
 
 /// Finds a Service's `namespace/name` by UID (the controller's Service cache), so a refusal can

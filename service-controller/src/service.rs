@@ -4,7 +4,8 @@
 use std::hash::{Hash, Hasher};
 
 use cloud_client::{
-    IpMode, LoadBalancerStatus, PortProtocol, ServiceNames, ServicePort, ServiceRef, TrafficPolicy,
+    IpFamilies, IpMode, LoadBalancerStatus, PortProtocol, ServiceNames, ServicePort, ServiceRef,
+    TrafficPolicy,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use kube::ResourceExt;
@@ -87,6 +88,14 @@ pub fn service_ref(svc: &Service) -> ServiceRef {
         traffic_policy: traffic_policy(svc),
         names: ServiceNames::default(),
         kube_proxy_unreachable: false,
+        ip_families: IpFamilies::from_names(
+            svc.spec
+                .as_ref()
+                .and_then(|s| s.ip_families.as_ref())
+                .into_iter()
+                .flatten()
+                .map(String::as_str),
+        ),
     }
 }
 

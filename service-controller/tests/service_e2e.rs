@@ -578,3 +578,81 @@ async fn mixed_cluster_targets_cloud_and_robot_nodes() {
     .await;
     assert_eq!(target_ids(&fx.lb_of(&svc).await), [cloud.server]);
 }
+
+/// A dedicated server's targets follow the Service's `ipFamilies` (IPv4 here, as in every
+/// single-stack cluster): its IPv6 is never added where kube-proxy does not serve it. The
+/// annotation `robot-target-address-family` chooses otherwise, and targets of the other family go.
+#[tokio::test]
+async fn robot_targets_follow_the_services_address_family() {
+    let mut fx = Fixture::without_controller(None).await;
+    let robot = test_support::e2e::run::sim_config_with_robot(&fx.sim).robot;
+    fx.start_controller(Box::new(move |cfg| cfg.robot = robot))
+        .await;
+    fx.nodes(1).await;
+    let bm = test_support::e2e::unique("bm");
+    let number = fx
+        .sim
+        .client()
+        .create_robot_server(&bm, "AX41-NVMe", "FSN1-DC14")
+        .await
+        .unwrap();
+    let listed = fx.sim.robot_servers();
+    let server = listed
+        .iter()
+        .map(|s| s.get("server").unwrap_or(s))
+        .find(|s| s["server_number"] == number)
+        .unwrap()
+        .clone();
+    let v4 = server["server_ip"].as_str().unwrap().to_owned();
+    let v6 = format!("{}1", server["server_ipv6_net"].as_str().unwrap());
+    test_support::e2e::create_node(
+        &fx.admin,
+        &fx.run,
+        &bm,
+        test_support::e2e::NodeSpecT {
+            provider_id: Some(format!("hrobot://{number}")),
+            ready: Some(true),
+            ..Default::default()
+        },
+    )
+    .await;
+    let ips = |lb: &serde_json::Value| -> Vec<String> {
+        let mut ips: Vec<String> = lb["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["type"] == "ip")
+            .map(|t| t["ip"]["ip"].as_str().unwrap().to_string())
+            .collect();
+        ips.sort();
+        ips
+    };
+    fx.service("web", &[80], &[]).await;
+    let svc = fx.wait_ingress("web").await;
+    let want_ips = |want: Vec<String>| {
+        let fx = &fx;
+        let svc = &svc;
+        async move {
+            test_support::e2e::eventually(&format!("IP targets {want:?}"), T, || async {
+                let lb = fx.lb_of(svc).await;
+                (ips(&lb) == want).then_some(())
+            })
+            .await
+        }
+    };
+    want_ips(vec![v4.clone()]).await;
+    fx.patch(
+        "web",
+        annotation_patch("robot-target-address-family", Some("dualstack")),
+    )
+    .await;
+    let mut both = vec![v4.clone(), v6.clone()];
+    both.sort();
+    want_ips(both).await;
+    fx.patch(
+        "web",
+        annotation_patch("robot-target-address-family", Some("ipv6")),
+    )
+    .await;
+    want_ips(vec![v6]).await;
+}

@@ -245,6 +245,14 @@ pub const CASES: &[Case] = &[
     ),
     // Enums.
     case!(
+        "e-robot-family",
+        [("robot-target-address-family", "IPv4")],
+        "robot-target-address-family",
+        "IPv4",
+        "ipv4, ipv6 or dualstack",
+        R
+    ),
+    case!(
         "e-algorithm",
         [("algorithm-type", "random")],
         "algorithm-type",
@@ -620,6 +628,10 @@ pub const ACCEPTED: &[Accepted] = &[
         "network-zone",
         &["eu-central", "us-east", "us-west", "ap-southeast", ""],
         &[("location", "")]
+    ),
+    accepted!(
+        "robot-target-address-family",
+        &["ipv4", "ipv6", "dualstack", " dualstack ", ""]
     ),
     accepted!(
         "algorithm-type",

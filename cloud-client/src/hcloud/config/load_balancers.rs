@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::address_family::{ADDRESS_FAMILY_EXPECTED, AddressFamily};
 use crate::values::SettingsReader;
 
 /// `HCLOUD_LOAD_BALANCERS_*`.
@@ -78,6 +79,11 @@ impl LoadBalancersConfig {
             .text("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE")
             .map(|v| v.to_ascii_lowercase());
         d.private_subnet_ip_range = settings.text("HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE");
+        d.robot_target_family = settings.parsed(
+            "HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY",
+            AddressFamily::parse,
+            ADDRESS_FAMILY_EXPECTED,
+        );
         c
     }
 
@@ -133,6 +139,9 @@ pub struct LbDefaults {
     /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY`: the default of the
     /// `health-check-kube-proxy` annotation.
     pub health_check_kube_proxy: bool,
+    /// `HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY` (the name syself's fork gave it): which
+    /// addresses of a dedicated server are its targets. `None`: the Service's `ipFamilies`.
+    pub robot_target_family: Option<AddressFamily>,
     /// `HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES` and `HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME`:
     /// whose load balancers a Service may write to (no annotation overrides them; the rules are
     /// `load_balancer::tenancy`'s).

@@ -3,6 +3,7 @@
 //! server cache, load balancers, network, routes, Robot). Each group reads its own settings;
 //! [`HcloudConfig::from_settings`] puts them together and returns every problem at once.
 
+mod address_family;
 mod load_balancers;
 #[cfg(test)]
 mod tests;
@@ -15,6 +16,7 @@ use crate::error::CloudError;
 use crate::robot::RobotConfig;
 use crate::values::SettingsReader;
 
+pub use address_family::AddressFamily;
 pub use load_balancers::{
     LbDefaults, LoadBalancersConfig, SHARE_ACROSS_NAMESPACES_EXPECTED, ShareAcrossNamespaces,
     Tenancy,
@@ -108,34 +110,6 @@ pub struct NetworkConfig {
 pub struct RoutesConfig {
     /// Only meaningful with a network (default true).
     pub enabled: bool,
-}
-
-/// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AddressFamily {
-    #[default]
-    Ipv4,
-    Ipv6,
-    DualStack,
-}
-
-impl AddressFamily {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "ipv4" => Some(AddressFamily::Ipv4),
-            "ipv6" => Some(AddressFamily::Ipv6),
-            "dualstack" => Some(AddressFamily::DualStack),
-            _ => None,
-        }
-    }
-
-    pub fn has_v4(self) -> bool {
-        matches!(self, AddressFamily::Ipv4 | AddressFamily::DualStack)
-    }
-
-    pub fn has_v6(self) -> bool {
-        matches!(self, AddressFamily::Ipv6 | AddressFamily::DualStack)
-    }
 }
 
 /// Client-side retry policy for retryable errors (jittered exponential backoff).
@@ -361,7 +335,7 @@ impl InstancesConfig {
         if let Some(f) = settings.parsed(
             "HCLOUD_INSTANCES_ADDRESS_FAMILY",
             AddressFamily::parse,
-            "must be ipv4, ipv6 or dualstack",
+            address_family::ADDRESS_FAMILY_EXPECTED,
         ) {
             c.address_family = f;
         }

@@ -333,6 +333,13 @@ pub const REFERENCE: &[Section] = &[
                 does: "Only matching nodes are targets; others are removed.",
                 hccm: "Node label changes are followed at once (they are part of the node-set fingerprint); HCCM re-applies the selector only on its next update.",
             },
+            Entry {
+                key: a::ROBOT_TARGET_ADDRESS_FAMILY,
+                values: "`ipv4`, `ipv6`, `dualstack`",
+                default: "env `HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY`; else the Service's `spec.ipFamilies` (`IPv4` in a single-stack cluster)",
+                does: "Ours (the key and variable of syself's fork). Which addresses of a dedicated (Robot) server are its IP targets: its main IPv4 and/or the first address of its /64 (with `use-private-ip`: its first InternalIP of each family). An address kube-proxy does not serve the NodePorts on would fail its health check for ever; a target of another family is removed. A Robot server without an address of the family gets a `RobotTargetFamilyMissing` Warning.",
+                hccm: "Not in HCCM, which targets a dedicated server's main IPv4 only.",
+            },
         ],
     },
     Section {

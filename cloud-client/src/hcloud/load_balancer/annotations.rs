@@ -61,6 +61,10 @@ annotations! {
     /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY`): `GET /healthz` on the Service's
     /// `healthCheckNodePort` for `externalTrafficPolicy: Local`, on kube-proxy's port 10256 otherwise.
     HEALTH_CHECK_KUBE_PROXY = "health-check-kube-proxy";
+    /// Ours (syself's fork's key): `ipv4` | `ipv6` | `dualstack`, which addresses of a dedicated
+    /// server are targets (env `HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY`; default: the
+    /// Service's `ipFamilies`).
+    ROBOT_TARGET_ADDRESS_FAMILY = "robot-target-address-family";
     /// Ours: `true` shares the load balancer named by the `name` annotation with every other
     /// Service that shares it by the same name; each Service owns its own listen ports on it.
     SHARED = "shared";

@@ -56,7 +56,7 @@ use holding::Holding;
 use locks::Locks;
 use ops::Op;
 use ownership::Owners;
-use plan::{Desired, PlanInput, RobotTargets};
+use plan::{Desired, PlanInput, RobotAddresses, RobotTargets, TargetFamily};
 use spec::LbSpec;
 
 #[derive(Debug)]
@@ -138,7 +138,7 @@ impl HcloudLoadBalancers {
         }
         services.services =
             plan::with_certificates(std::mem::take(&mut services.services), &certs, &by_port);
-        let robot = self.robot_targets(nodes).await?;
+        let robot = self.robot_targets(svc, spec, nodes).await?;
         let mut targets = plan::desired_targets(spec, nodes, &robot);
         warnings.append(&mut services.warnings);
         warnings.append(&mut targets.warnings);
@@ -146,11 +146,27 @@ impl HcloudLoadBalancers {
     }
 
     /// Dedicated servers' public addresses, read from the cached Robot list only when a node is
-    /// a Robot server.
-    async fn robot_targets(&self, nodes: &[LbNode]) -> Result<RobotTargets, CloudError> {
+    /// a Robot server, and the family of the addresses `svc` targets them by.
+    async fn robot_targets(
+        &self,
+        svc: &ServiceRef,
+        spec: &LbSpec,
+        nodes: &[LbNode],
+    ) -> Result<RobotTargets, CloudError> {
+        let family = match spec.robot_target_family {
+            Some(f) => TargetFamily {
+                ipv4: f.has_v4(),
+                ipv6: f.has_v6(),
+            },
+            None => TargetFamily {
+                ipv4: svc.ip_families.has_v4(),
+                ipv6: svc.ip_families.has_v6(),
+            },
+        };
         let mut robot = RobotTargets {
             enabled: self.robot_enabled,
             api: self.robot.is_some(),
+            family,
             ..RobotTargets::default()
         };
         let any_robot_node = nodes.iter().any(|n| {
@@ -160,9 +176,14 @@ impl HcloudLoadBalancers {
         });
         if let Some(client) = self.robot.as_ref().filter(|_| any_robot_node) {
             for s in client.servers().await? {
-                if let Some(ip) = s.server_ip.filter(|ip| !ip.is_empty()) {
-                    robot.public_ips.insert(s.server_number, ip);
-                }
+                let addresses = RobotAddresses {
+                    ipv4: s.server_ip.filter(|ip| !ip.is_empty()),
+                    ipv6: s
+                        .server_ipv6_net
+                        .as_deref()
+                        .and_then(crate::hcloud::external_ipv6::first_address),
+                };
+                robot.public_ips.insert(s.server_number, addresses);
             }
         }
         Ok(robot)

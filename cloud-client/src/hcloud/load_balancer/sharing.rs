@@ -80,11 +80,12 @@ pub fn join(
     if !alone && owners.targets.as_deref() != Some(spec.target_selection.as_str()) {
         return Err(conflict(format!(
             "{lb_name} is shared with {}, and this Service selects its targets differently \
-             (annotations {} and {}): a load balancer has one target set, so every Service on it \
-             must select the same nodes",
+             (annotations {}, {} and {}): a load balancer has one target set, so every Service \
+             on it must select the same nodes",
             with(),
             a::NODE_SELECTOR,
-            a::USE_PRIVATE_IP
+            a::USE_PRIVATE_IP,
+            a::ROBOT_TARGET_ADDRESS_FAMILY
         )));
     }
     if !alone && let Some(clash) = setting_clash(lb, spec) {

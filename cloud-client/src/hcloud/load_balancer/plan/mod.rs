@@ -23,7 +23,10 @@ pub use lb_type::{
 pub use services::{
     DesiredServices, check_services, desired_services, service_matches, with_certificates,
 };
-pub use targets::{DesiredTargets, RobotTargets, desired_targets, max_targets_warning};
+pub use targets::{
+    DesiredTargets, RobotAddresses, RobotTargets, TargetFamily, desired_targets,
+    max_targets_warning,
+};
 
 /// What the Service asks for, with bad input already refused.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -29,10 +29,55 @@ pub struct DesiredTargets {
 pub struct RobotTargets {
     /// `ROBOT_ENABLED`.
     pub enabled: bool,
-    /// Server number → main IPv4, from the Robot API (empty without credentials).
-    pub public_ips: BTreeMap<i64, String>,
+    /// Server number → its public addresses, from the Robot API (empty without credentials).
+    pub public_ips: BTreeMap<i64, RobotAddresses>,
     /// Whether the Robot API could be asked (credentials given).
     pub api: bool,
+    /// Which of a dedicated server's addresses are targets: the `robot-target-address-family`
+    /// annotation (or its env default), else the Service's `ipFamilies`. An IPv6 target in a
+    /// Service kube-proxy serves over IPv4 only would fail its health check for ever.
+    pub family: TargetFamily,
+}
+
+/// A dedicated server's public addresses: its main IPv4 and the first address of its /64.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RobotAddresses {
+    pub ipv4: Option<String>,
+    pub ipv6: Option<String>,
+}
+
+/// Which address families a dedicated server is targeted by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetFamily {
+    pub ipv4: bool,
+    pub ipv6: bool,
+}
+
+impl Default for TargetFamily {
+    fn default() -> Self {
+        Self {
+            ipv4: true,
+            ipv6: false,
+        }
+    }
+}
+
+impl TargetFamily {
+    fn allows(self, ip: &str) -> bool {
+        if ip.contains(':') {
+            self.ipv6
+        } else {
+            self.ipv4
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match (self.ipv4, self.ipv6) {
+            (true, true) => "IPv4 or IPv6",
+            (false, true) => "IPv6",
+            _ => "IPv4",
+        }
+    }
 }
 
 /// The nodes that should be targets, in node order: Cloud servers by id, dedicated servers by IP
@@ -66,51 +111,7 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode], robot: &RobotTargets) ->
                     n.name
                 ),
             )),
-            Ok(ProviderId::Robot(number)) => {
-                let internal = n.internal_ips.first();
-                let ip = match (spec.use_private_ip, internal) {
-                    (true, Some(ip)) => Some(ip.clone()),
-                    (true, None) => {
-                        d.warnings.push(Warning::new(
-                            "InternalIPNotConfigured",
-                            format!(
-                                "use-private-ip is set, but Robot node {} has no InternalIP \
-                                 (kubelet --node-ip); {}",
-                                n.name,
-                                if robot.api {
-                                    "targeting its public IP instead"
-                                } else {
-                                    "it is skipped (without Robot credentials there is no other address)"
-                                }
-                            ),
-                        ));
-                        robot.public_ips.get(&number).cloned()
-                    }
-                    (false, _) => robot.public_ips.get(&number).cloned(),
-                };
-                match ip {
-                    Some(ip) if d.ip_nodes.insert(ip.clone(), n.name.clone()).is_none() => {
-                        d.ips.push(ip)
-                    }
-                    Some(_) => {}
-                    None if robot.api => d.warnings.push(Warning::on_node(
-                        &n.name,
-                        "ServerNotFound",
-                        format!("No server with id {number} was found in Robot"),
-                    )),
-                    None if !spec.use_private_ip => d.warnings.push(Warning::on_node(
-                        &n.name,
-                        "RobotServerNotSupported",
-                        format!(
-                            "node {} is a Robot server ({pid}): without Robot credentials \
-                             (ROBOT_USER, ROBOT_PASSWORD) only use-private-ip targets it, by \
-                             its InternalIP",
-                            n.name
-                        ),
-                    )),
-                    None => {}
-                }
-            }
+            Ok(ProviderId::Robot(number)) => robot_targets(&mut d, spec, n, pid, number, robot),
             Err(_) => d.warnings.push(Warning::on_node(
                 &n.name,
                 "UnknownProviderIDPrefix",
@@ -123,6 +124,102 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode], robot: &RobotTargets) ->
         }
     }
     d
+}
+
+/// A dedicated server's IP targets, of the family asked for: with `use-private-ip` its Node's
+/// InternalIPs (e.g. its vSwitch address), else its public addresses from the Robot API (HCCM's
+/// main IPv4; the first address of its /64 for IPv6).
+fn robot_targets(
+    d: &mut DesiredTargets,
+    spec: &LbSpec,
+    n: &LbNode,
+    pid: &str,
+    number: i64,
+    robot: &RobotTargets,
+) {
+    let family = robot.family;
+    let public: Vec<String> = robot
+        .public_ips
+        .get(&number)
+        .map(|p| {
+            [p.ipv4.clone(), p.ipv6.clone()]
+                .into_iter()
+                .flatten()
+                .filter(|ip| family.allows(ip))
+                .collect()
+        })
+        .unwrap_or_default();
+    let internal: Vec<String> =
+        n.internal_ips
+            .iter()
+            .filter(|ip| family.allows(ip))
+            .fold(Vec::new(), |mut firsts, ip| {
+                // The first InternalIP of each family.
+                if !firsts
+                    .iter()
+                    .any(|f: &String| f.contains(':') == ip.contains(':'))
+                {
+                    firsts.push(ip.clone());
+                }
+                firsts
+            });
+    let ips = match (spec.use_private_ip, internal.is_empty()) {
+        (true, false) => internal,
+        (true, true) => {
+            d.warnings.push(Warning::new(
+                "InternalIPNotConfigured",
+                format!(
+                    "use-private-ip is set, but Robot node {} has no {} InternalIP (kubelet \
+                     --node-ip); {}",
+                    n.name,
+                    family.describe(),
+                    if robot.api {
+                        "targeting its public IP instead"
+                    } else {
+                        "it is skipped (without Robot credentials there is no other address)"
+                    }
+                ),
+            ));
+            public
+        }
+        (false, _) => public,
+    };
+    if !ips.is_empty() {
+        for ip in ips {
+            if d.ip_nodes.insert(ip.clone(), n.name.clone()).is_none() {
+                d.ips.push(ip);
+            }
+        }
+    } else if robot.api && robot.public_ips.contains_key(&number) {
+        d.warnings.push(Warning::on_node(
+            &n.name,
+            "RobotTargetFamilyMissing",
+            format!(
+                "node {} (Robot server {number}) has no {} address to target; the targets' \
+                 family comes from annotation {} (or HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY), \
+                 else from the Service's ipFamilies",
+                n.name,
+                family.describe(),
+                a::ROBOT_TARGET_ADDRESS_FAMILY
+            ),
+        ));
+    } else if robot.api {
+        d.warnings.push(Warning::on_node(
+            &n.name,
+            "ServerNotFound",
+            format!("No server with id {number} was found in Robot"),
+        ));
+    } else if !spec.use_private_ip {
+        d.warnings.push(Warning::on_node(
+            &n.name,
+            "RobotServerNotSupported",
+            format!(
+                "node {} is a Robot server ({pid}): without Robot credentials (ROBOT_USER, \
+                 ROBOT_PASSWORD) only use-private-ip targets it, by its InternalIP",
+                n.name
+            ),
+        ));
+    }
 }
 
 /// A target that did not fit.

@@ -539,3 +539,50 @@ fn network_and_private_ip_flip() {
         ]
     );
 }
+
+/// A dedicated server's targets follow the family asked for: the Service's `ipFamilies` by
+/// default (an IPv4 Service never gets an IPv6 target, which would fail its check for ever), the
+/// annotation over it; with `use-private-ip`, the first InternalIP of each family.
+#[test]
+fn robot_targets_follow_the_family() {
+    use crate::hcloud::load_balancer::plan::{RobotAddresses, TargetFamily};
+    let node = LbNode {
+        name: "bm".into(),
+        provider_id: Some("hrobot://7".into()),
+        labels: Default::default(),
+        internal_ips: vec!["fd00::7".into(), "10.1.0.7".into(), "10.1.0.8".into()],
+    };
+    let robot = |ipv4, ipv6| RobotTargets {
+        enabled: true,
+        api: true,
+        public_ips: BTreeMap::from([(
+            7,
+            RobotAddresses {
+                ipv4: Some("203.0.113.7".into()),
+                ipv6: Some("2001:db8:7::1".into()),
+            },
+        )]),
+        family: TargetFamily { ipv4, ipv6 },
+    };
+    let ips =
+        |spec: &LbSpec, r: &RobotTargets| desired_targets(spec, std::slice::from_ref(&node), r).ips;
+    let public = LbSpec::default();
+    assert_eq!(ips(&public, &robot(true, false)), ["203.0.113.7"]);
+    assert_eq!(ips(&public, &robot(false, true)), ["2001:db8:7::1"]);
+    assert_eq!(
+        ips(&public, &robot(true, true)),
+        ["203.0.113.7", "2001:db8:7::1"]
+    );
+    let private = LbSpec {
+        use_private_ip: true,
+        ..LbSpec::default()
+    };
+    assert_eq!(ips(&private, &robot(true, false)), ["10.1.0.7"]);
+    assert_eq!(ips(&private, &robot(true, true)), ["fd00::7", "10.1.0.7"]);
+    // No address of the family: said, not guessed.
+    let mut v4_only = robot(false, true);
+    v4_only.public_ips.get_mut(&7).unwrap().ipv6 = None;
+    let d = desired_targets(&public, std::slice::from_ref(&node), &v4_only);
+    assert!(d.ips.is_empty());
+    assert_eq!(d.warnings[0].reason, "RobotTargetFamilyMissing");
+}

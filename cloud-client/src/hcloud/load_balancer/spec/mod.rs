@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 use super::annotations as a;
 use crate::capabilities::{ServiceRef, Warning};
 use crate::error::CloudError;
-use crate::hcloud::config::LbDefaults;
+use crate::hcloud::config::{AddressFamily, LbDefaults};
 use crate::label_selector::LabelSelector;
 
 mod health_check;
@@ -47,6 +47,7 @@ pub fn env_var(key: &str) -> Option<&'static str> {
         a::HEALTH_CHECK_TIMEOUT => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT",
         a::HEALTH_CHECK_RETRIES => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES",
         a::HEALTH_CHECK_KUBE_PROXY => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY",
+        a::ROBOT_TARGET_ADDRESS_FAMILY => "HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY",
         _ => return None,
     })
 }
@@ -82,6 +83,8 @@ pub struct LbSpec {
     pub private_subnet_ip_range: Option<String>,
     pub hostname: Option<String>,
     pub node_selector: Option<LabelSelector>,
+    /// Which addresses of a dedicated server are targets; `None`: the Service's `ipFamilies`.
+    pub robot_target_family: Option<AddressFamily>,
     pub ipv4_rdns: Option<String>,
     pub ipv6_rdns: Option<String>,
     pub http: HttpSpec,
@@ -145,6 +148,7 @@ impl LbSpec {
         s.private_ipv4 = network.private_ipv4;
         s.private_subnet_ip_range = network.private_subnet_ip_range;
         s.node_selector = network.node_selector;
+        s.robot_target_family = network.robot_target_family;
         s.target_selection = network.target_selection;
         s.http = parse_http(&mut r, &svc.uid);
         s.health_check = parse_health_check(&mut r, defaults, svc);

@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 
 use super::reader::{Reader, is_ipv4_cidr};
-use crate::hcloud::config::LbDefaults;
+use crate::hcloud::config::{AddressFamily, LbDefaults};
 use crate::hcloud::load_balancer::annotations as a;
 use crate::hcloud::load_balancer::ownership::fingerprint;
 use crate::label_selector::LabelSelector;
@@ -16,6 +16,7 @@ pub(super) struct NetworkSpec {
     pub private_ipv4: Option<Ipv4Addr>,
     pub private_subnet_ip_range: Option<String>,
     pub node_selector: Option<LabelSelector>,
+    pub robot_target_family: Option<AddressFamily>,
     pub target_selection: String,
 }
 
@@ -53,13 +54,37 @@ pub(super) fn parse_network(r: &mut Reader<'_>, defaults: &LbDefaults) -> Networ
             Err(e) => r.errors.push(e),
         }
     }
-    s.target_selection = target_selection(selector.as_deref(), s.use_private_ip);
+    let family = r.string(a::ROBOT_TARGET_ADDRESS_FAMILY);
+    let family = family.and_then(|v| {
+        let parsed = AddressFamily::parse(&v);
+        if parsed.is_none() {
+            r.fail(
+                a::ROBOT_TARGET_ADDRESS_FAMILY,
+                &v,
+                "ipv4, ipv6 or dualstack",
+            );
+        }
+        parsed
+    });
+    s.robot_target_family = r.or_env(
+        a::ROBOT_TARGET_ADDRESS_FAMILY,
+        family,
+        defaults.robot_target_family,
+    );
+    s.target_selection =
+        target_selection(selector.as_deref(), s.use_private_ip, s.robot_target_family);
     s
 }
 
 /// The fingerprint of a target selection: the selector's requirements in order, so that
-/// `a=1,b=2` and `b=2, a=1` agree, and whether targets are reached by private IP.
-pub(super) fn target_selection(selector: Option<&str>, use_private_ip: bool) -> String {
+/// `a=1,b=2` and `b=2, a=1` agree, whether targets are reached by private IP, and a dedicated
+/// server's address family when one is set (left out otherwise, so fingerprints made before it
+/// existed stay the same).
+pub(super) fn target_selection(
+    selector: Option<&str>,
+    use_private_ip: bool,
+    robot_family: Option<AddressFamily>,
+) -> String {
     let mut parts: Vec<&str> = selector
         .unwrap_or("")
         .split(',')
@@ -67,5 +92,9 @@ pub(super) fn target_selection(selector: Option<&str>, use_private_ip: bool) -> 
         .filter(|p| !p.is_empty())
         .collect();
     parts.sort_unstable();
-    fingerprint(&format!("{}|private={use_private_ip}", parts.join(",")))
+    let family = robot_family.map_or(String::new(), |f| format!("|robot={f:?}"));
+    fingerprint(&format!(
+        "{}|private={use_private_ip}{family}",
+        parts.join(",")
+    ))
 }
