@@ -20,26 +20,45 @@ use serde_json::json;
 use test_support::fakes::memory_cloud::{
     Call, Fault, INVALID_STATED_PUBLIC_IP, MemoryCloud, Op, STATED_PUBLIC_IP, Server,
 };
-use test_support::fakes::mock_kube::{mock_client, patched};
+use test_support::fakes::mock_kube::{ApiRequest, ApiServerVerifier, mock_client, patched};
 
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
 
 /// The reconciler's context, with the memory cloud's `Instances` from its `Cloud` bundle.
 fn ctx(client: kube::Client, cloud: &Arc<MemoryCloud>) -> Arc<NodeReconciler> {
+    Arc::new(reconciler(client, cloud, &[]))
+}
+
+/// The reconciler, its Node cache holding `others`.
+fn reconciler(client: kube::Client, cloud: &Arc<MemoryCloud>, others: &[Node]) -> NodeReconciler {
+    let (store, mut writer) = reflector::store();
+    for other in others {
+        writer.apply_watcher_event(&watcher::Event::Apply(other.clone()));
+    }
     let mut r = Registries::default();
     let instances = cloud
         .cloud()
         .instances
         .expect("the memory cloud has instances");
-    Arc::new(NodeReconciler::new(
+    NodeReconciler::new(
         client.clone(),
         instances,
-        kube::runtime::reflector::store().0,
+        store,
         Events::new(client, "cloud-node-controller", None),
         KitMetrics::register("node-controller", &mut r.ours),
         NodeMetrics::register(&mut r.ours, &mut r.upstream),
-    ))
+    )
+}
+
+/// Answers the initializing PATCH of `node` as the apiserver would; returns the next request
+/// (the status PATCH with the addresses, when they change).
+async fn answer_init(api: &mut ApiServerVerifier, node: &Node) -> ApiRequest {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let patch = api.expect("PATCH", &format!("/api/v1/nodes/{name}")).await;
+    let body = patch.body.clone();
+    patch.ok(&patched(node, &body));
+    api.next().await
 }
 
 /// A Node as kubelet registers it with `--cloud-provider=external`: the uninitialized taint, a
@@ -473,19 +492,7 @@ fn ctx_among(
     cloud: &Arc<MemoryCloud>,
     others: &[Node],
 ) -> Arc<NodeReconciler> {
-    let (store, mut writer) = kube::runtime::reflector::store();
-    for other in others {
-        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(other.clone()));
-    }
-    let mut r = Registries::default();
-    Arc::new(NodeReconciler::new(
-        client.clone(),
-        cloud.cloud().instances.unwrap(),
-        store,
-        Events::new(client, "cloud-node-controller", None),
-        KitMetrics::register("node-controller", &mut r.ours),
-        NodeMetrics::register(&mut r.ours, &mut r.upstream),
-    ))
+    Arc::new(reconciler(client, cloud, others))
 }
 
 #[tokio::test]
@@ -499,10 +506,8 @@ async fn an_address_the_node_states_replaces_the_clouds_and_a_bad_one_writes_not
         .run(
             reconcile(Arc::new(node.clone()), ctx_among(client, &memory, &[])),
             async |api| {
-                let patch = api.expect("PATCH", "/api/v1/nodes/node-a").await;
-                let body = patch.body.clone();
-                patch.ok(&patched(&node, &body));
-                let status = api.expect("PATCH", "/api/v1/nodes/node-a/status").await;
+                let status = answer_init(api, &node).await;
+                assert_eq!(status.line(), "PATCH /api/v1/nodes/node-a/status");
                 assert_eq!(
                     status.body["status"]["addresses"],
                     json!([
@@ -610,18 +615,7 @@ async fn an_initialized_node_that_states_an_address_gets_it_at_once_and_a_bad_on
 
 /// The reconciler with `--accept-node-ip-outside-cloud`.
 fn ctx_accepting(client: kube::Client, cloud: &Arc<MemoryCloud>) -> Arc<NodeReconciler> {
-    let mut r = Registries::default();
-    Arc::new(
-        NodeReconciler::new(
-            client.clone(),
-            cloud.cloud().instances.unwrap(),
-            reflector::store().0,
-            Events::new(client, "cloud-node-controller", None),
-            KitMetrics::register("node-controller", &mut r.ours),
-            NodeMetrics::register(&mut r.ours, &mut r.upstream),
-        )
-        .accepting_node_ips_outside_cloud(true),
-    )
+    Arc::new(reconciler(client, cloud, &[]).accepting_node_ips_outside_cloud(true))
 }
 
 /// Mirrors `a_node_ip_outside_the_cloud_stands_when_accepted_and_the_node_stays_tainted_without`.
@@ -639,10 +633,8 @@ async fn an_accepted_node_ip_outside_the_cloud_is_the_first_internal_ip() {
         .run(
             reconcile(Arc::new(node.clone()), ctx_accepting(client, &memory)),
             async |api| {
-                let patch = api.expect("PATCH", "/api/v1/nodes/node-a").await;
-                let body = patch.body.clone();
-                patch.ok(&patched(&node, &body));
-                let status = api.expect("PATCH", "/api/v1/nodes/node-a/status").await;
+                let status = answer_init(api, &node).await;
+                assert_eq!(status.line(), "PATCH /api/v1/nodes/node-a/status");
                 assert_eq!(
                     status.body["status"]["addresses"],
                     json!([

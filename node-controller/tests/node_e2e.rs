@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use test_support::e2e::process::{Binary, assert_leads_then_releases_on_sigterm};
-use test_support::e2e::run::{cloud_for, spawn, test_config};
+use test_support::e2e::run::{cloud_for, cloud_with, spawn, test_config};
 use test_support::e2e::{
     NodeSpecT, T, create_node, event_with_reason, eventually, get_node, has_taint, unique,
 };
@@ -837,6 +837,12 @@ async fn node_stating(client: &kube::Client, run: &str, name: &str, external_ipv
     create_node(client, run, name, spec).await;
 }
 
+/// `cfg` with `HCLOUD_INSTANCES_ADDRESS_FAMILY=dualstack`.
+fn dual_stack(mut cfg: cloud_client::hcloud::HcloudConfig) -> cloud_client::hcloud::HcloudConfig {
+    cfg.instances.address_family = cloud_client::hcloud::AddressFamily::DualStack;
+    cfg
+}
+
 fn ipv6_external(n: &Node) -> Vec<String> {
     addresses(n)
         .into_iter()
@@ -853,14 +859,8 @@ async fn external_ipv6_states_the_nodes_address_and_a_bad_one_changes_nothing() 
     let client = k.client().await;
     let sim = cloud_sim::Sim::start().await;
     let run = unique("v6");
-    let mut cfg = test_support::e2e::run::sim_config(&sim);
-    cfg.instances.address_family = cloud_client::hcloud::AddressFamily::DualStack;
-    let ctl = start_node_controller(
-        client.clone(),
-        &run,
-        test_support::e2e::run::cloud_with(cfg).await,
-    )
-    .await;
+    let cfg = dual_stack(test_support::e2e::run::sim_config(&sim));
+    let ctl = start_node_controller(client.clone(), &run, cloud_with(cfg).await).await;
 
     // Stated: the Node's IPv6 ExternalIP is the one it states, not the server's ::1.
     let a = unique("node");
@@ -952,14 +952,8 @@ async fn a_robot_server_without_an_ipv6_subnet_gets_no_bogus_address_and_a_state
     let client = k.client().await;
     let sim = cloud_sim::Sim::start().await;
     let run = unique("robot6");
-    let mut cfg = test_support::e2e::run::sim_config_with_robot(&sim);
-    cfg.instances.address_family = cloud_client::hcloud::AddressFamily::DualStack;
-    let ctl = start_node_controller(
-        client.clone(),
-        &run,
-        test_support::e2e::run::cloud_with(cfg).await,
-    )
-    .await;
+    let cfg = dual_stack(test_support::e2e::run::sim_config_with_robot(&sim));
+    let ctl = start_node_controller(client.clone(), &run, cloud_with(cfg).await).await;
     let (plain, stating) = (unique("bm"), unique("bm"));
     for name in [&plain, &stating] {
         sim.client()

@@ -514,17 +514,9 @@ async fn chart_rbac_is_enough_and_refuses_what_is_not_needed() {
     assert!(forbidden(&refused), "listing Secrets: {refused:?}");
 }
 
-/// A mixed cluster: a LoadBalancer Service's targets are the Cloud node (a server target) and the
-/// dedicated server (an IP target, its public IPv4 from the Robot API), as HCCM makes them; when
-/// the dedicated server's Node goes, so does its IP target.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mixed_cluster_targets_cloud_and_robot_nodes() {
-    let mut fx = Fixture::without_controller(None).await;
-    let robot = test_support::e2e::run::sim_config_with_robot(&fx.sim).robot;
-    fx.start_controller(Box::new(move |cfg| cfg.robot = robot))
-        .await;
-
-    let cloud = fx.nodes(1).await.remove(0);
+/// A dedicated server in cloud-sim's Robot and its Ready Node (`hrobot://`), and the server as
+/// Robot lists it.
+async fn robot_node(fx: &Fixture) -> (String, serde_json::Value) {
     let bm = test_support::e2e::unique("bm");
     let number = fx
         .sim
@@ -532,15 +524,14 @@ async fn mixed_cluster_targets_cloud_and_robot_nodes() {
         .create_robot_server(&bm, "AX41-NVMe", "FSN1-DC14")
         .await
         .unwrap();
-    let listed = fx.sim.robot_servers();
-    let robot_ip = listed
+    let server = fx
+        .sim
+        .robot_servers()
         .iter()
         .map(|s| s.get("server").unwrap_or(s))
         .find(|s| s["server_number"] == number)
-        .unwrap()["server_ip"]
-        .as_str()
         .unwrap()
-        .to_string();
+        .clone();
     test_support::e2e::create_node(
         &fx.admin,
         &fx.run,
@@ -552,20 +543,40 @@ async fn mixed_cluster_targets_cloud_and_robot_nodes() {
         },
     )
     .await;
+    (bm, server)
+}
+
+/// A load balancer's IP targets, sorted.
+fn ip_targets(lb: &serde_json::Value) -> Vec<String> {
+    let mut ips: Vec<String> = lb["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["type"] == "ip")
+        .map(|t| t["ip"]["ip"].as_str().unwrap().to_string())
+        .collect();
+    ips.sort();
+    ips
+}
+
+/// A mixed cluster: a LoadBalancer Service's targets are the Cloud node (a server target) and the
+/// dedicated server (an IP target, its public IPv4 from the Robot API), as HCCM makes them; when
+/// the dedicated server's Node goes, so does its IP target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_cluster_targets_cloud_and_robot_nodes() {
+    let mut fx = Fixture::without_controller(None).await;
+    let robot = test_support::e2e::run::sim_config_with_robot(&fx.sim).robot;
+    fx.start_controller(Box::new(move |cfg| cfg.robot = robot))
+        .await;
+
+    let cloud = fx.nodes(1).await.remove(0);
+    let (bm, server) = robot_node(&fx).await;
+    let robot_ip = server["server_ip"].as_str().unwrap().to_string();
 
     fx.service("web", &[80], &[]).await;
     let svc = fx.wait_ingress("web").await;
     let lb = fx.wait_targets(&svc, &[cloud.server]).await;
-    let ips = |lb: &serde_json::Value| -> Vec<String> {
-        lb["targets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|t| t["type"] == "ip")
-            .map(|t| t["ip"]["ip"].as_str().unwrap().to_string())
-            .collect()
-    };
-    assert_eq!(ips(&lb), vec![robot_ip.clone()], "{lb}");
+    assert_eq!(ip_targets(&lb), vec![robot_ip.clone()], "{lb}");
 
     kube::Api::<k8s_openapi::api::core::v1::Node>::all(fx.admin.clone())
         .delete(&bm, &Default::default())
@@ -573,7 +584,7 @@ async fn mixed_cluster_targets_cloud_and_robot_nodes() {
         .unwrap();
     test_support::e2e::eventually("the Robot IP target removed", T, || async {
         let lb = fx.lb_of(&svc).await;
-        ips(&lb).is_empty().then_some(())
+        ip_targets(&lb).is_empty().then_some(())
     })
     .await;
     assert_eq!(target_ids(&fx.lb_of(&svc).await), [cloud.server]);
@@ -589,44 +600,9 @@ async fn robot_targets_follow_the_services_address_family() {
     fx.start_controller(Box::new(move |cfg| cfg.robot = robot))
         .await;
     fx.nodes(1).await;
-    let bm = test_support::e2e::unique("bm");
-    let number = fx
-        .sim
-        .client()
-        .create_robot_server(&bm, "AX41-NVMe", "FSN1-DC14")
-        .await
-        .unwrap();
-    let listed = fx.sim.robot_servers();
-    let server = listed
-        .iter()
-        .map(|s| s.get("server").unwrap_or(s))
-        .find(|s| s["server_number"] == number)
-        .unwrap()
-        .clone();
+    let (_, server) = robot_node(&fx).await;
     let v4 = server["server_ip"].as_str().unwrap().to_owned();
     let v6 = format!("{}1", server["server_ipv6_net"].as_str().unwrap());
-    test_support::e2e::create_node(
-        &fx.admin,
-        &fx.run,
-        &bm,
-        test_support::e2e::NodeSpecT {
-            provider_id: Some(format!("hrobot://{number}")),
-            ready: Some(true),
-            ..Default::default()
-        },
-    )
-    .await;
-    let ips = |lb: &serde_json::Value| -> Vec<String> {
-        let mut ips: Vec<String> = lb["targets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|t| t["type"] == "ip")
-            .map(|t| t["ip"]["ip"].as_str().unwrap().to_string())
-            .collect();
-        ips.sort();
-        ips
-    };
     fx.service("web", &[80], &[]).await;
     let svc = fx.wait_ingress("web").await;
     let want_ips = |want: Vec<String>| {
@@ -635,7 +611,7 @@ async fn robot_targets_follow_the_services_address_family() {
         async move {
             test_support::e2e::eventually(&format!("IP targets {want:?}"), T, || async {
                 let lb = fx.lb_of(svc).await;
-                (ips(&lb) == want).then_some(())
+                (ip_targets(&lb) == want).then_some(())
             })
             .await
         }

@@ -198,6 +198,7 @@ fn up_down_leaves_the_host_as_it_was_and_up_works_again() {
     let options = UpOptions {
         quiet: false,
         cloud_sim: std::env::var_os("TESTENV_CLOUD_SIM").map(Into::into),
+        kubelet_node_ip: None,
     };
     let c = runtime.block_on(cluster::up_in(&l, &options)).unwrap();
     runtime.block_on(node_and_pod_checks(&c));

@@ -32,6 +32,11 @@ pub enum Command {
         /// With --with-chart: more `helm install --set` values (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE", requires = "with_chart")]
         set: Vec<String>,
+        /// kubelet's `--node-ip`: this address, added to `lo` while the cluster runs, instead of
+        /// the machine's; the node's server in cloud-sim does not have it, as Hetzner does not
+        /// know a WireGuard or Tailscale address (see docs/running.md).
+        #[arg(long, value_name = "IP")]
+        kubelet_node_ip: Option<std::net::IpAddr>,
     },
     /// Stop every process of the cluster and undo its changes to the host.
     Down,
@@ -78,6 +83,7 @@ pub fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             networking,
             profile,
             set,
+            kubelet_node_ip,
         } => {
             let started = Instant::now();
             let cloud_sim = if no_cloud_sim {
@@ -92,6 +98,7 @@ pub fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             let options = cluster::UpOptions {
                 quiet: false,
                 cloud_sim,
+                kubelet_node_ip: kubelet_node_ip.map(|ip| ip.to_string()),
             };
             let cluster = runtime
                 .block_on(cluster::up(&options))

@@ -240,7 +240,8 @@ fn images_run_as_the_chart_says(args: &[String]) -> anyhow::Result<bool> {
 
 /// The real one-node cluster's tests, one after the other (they share its fixed ports): `up` and
 /// `down` leave the host as it was, kubelet's cgroup v1 refusal is explained, `helm install` with
-/// the checks and failure modes of docs/real-cluster.md, and skaffold run/dev. They need root.
+/// the checks and failure modes of docs/real-cluster.md, a kubelet node IP the cloud does not
+/// know, and skaffold run/dev. They need root.
 fn real_cluster(args: &[String]) -> anyhow::Result<bool> {
     eprintln!("\n=== a real one-node cluster: up/down, helm install, skaffold run and dev");
     if !is_root() {
@@ -255,9 +256,10 @@ fn real_cluster(args: &[String]) -> anyhow::Result<bool> {
         );
         return Ok(true);
     }
-    let tests: [(&str, &str); 3] = [
+    let tests: [(&str, &str); 4] = [
         ("testenv", "cluster"),
         ("xtask", "cluster_chart"),
+        ("xtask", "cluster_node_ip"),
         ("xtask", "cluster_skaffold"),
     ];
     for (package, test) in tests {

@@ -21,8 +21,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    Down, RELEASE, condition, is_ready, kubectl, kubectl_json, layout, output, release_pods, tool,
-    wait_for, xtask,
+    Down, RELEASE, condition, event_message, event_message_containing, is_ready, kubectl,
+    kubectl_json, layout, output, release_pods, tool, wait_for, xtask,
 };
 use serde_json::Value;
 
@@ -410,34 +410,6 @@ fn create_node(name: &str, spec: Value) {
     let file = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(file.path(), manifest).expect("write");
     kubectl(&["create", "-f", &file.path().display().to_string()]);
-}
-
-/// The message of the first Event with `reason` about the object `name`, within a minute.
-fn event_message(name: &str, reason: &str) -> String {
-    event_message_containing(name, reason, "")
-}
-
-/// The message of the first `reason` Event on `name` whose message contains `needle`.
-fn event_message_containing(name: &str, reason: &str, needle: &str) -> String {
-    wait_for(
-        &format!("{reason} on {name} saying {needle:?}"),
-        Duration::from_secs(60),
-        || {
-            let events = kubectl_json(&[
-                "get",
-                "events",
-                "-A",
-                "--field-selector",
-                &format!("involvedObject.name={name},reason={reason}"),
-            ]);
-            events["items"]
-                .as_array()?
-                .iter()
-                .filter_map(|e| e["message"].as_str())
-                .find(|m| m.contains(needle))
-                .map(str::to_owned)
-        },
-    )
 }
 
 /// Failure modes that need the chart running: Nodes the node-controller cannot initialize, and a

@@ -75,6 +75,9 @@ pub fn down_in(l: &Layout) -> Result<Vec<String>> {
         host::restore_sysctls(&state.sysctls_before, &mut log);
         host::remove_created_paths(&state.absent_paths, &mut log);
         host::remove_empty_tables(&state.tables_before, &mut log);
+        if let Some(address) = &state.added_address {
+            host::remove_loopback_address(address, &mut log);
+        }
     }
     let remaining = host::mounts_under(l.root());
     if !remaining.is_empty() {

@@ -180,6 +180,41 @@ pub fn remove_links(log: &mut Vec<String>) {
     }
 }
 
+/// Adds `address` (`/32`, or `/128` for IPv6) to `lo`, for a kubelet `--node-ip` the machine does
+/// not otherwise have. An address already there is fine.
+pub fn add_loopback_address(address: &str) -> crate::error::Result<()> {
+    let cidr = loopback_cidr(address);
+    if run("ip", &["addr", "show", "dev", "lo", "to", &cidr])
+        .is_some_and(|out| !out.trim().is_empty())
+    {
+        return Ok(());
+    }
+    run("ip", &["addr", "add", &cidr, "dev", "lo"])
+        .map(drop)
+        .ok_or_else(|| {
+            super::procs::cluster_error(
+                "adding kubelet's node IP",
+                format!("ip addr add {cidr} dev lo failed"),
+            )
+        })
+}
+
+/// Removes what [`add_loopback_address`] added.
+pub fn remove_loopback_address(address: &str, log: &mut Vec<String>) {
+    let cidr = loopback_cidr(address);
+    if run("ip", &["addr", "del", &cidr, "dev", "lo"]).is_some() {
+        log.push(format!("removed address {cidr} from lo"));
+    }
+}
+
+fn loopback_cidr(address: &str) -> String {
+    if address.contains(':') {
+        format!("{address}/128")
+    } else {
+        format!("{address}/32")
+    }
+}
+
 /// Whether an iptables chain is one the node's components made: kubelet and kube-proxy name
 /// theirs `KUBE-*`, the CNI plugins theirs `CNI-*`.
 fn ours(chain: &str) -> bool {

@@ -90,6 +90,10 @@ pub struct UpOptions {
     /// A cloud-sim binary: started next to the cluster, holding a server named like the node
     /// whose public IPv4 is the node's address (see [`CloudSim`]).
     pub cloud_sim: Option<PathBuf>,
+    /// kubelet's `--node-ip` instead of the machine's address: added to `lo` for the cluster's
+    /// lifetime, an address the node's server in cloud-sim does not have (as a WireGuard or
+    /// Tailscale address is to Hetzner).
+    pub kubelet_node_ip: Option<String>,
 }
 
 pub async fn up_in(l: &Layout, options: &UpOptions) -> Result<Cluster> {
@@ -165,6 +169,7 @@ async fn start(
         tables_before: host::iptables_tables(),
         processes: Vec::new(),
         cloud_sim: None,
+        added_address: options.kubelet_node_ip.clone(),
     };
     state.write(l)?;
     let mut procs = Procs {
@@ -198,7 +203,14 @@ async fn start(
 
     let started = Instant::now();
     controllers::start_controllers(&mut procs, &nb, &pki)?;
-    node::start_kubelet(&mut procs, &nb, &pki, &node, &node_ip)?;
+    let kubelet_ip = match &options.kubelet_node_ip {
+        Some(ip) => {
+            host::add_loopback_address(ip)?;
+            ip.clone()
+        }
+        None => node_ip.clone(),
+    };
+    node::start_kubelet(&mut procs, &nb, &pki, &node, &kubelet_ip)?;
     let pod_cidr = node::wait_for_pod_cidr(&mut procs, &admin, &node).await?;
     t.done(
         &format!("kubelet registered node {node}, podCIDR {pod_cidr}"),

@@ -24,6 +24,9 @@ pub struct State {
     pub processes: Vec<RecordedProcess>,
     #[serde(default)]
     pub cloud_sim: Option<CloudSim>,
+    /// The address `up` added to `lo` for kubelet's `--node-ip`, if any.
+    #[serde(default)]
+    pub added_address: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -141,3 +141,31 @@ pub fn release_pods(release: &str) -> Vec<Value> {
 pub fn is_ready(pod: &Value) -> bool {
     condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
 }
+
+/// The message of the first Event with `reason` about the object `name`, within a minute.
+pub fn event_message(name: &str, reason: &str) -> String {
+    event_message_containing(name, reason, "")
+}
+
+/// The message of the first `reason` Event on `name` whose message contains `needle`.
+pub fn event_message_containing(name: &str, reason: &str, needle: &str) -> String {
+    wait_for(
+        &format!("{reason} on {name} saying {needle:?}"),
+        Duration::from_secs(60),
+        || {
+            let events = kubectl_json(&[
+                "get",
+                "events",
+                "-A",
+                "--field-selector",
+                &format!("involvedObject.name={name},reason={reason}"),
+            ]);
+            events["items"]
+                .as_array()?
+                .iter()
+                .filter_map(|e| e["message"].as_str())
+                .find(|m| m.contains(needle))
+                .map(str::to_owned)
+        },
+    )
+}
