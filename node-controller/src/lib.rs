@@ -57,7 +57,8 @@ pub struct NodeArgs {
     /// network over WireGuard, Tailscale or a Robot vSwitch): that IP becomes its first InternalIP,
     /// the server's addresses follow. Default: upstream's rule, such a Node stays tainted. The Node
     /// label `cloud-controllers.io/node-ip-outside-cloud=accept` does this for one Node.
-    #[arg(long, env = "NODE_ACCEPT_NODE_IP_OUTSIDE_CLOUD")]
+    // `--flag`, `--flag=true` and `--flag=false`, as Go's flags and the chart write it.
+    #[arg(long, env = "NODE_ACCEPT_NODE_IP_OUTSIDE_CLOUD", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub accept_node_ip_outside_cloud: bool,
 }
 
@@ -277,5 +278,31 @@ mod slim_tests {
             serde_json::to_vec(&registered).unwrap().len(),
         );
         assert!(kept * 4 < registered, "{kept} of {registered}");
+    }
+}
+
+#[cfg(test)]
+mod args_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: NodeArgs,
+    }
+
+    /// The chart writes `--accept-node-ip-outside-cloud=true`; Go's flags take all three forms.
+    #[test]
+    fn the_opt_in_flag_takes_a_value_as_go_flags_do() {
+        for (given, want) in [
+            (&["x", "--accept-node-ip-outside-cloud=true"][..], true),
+            (&["x", "--accept-node-ip-outside-cloud"], true),
+            (&["x", "--accept-node-ip-outside-cloud=false"], false),
+            (&["x"], false),
+        ] {
+            let cli = Cli::try_parse_from(given).unwrap_or_else(|e| panic!("{given:?}: {e}"));
+            assert_eq!(cli.args.accept_node_ip_outside_cloud, want, "{given:?}");
+        }
     }
 }

@@ -76,7 +76,8 @@ pub struct ServiceArgs {
     pub concurrent_service_syncs: String,
     /// Refuse a Service whose `spec.loadBalancerSourceRanges` the cloud's load balancers cannot
     /// enforce, instead of serving it to every address with a Warning.
-    #[arg(long, env = "SERVICE_REFUSE_UNENFORCED_SOURCE_RANGES")]
+    // `--flag`, `--flag=true` and `--flag=false`, as Go's flags and the chart write it.
+    #[arg(long, env = "SERVICE_REFUSE_UNENFORCED_SOURCE_RANGES", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub refuse_unenforced_source_ranges: bool,
 }
 
@@ -293,4 +294,30 @@ pub async fn run(
     node_sync.abort();
     node_events.abort();
     Ok(())
+}
+
+#[cfg(test)]
+mod args_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ServiceArgs,
+    }
+
+    /// The chart writes `--refuse-unenforced-source-ranges=true`; Go's flags take all three forms.
+    #[test]
+    fn the_refuse_flag_takes_a_value_as_go_flags_do() {
+        for (given, want) in [
+            (&["x", "--refuse-unenforced-source-ranges=true"][..], true),
+            (&["x", "--refuse-unenforced-source-ranges"], true),
+            (&["x", "--refuse-unenforced-source-ranges=false"], false),
+            (&["x"], false),
+        ] {
+            let cli = Cli::try_parse_from(given).unwrap_or_else(|e| panic!("{given:?}: {e}"));
+            assert_eq!(cli.args.refuse_unenforced_source_ranges, want, "{given:?}");
+        }
+    }
 }
