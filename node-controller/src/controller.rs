@@ -277,6 +277,57 @@ async fn warn_once_if_never_initialized(node: &Node, ctx: &NodeReconciler) {
 async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> {
     let name = node.name_any();
     info!("initializing node with cloud provider");
+    let meta = lookup_for_init(node, ctx).await?;
+    if meta.provider_id.is_empty() && provider_id(node).is_none() {
+        ctx.events
+            .warning(
+                node,
+                reasons::INITIALIZATION_BLOCKED,
+                "InitializeNode",
+                "Cannot initialize node: the cloud provider returned no provider ID and the node has none".into(),
+            )
+            .await;
+        return Err(Error::NoProviderId { node: name });
+    }
+
+    // The node IP must be one of the cloud's addresses before the taint goes, as upstream (unless
+    // accepted outside the cloud): once the node is initialized, a mismatch only makes the address
+    // sync skip it.
+    let outside = check_node_ip(node, ctx, &meta).await?;
+
+    let patched = remove_taint_and_label(node, ctx, &meta).await?;
+    if let Some(created) = node.metadata.creation_timestamp.as_ref() {
+        ctx.metrics
+            .taint_removal_delay
+            .observe(seconds_since(created));
+    }
+
+    // Addresses right away, with the metadata already fetched, instead of at the next address sync.
+    write_addresses(&patched, ctx, &meta.addresses).await;
+
+    // Once per Node: not through the Recorder, whose cache would keep each of them for 6 minutes.
+    ctx.events
+        .once(
+            node,
+            reasons::SYNCED,
+            "InitializeNode",
+            "Node synced successfully".into(),
+        )
+        .await;
+    say_node_ip_outside_cloud(node, ctx, &outside).await;
+    if let Some(created) = node.metadata.creation_timestamp.as_ref() {
+        ctx.metrics
+            .initial_sync_delay
+            .observe(seconds_since(created));
+    }
+    info!(provider_id = %meta.provider_id, "node initialized");
+    Ok(Action::await_change())
+}
+
+/// The server's metadata for initializing `node`; a failed lookup, an invalid annotation of the
+/// Node's or an address it states that another Node has is a Warning and keeps the taint.
+async fn lookup_for_init(node: &Node, ctx: &NodeReconciler) -> Result<InstanceMetadata, Error> {
+    let name = node.name_any();
     let meta = match ctx.instances.instance_metadata(&ctx.node_ref(node)).await {
         Ok(m) => m,
         Err(CloudError::InvalidNodeInput { reason, message }) => {
@@ -305,22 +356,19 @@ async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> 
             other,
         });
     }
-    if meta.provider_id.is_empty() && provider_id(node).is_none() {
-        ctx.events
-            .warning(
-                node,
-                reasons::INITIALIZATION_BLOCKED,
-                "InitializeNode",
-                "Cannot initialize node: the cloud provider returned no provider ID and the node has none".into(),
-            )
-            .await;
-        return Err(Error::NoProviderId { node: name });
-    }
+    Ok(meta)
+}
 
-    // The node IP must be one of the cloud's addresses before the taint goes, as upstream (unless
-    // accepted outside the cloud): once the node is initialized, a mismatch only makes the address
-    // sync skip it.
-    let mut outside_cloud = Vec::new();
+/// Checks kubelet's node IP against the server's addresses (upstream's rule); returns the ones
+/// the server does not have that the flag or the Node's label accept. A refused one, one another
+/// Node has, is a Warning and keeps the taint; the label where it changes nothing is a Warning.
+async fn check_node_ip(
+    node: &Node,
+    ctx: &NodeReconciler,
+    meta: &InstanceMetadata,
+) -> Result<Vec<String>, Error> {
+    let name = node.name_any();
+    let mut outside = Vec::new();
     if let Some(v) = node
         .metadata
         .annotations
@@ -331,7 +379,7 @@ async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> 
         let checked =
             nodeip::parse(v).and_then(|ips| nodeip::filter_with(&ips, &meta.addresses, accept));
         match checked {
-            Ok(filtered) => outside_cloud = filtered.outside_cloud,
+            Ok(filtered) => outside = filtered.outside_cloud,
             Err(source) => {
                 let reason = match source {
                     nodeip::NodeIpError::Invalid { .. } => reasons::INVALID_NODE_IP,
@@ -346,7 +394,7 @@ async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> 
             }
         }
     }
-    let outside: Vec<String> = outside_cloud.iter().map(ToString::to_string).collect();
+    let outside: Vec<String> = outside.iter().map(ToString::to_string).collect();
     if let Some((address, other)) = addresses::held_by_another(&ctx.store, node, &outside) {
         let note = format!(
             "Node stays uninitialized: kubelet's node IP {address}, which its server does not \
@@ -366,49 +414,28 @@ async fn initialize(node: &Node, ctx: &NodeReconciler) -> Result<Action, Error> 
         );
         warn_bad_input(node, ctx, reasons::NODE_IP_OUTSIDE_CLOUD_UNNEEDED, note).await;
     }
+    Ok(outside)
+}
 
-    let patched = remove_taint_and_label(node, ctx, &meta).await?;
-    if let Some(created) = node.metadata.creation_timestamp.as_ref() {
-        ctx.metrics
-            .taint_removal_delay
-            .observe(seconds_since(created));
+/// Tells, once, that kubelet's node IP stands although the server does not have it.
+async fn say_node_ip_outside_cloud(node: &Node, ctx: &NodeReconciler, outside: &[String]) {
+    if outside.is_empty() {
+        return;
     }
-
-    // Addresses right away, with the metadata already fetched, instead of at the next address sync.
-    write_addresses(&patched, ctx, &meta.addresses).await;
-
-    // Once per Node: not through the Recorder, whose cache would keep each of them for 6 minutes.
+    let accepted_by = if ctx.accept_node_ip_outside_cloud {
+        "--accept-node-ip-outside-cloud".to_owned()
+    } else {
+        format!("label {LABEL_NODE_IP_OUTSIDE_CLOUD}=accept")
+    };
+    let note = format!(
+        "kubelet's node IP {} is not one of its server's addresses; kept as the Node's first \
+         InternalIP ({accepted_by}), the server's addresses follow",
+        outside.join(",")
+    );
+    info!(node_ip = %outside.join(","), "node IP outside the cloud accepted");
     ctx.events
-        .once(
-            node,
-            reasons::SYNCED,
-            "InitializeNode",
-            "Node synced successfully".into(),
-        )
+        .once(node, reasons::NODE_IP_OUTSIDE_CLOUD, "InitializeNode", note)
         .await;
-    if !outside.is_empty() {
-        let note = format!(
-            "kubelet's node IP {} is not one of its server's addresses; kept as the Node's first \
-             InternalIP ({}), the server's addresses follow",
-            outside.join(","),
-            if ctx.accept_node_ip_outside_cloud {
-                "--accept-node-ip-outside-cloud".to_owned()
-            } else {
-                format!("label {LABEL_NODE_IP_OUTSIDE_CLOUD}=accept")
-            }
-        );
-        info!(node_ip = %outside.join(","), "node IP outside the cloud accepted");
-        ctx.events
-            .once(node, reasons::NODE_IP_OUTSIDE_CLOUD, "InitializeNode", note)
-            .await;
-    }
-    if let Some(created) = node.metadata.creation_timestamp.as_ref() {
-        ctx.metrics
-            .initial_sync_delay
-            .observe(seconds_since(created));
-    }
-    info!(provider_id = %meta.provider_id, "node initialized");
-    Ok(Action::await_change())
 }
 
 fn seconds_since(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> f64 {
