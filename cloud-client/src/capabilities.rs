@@ -373,6 +373,11 @@ pub struct LoadBalancerStatus {
     pub ingress: Vec<LoadBalancerIngress>,
 }
 
+/// The reason of the Service-level [`Warning`] a provider gives when its load balancer cannot hold
+/// every eligible node (a type's target limit): the controller also says it in the Service's
+/// `LoadBalancerReady` condition, since those nodes get no traffic from it.
+pub const TARGETS_LEFT_OUT: &str = "TargetsLeftOut";
+
 /// Something the user should see as a Warning Event on the Service (or Node); the operation continued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {

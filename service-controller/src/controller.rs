@@ -1,10 +1,11 @@
 //! One Service's reconcile: clean up, or ensure its load balancer, or update its targets, or do
 //! nothing, depending on what changed since this process last applied it (see [`crate::applied`]).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cloud_client::{LbNode, LoadBalancers, ServiceRef, Warning};
+use cloud_client::{LbNode, LoadBalancers, ServiceRef, TARGETS_LEFT_OUT, Warning};
 use controller_kit::backoff::{Backoff, PerObject};
 use controller_kit::{Events, KitMetrics, Reporters};
 use k8s_openapi::api::core::v1::Service;
@@ -50,6 +51,10 @@ pub struct ServiceReconciler {
     refuse_unenforced_source_ranges: bool,
     /// Whether kube-proxy answers the health checks that would ask it (see [`kube_proxy_probe`]).
     kube_proxy: KubeProxyProbe,
+    /// Per Service UID, the provider's last word on nodes its load balancer cannot hold
+    /// ([`TARGETS_LEFT_OUT`]): kept until an ensure or target update says otherwise, since an
+    /// unchanged Service is not ensured again.
+    left_out: Mutex<HashMap<String, String>>,
 }
 
 impl std::fmt::Debug for ServiceReconciler {
@@ -87,8 +92,27 @@ impl ServiceReconciler {
             services: None,
             refuse_unenforced_source_ranges: false,
             kube_proxy: KubeProxyProbe::new(metrics.kube_proxy_fallbacks.clone()),
+            left_out: Mutex::default(),
             metrics,
         }
+    }
+
+    /// Remembers what the provider said, this time, about nodes the load balancer cannot hold.
+    fn note_left_out(&self, uid: &str, warnings: &[Warning]) {
+        let mut left_out = self.left_out.lock().unwrap_or_else(PoisonError::into_inner);
+        match warnings.iter().find(|w| w.reason == TARGETS_LEFT_OUT) {
+            Some(w) => left_out.insert(uid.to_owned(), w.message.clone()),
+            None => left_out.remove(uid),
+        };
+    }
+
+    /// The nodes `uid`'s load balancer leaves out, as the provider said it.
+    fn left_out(&self, uid: &str) -> Option<String> {
+        self.left_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(uid)
+            .cloned()
     }
 
     /// Refuse, instead of warn about, source ranges the load balancers cannot enforce.
@@ -136,6 +160,10 @@ impl ServiceReconciler {
         }
         self.metrics.target_health.forget(&uid);
         self.kube_proxy.set_falling_back(&uid, false);
+        self.left_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&uid);
         self.failures.succeeded(&uid);
     }
 }
@@ -190,9 +218,12 @@ async fn report_condition(svc: &Service, ctx: &ServiceReconciler, result: &Resul
             Ok(_) => {
                 let uid = svc.uid().unwrap_or_default();
                 let want = Want::ready(ctx.metrics.target_health.get(&uid));
+                let left_out = ctx.left_out(&uid);
                 if want.ready && ctx.kube_proxy.is_falling_back(&uid) {
                     want.because(reasons::KUBE_PROXY_UNREACHABLE)
                         .noting(kube_proxy_probe::FALLING_BACK_NOTE)
+                } else if let Some(note) = left_out.filter(|_| want.ready) {
+                    want.because(TARGETS_LEFT_OUT).noting(&note)
                 } else {
                     want
                 }
@@ -600,6 +631,7 @@ async fn sync_failed(svc: &Service, ctx: &ServiceReconciler, e: Error) -> Error 
 
 /// The provider's warnings as events: on the Node they name, else on the Service.
 async fn publish_warnings(svc: &Service, ctx: &ServiceReconciler, warnings: &[Warning]) {
+    ctx.note_left_out(&svc.uid().unwrap_or_default(), warnings);
     for w in warnings {
         warn!(reason = %w.reason, node = w.node.as_deref().unwrap_or(""), "{}", w.message);
         let node = w.node.as_deref().and_then(|n| ctx.nodes.event_target(n));

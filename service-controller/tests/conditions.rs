@@ -138,3 +138,32 @@ async fn an_unchanged_resync_patches_nothing_and_a_condition_costs_no_cloud_call
         .expect("label the node");
     wait_condition(&fx, "web", "False", "UnAvailableLoadBalancer").await;
 }
+
+/// More eligible nodes than the load balancer's type holds: the Service stays served, and its
+/// condition says how many nodes get no traffic and what to do; a larger type clears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_the_load_balancer_cannot_hold_show_in_the_condition() {
+    let fx = Fixture::start_with(Options::default()).await;
+    fx.nodes(26).await;
+    fx.service("web", &[80], &[("type", "lb11")]).await;
+    let svc = wait_condition(&fx, "web", "True", "TargetsLeftOut").await;
+    let c = condition(&svc).unwrap();
+    assert!(
+        c.message.contains("1 of 26 nodes are not targets")
+            && c.message.contains("lb11 holds 25 targets")
+            && c.message.contains(&format!("{PREFIX}node-selector")),
+        "{}",
+        c.message
+    );
+    let lb = fx.lb_of(&svc).await;
+    assert_eq!(lb["targets"].as_array().unwrap().len(), 25, "{lb}");
+
+    fx.patch(
+        "web",
+        serde_json::json!({"metadata": {"annotations": {format!("{PREFIX}type"): "lb21"}}}),
+    )
+    .await;
+    let svc = wait_condition(&fx, "web", "True", "EnsuredLoadBalancer").await;
+    let lb = fx.lb_of(&svc).await;
+    assert_eq!(lb["targets"].as_array().unwrap().len(), 26, "{lb}");
+}

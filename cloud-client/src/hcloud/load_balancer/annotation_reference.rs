@@ -65,7 +65,7 @@ pub const REFERENCE: &[Section] = &[
                 key: a::TYPE,
                 values: "a load balancer type: `lb11`, `lb21`, `lb31`, or any other the project's `GET /load_balancer_types` lists",
                 default: "env `HCLOUD_LOAD_BALANCERS_TYPE`; without either `lb11`, with a `LoadBalancerTypeUnconfigured` Warning",
-                does: "Type of a new load balancer; on an existing one `change_type` when it differs. A deprecated type gets a `LoadBalancerTypeDeprecated` Warning. Also bounds the ports (services: lb11 5, lb21 15, lb31 30) and targets (25, 75, 150).",
+                does: "Type of a new load balancer; on an existing one `change_type` when it differs. A deprecated type gets a `LoadBalancerTypeDeprecated` Warning. Also bounds the ports (services: lb11 5, lb21 15, lb31 30) and targets (25, 75, 150): with more eligible nodes the ones that were targets first stay, each other node gets a `MaxTargetsReached` Warning, and the Service a `TargetsLeftOut` Warning and condition reason (still `True`) saying how many nodes get no traffic and the fixes.",
                 hccm: "Removing the annotation does not downgrade, as HCCM. An unknown type is refused before the create, listing the known ones.",
             },
             Entry {

@@ -14,6 +14,7 @@ use super::ownership::SERVICE_UID_LABEL;
 use super::spec::{LbSpec, Placement};
 use crate::capabilities::Warning;
 use crate::hcloud::wire::LoadBalancer;
+use lb_type::type_after;
 use services::service_ops;
 use targets::{Target, target_ops};
 
@@ -23,6 +24,7 @@ pub use lb_type::{
 pub use services::{
     DesiredServices, check_services, desired_services, service_matches, with_certificates,
 };
+use targets::targets_left_out_warning;
 pub use targets::{
     DesiredTargets, RobotAddresses, RobotTargets, TargetFamily, desired_targets,
     max_targets_warning,
@@ -148,6 +150,15 @@ pub fn plan(lb: &LoadBalancer, spec: &LbSpec, input: &PlanInput<'_>) -> (Vec<Op>
             max_targets_warning(max, ip, input.targets.ip_nodes.get(ip), input.service)
         }
     }));
+    if !skipped.is_empty() {
+        let wanted = input.targets.servers.len() + input.targets.ips.len();
+        warnings.push(targets_left_out_warning(
+            skipped.len(),
+            wanted,
+            max,
+            &type_after(Some(lb), spec),
+        ));
+    }
     (ops, warnings)
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::capabilities::{LbNode, Warning};
+use crate::capabilities::{LbNode, TARGETS_LEFT_OUT, Warning};
 use crate::hcloud::load_balancer::annotations as a;
 use crate::hcloud::load_balancer::ops::Op;
 use crate::hcloud::load_balancer::spec::LbSpec;
@@ -288,6 +288,28 @@ pub(super) fn target_ops(
         });
     }
     (ops, skipped)
+}
+
+/// The Service-level summary of the nodes its load balancer cannot hold ([`TARGETS_LEFT_OUT`]):
+/// how many, why, which stay (the ones that were targets first, so no reconcile shuffles them)
+/// and the fixes.
+pub fn targets_left_out_warning(
+    left_out: usize,
+    wanted: usize,
+    max: u32,
+    lb_type: &str,
+) -> Warning {
+    Warning::new(
+        TARGETS_LEFT_OUT,
+        format!(
+            "{left_out} of {wanted} nodes are not targets of the load balancer and get no traffic \
+             from it: its type {lb_type} holds {max} targets, kept for the nodes that were targets \
+             first (each left-out node has a MaxTargetsReached Warning). Choose fewer nodes with \
+             annotation {}, or a larger type with annotation {} (lb21 holds 75 targets, lb31 150)",
+            a::NODE_SELECTOR,
+            a::TYPE
+        ),
+    )
 }
 
 /// HCCM's `MaxTargetsReached`, one per Node that could not be added (the event goes on the Node).

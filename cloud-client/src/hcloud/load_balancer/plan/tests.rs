@@ -438,10 +438,28 @@ fn max_targets_warns_per_node_and_a_type_change_makes_room() {
     let t = targets(1..=30);
     let (ops, w) = plan(&lb, &spec, &input(&d, &t));
     assert!(ops.is_empty(), "{ops:?}");
-    assert_eq!(w.len(), 5);
-    assert!(w.iter().all(|w| w.reason == "MaxTargetsReached"));
+    assert_eq!(w.len(), 6);
+    assert!(w[..5].iter().all(|w| w.reason == "MaxTargetsReached"));
     assert_eq!(w[0].node.as_deref(), Some("n26"));
     assert!(w[0].message.contains("server 26") && w[0].message.contains("ns/web"));
+    // And one for the Service: how many, why, and the ways out.
+    assert_eq!(w[5].reason, crate::capabilities::TARGETS_LEFT_OUT);
+    assert_eq!(w[5].node, None);
+    assert!(
+        w[5].message.starts_with("5 of 30 nodes are not targets")
+            && w[5].message.contains("lb11 holds 25 targets")
+            && w[5].message.contains(a::NODE_SELECTOR)
+            && w[5].message.contains(a::TYPE),
+        "{}",
+        w[5].message
+    );
+    // The same 25 on every reconcile: those already targets stay, whatever the node order.
+    let reversed = DesiredTargets {
+        servers: t.servers.iter().rev().copied().collect(),
+        ..t.clone()
+    };
+    let (ops, _) = plan(&lb, &spec, &input(&d, &reversed));
+    assert!(ops.is_empty(), "no target swapped: {ops:?}");
     // Changing to lb21: the room comes from lb21 (75), not the current lb11.
     let bigger = spec_of(&svc(&[(a::TYPE, "lb21")]));
     let (ops, w) = plan(&lb, &bigger, &input(&d, &t));
