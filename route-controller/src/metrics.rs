@@ -27,6 +27,9 @@ pub struct RouteMetrics {
     pub routes: Gauge,
     /// Nodes still waiting for a route after the last pass.
     pub pending: Gauge,
+    /// 1 while the network holds as many routes as the cloud allows (the last create was
+    /// refused for it), else 0.
+    pub network_full: Gauge,
 }
 
 impl RouteMetrics {
@@ -37,6 +40,7 @@ impl RouteMetrics {
             writes: Family::default(),
             routes: Gauge::default(),
             pending: Gauge::default(),
+            network_full: Gauge::default(),
         };
         upstream.register(
             "route_controller_route_sync",
@@ -57,6 +61,11 @@ impl RouteMetrics {
             "route_controller_nodes_without_route",
             "Nodes still waiting for a route after the last pass",
             m.pending.clone(),
+        );
+        registry.register(
+            "route_controller_network_full",
+            "1 while the network holds as many routes as the cloud allows, else 0",
+            m.network_full.clone(),
         );
         m
     }

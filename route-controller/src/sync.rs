@@ -366,7 +366,9 @@ async fn create_missing(
         }))
         .await;
         let mut doubted = false;
+        let mut full = false;
         for ((node, _, blocked), made) in batch.iter().zip(done) {
+            full |= made.full;
             for route in made.routes {
                 view.routes
                     .retain(|r| r.destination_cidr != route.destination_cidr);
@@ -396,6 +398,17 @@ async fn create_missing(
         if doubted {
             break 'batches;
         }
+        // The network is full: every further create would be refused the same way. The nodes
+        // not tried wait, unwarned and not backed off, for the next pass, which tries one again
+        // (a route deleted meanwhile, or a raised limit, makes room): one call per pass, not
+        // one per node.
+        ctx.metrics.network_full.set(i64::from(full));
+        if full {
+            info!(
+                "the network holds as many routes as the cloud allows; the other nodes wait for the next pass"
+            );
+            break 'batches;
+        }
     }
     while let Some(done) = confirmations.join_next().await {
         match done {
@@ -422,6 +435,8 @@ struct NodeRoutes {
     /// It stopped because a write failed against routes kept from an earlier pass: maybe only
     /// because they were out of date, so the pass ends and the next one reads them first.
     stopped: bool,
+    /// The cloud refused a route because the network holds as many as it allows.
+    full: bool,
 }
 
 /// Creates one node's missing routes one after another against `routes` (read by this pass when
@@ -439,6 +454,7 @@ async fn create_node(
         ok: !blocked,
         doubtful: false,
         stopped: false,
+        full: false,
     };
     for c in creates {
         let started = std::time::Instant::now();
@@ -470,6 +486,7 @@ async fn create_node(
                 if bad_input {
                     ctx.kit.count_warning(reason);
                 }
+                out.full |= reason == reasons::ROUTE_LIMIT_REACHED;
                 let note = format!(
                     "Could not create route {} {} for node {node} after {:?}: {e}",
                     c.request.name_hint,

@@ -513,6 +513,50 @@ async fn the_route_limit_is_a_warning_on_the_node() {
     assert_eq!(conditions(&sent), statuses(&[("n", &["True"])]));
 }
 
+/// A full network refuses every create the same way: a pass tries one batch (as many writes as
+/// the provider takes at once; Hetzner's one), not one per node, and the nodes it did not try are
+/// neither warned nor backed off.
+#[tokio::test]
+async fn a_full_network_costs_one_create_per_pass_not_one_per_node() {
+    let Setup {
+        memory,
+        ctx,
+        log,
+        mut nodes,
+    } = setup();
+    memory.set_route_support(RouteSupport {
+        writes_at_once: 1,
+        ..MEMORY_ROUTE_SUPPORT
+    });
+    memory.fail(Op::CreateRoute, Fault::Code(403, "resource_limit_exceeded"));
+    for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+        apply(
+            &mut nodes,
+            node(
+                name,
+                &[&format!("10.244.{}.0/24", i + 1)],
+                Some(&format!("10.0.0.{}", i + 2)),
+                false,
+            ),
+        );
+    }
+    pass(&ctx).await.unwrap();
+    let creates = |memory: &MemoryCloud| {
+        memory
+            .calls()
+            .iter()
+            .filter(|c| c.op == Op::CreateRoute)
+            .count()
+    };
+    assert_eq!(creates(&memory), 1, "{:?}", memory.calls());
+    let events = events(&log.take());
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].1, "RouteLimitReached");
+    // The next pass tries the next node, once.
+    pass(&ctx).await.unwrap();
+    assert_eq!(creates(&memory), 2, "{:?}", memory.calls());
+}
+
 /// Mirrors `robot_nodes_get_a_warning_and_cloud_nodes_their_routes`.
 #[tokio::test]
 async fn a_dedicated_server_gets_a_warning_and_cloud_nodes_their_routes() {

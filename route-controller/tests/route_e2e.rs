@@ -339,6 +339,11 @@ async fn route_limit_reached_is_a_warning_on_the_node() {
     fx.wait_condition(&node.name, "True", "NoRouteCreated")
         .await;
     assert_eq!(fx.routes().await.len(), 100, "hand-made routes untouched");
+    let metrics = fx.ctl.as_ref().unwrap().metrics().await;
+    assert!(
+        metrics.contains("\ncloud_controllers_route_controller_network_full 1"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
