@@ -31,16 +31,21 @@ struct State {
     updated: Instant,
     /// Requests let through whose response has not arrived yet.
     in_flight: u64,
+    /// The answers carry no (readable) `RateLimit-*` headers, so the budget is Hetzner's
+    /// documented one (said once, in the log).
+    assumed: bool,
 }
+
+/// Hetzner's documented budget: 3600 requests an hour per project, refilled one a second. Paced
+/// by when the answers do not say (a proxy that drops the headers, an API that changed them).
+const DOCUMENTED_LIMIT: f64 = 3600.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     /// No response seen yet: let one request through to learn the budget.
     Unknown { probing: bool },
-    /// Headers seen: pace by the estimate.
+    /// Headers seen (or the documented budget assumed): pace by the estimate.
     Known,
-    /// The server sends no rate-limit headers: do not pace.
-    Unlimited,
 }
 
 /// What the limiter decided for one request.
@@ -57,9 +62,10 @@ impl RateLimiter {
                 mode: Mode::Unknown { probing: false },
                 tokens: 0.0,
                 rate: 1.0,
-                limit: 3600.0,
+                limit: DOCUMENTED_LIMIT,
                 updated: Instant::now(),
                 in_flight: 0,
+                assumed: false,
             }),
             probe_done: Notify::new(),
             reserve: f64::from(reserve),
@@ -82,10 +88,6 @@ impl RateLimiter {
                     Mode::Unknown { probing: true } => None,
                     Mode::Unknown { probing: false } => {
                         s.mode = Mode::Unknown { probing: true };
-                        s.in_flight += 1;
-                        Some(Duration::ZERO)
-                    }
-                    Mode::Unlimited => {
                         s.in_flight += 1;
                         Some(Duration::ZERO)
                     }
@@ -157,8 +159,24 @@ impl RateLimiter {
                 s.tokens = remaining - s.in_flight as f64;
                 s.updated = now;
                 s.mode = Mode::Known;
+                s.assumed = false;
             }
-            None if was_probe && !rate_limited => s.mode = Mode::Unlimited,
+            // Never unpaced: without the server's word, the documented budget, full, is the
+            // estimate (bursts stay within what the project may spend in an hour).
+            None if was_probe && !rate_limited => {
+                if !s.assumed {
+                    tracing::warn!(
+                        "the cloud's answers carry no readable RateLimit-Limit/-Remaining/-Reset \
+                         headers: pacing requests by the documented budget, 3600 an hour"
+                    );
+                }
+                s.limit = DOCUMENTED_LIMIT;
+                s.rate = DOCUMENTED_LIMIT / 3600.0;
+                s.tokens = DOCUMENTED_LIMIT - s.in_flight as f64;
+                s.updated = now;
+                s.mode = Mode::Known;
+                s.assumed = true;
+            }
             None if was_probe => s.mode = Mode::Unknown { probing: false },
             None => {
                 if rate_limited {
@@ -193,14 +211,16 @@ impl State {
     }
 }
 
-/// Parses `RateLimit-Limit/Remaining/Reset`; all three must be present and numeric.
+/// Parses `RateLimit-Limit/Remaining/Reset`; all three must be present, numeric and agree (a
+/// positive limit, a remaining count between 0 and it). Anything else is no word at all.
 pub(crate) fn parse_headers(h: &reqwest::header::HeaderMap) -> Option<RateLimitSnapshot> {
     let num = |name: &str| h.get(name)?.to_str().ok()?.trim().parse::<i64>().ok();
-    Some(RateLimitSnapshot {
+    let snapshot = RateLimitSnapshot {
         limit: num("ratelimit-limit")?,
         remaining: num("ratelimit-remaining")?,
         reset_unix: num("ratelimit-reset")?,
-    })
+    };
+    (snapshot.limit > 0 && (0..=snapshot.limit).contains(&snapshot.remaining)).then_some(snapshot)
 }
 
 #[cfg(test)]
@@ -257,14 +277,32 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn no_headers_means_no_pacing() {
+    async fn no_headers_means_the_documented_budget_never_an_unbounded_burst() {
         let rl = RateLimiter::new(2);
         rl.acquire().await;
         rl.complete(None, false);
-        for _ in 0..100 {
+        assert_eq!(rl.estimate(), Some(3600.0));
+        for _ in 0..3598 {
             assert!(rl.acquire().await.waited.is_zero());
+            rl.complete(None, false);
         }
-        assert_eq!(rl.estimate(), None);
+        let paced = rl.acquire().await;
+        assert!(paced.waited >= Duration::from_millis(900), "{paced:?}");
+    }
+
+    #[test]
+    fn headers_that_contradict_themselves_are_no_word_at_all() {
+        let h = |limit: &str, remaining: &str| {
+            let mut m = reqwest::header::HeaderMap::new();
+            m.insert("ratelimit-limit", limit.parse().unwrap());
+            m.insert("ratelimit-remaining", remaining.parse().unwrap());
+            m.insert("ratelimit-reset", "1700000000".parse().unwrap());
+            parse_headers(&m)
+        };
+        assert!(h("3600", "3599").is_some());
+        for (limit, remaining) in [("3600", "4000"), ("0", "0"), ("3600", "-1"), ("x", "1")] {
+            assert_eq!(h(limit, remaining), None, "{limit}/{remaining}");
+        }
     }
 
     #[tokio::test(start_paused = true)]
