@@ -104,4 +104,21 @@ fn hccms_secret_and_variables_work_unchanged() {
         env(route, "HCLOUD_NETWORK_ROUTES_ENABLED").unwrap()["value"],
         "true"
     );
+
+    // A dedicated server's target family: unset by default (each Service's ipFamilies).
+    let family = |render: Render| {
+        let objects = render.objects();
+        let service = find(
+            &objects,
+            "Deployment",
+            "cloud-controllers-service-controller",
+        );
+        env(service, "HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY")
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(family(Render::default()), None);
+    assert_eq!(
+        family(Render::default().set("hcloud.loadBalancers.robotTargetAddressFamily", "dualstack")),
+        Some(json!("dualstack"))
+    );
 }

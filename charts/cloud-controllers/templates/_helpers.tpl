@@ -358,6 +358,7 @@ dict "root" $ "component" name "values" block
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY" $lb.healthCheck.kubeProxy }}
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES" $lb.shareAcrossNamespaces }}
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME" $lb.adoptByName }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY" $lb.robotTargetAddressFamily }}
 {{- end }}
 {{- range $name, $value := $plain }}
 {{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) }}
