@@ -39,8 +39,8 @@ pub use health::target_health_json;
 use async_trait::async_trait;
 
 use crate::capabilities::{
-    DeleteOutcome, EnsureOutcome, LbNode, LoadBalancerStatus, LoadBalancers, ServiceRef,
-    UpdateOutcome, Warning,
+    DeleteOutcome, EnsureOutcome, IpFamilies, LbNode, LoadBalancerStatus, LoadBalancers,
+    ServiceRef, UpdateOutcome, Warning,
 };
 use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
@@ -56,7 +56,7 @@ use holding::Holding;
 use locks::Locks;
 use ops::Op;
 use ownership::Owners;
-use plan::{Desired, PlanInput, RobotAddresses, RobotTargets, TargetFamily};
+use plan::{Desired, PlanInput, RobotAddresses, RobotTargets};
 use spec::LbSpec;
 
 #[derive(Debug)]
@@ -153,16 +153,12 @@ impl HcloudLoadBalancers {
         spec: &LbSpec,
         nodes: &[LbNode],
     ) -> Result<RobotTargets, CloudError> {
-        let family = match spec.robot_target_family {
-            Some(f) => TargetFamily {
+        let family = spec
+            .robot_target_family
+            .map_or(svc.ip_families, |f| IpFamilies {
                 ipv4: f.has_v4(),
                 ipv6: f.has_v6(),
-            },
-            None => TargetFamily {
-                ipv4: svc.ip_families.has_v4(),
-                ipv6: svc.ip_families.has_v6(),
-            },
-        };
+            });
         let mut robot = RobotTargets {
             enabled: self.robot_enabled,
             api: self.robot.is_some(),

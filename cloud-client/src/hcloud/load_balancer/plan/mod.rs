@@ -26,8 +26,7 @@ pub use services::{
 };
 use targets::targets_left_out_warning;
 pub use targets::{
-    DesiredTargets, RobotAddresses, RobotTargets, TargetFamily, desired_targets,
-    max_targets_warning,
+    DesiredTargets, RobotAddresses, RobotTargets, desired_targets, max_targets_warning,
 };
 
 /// What the Service asks for, with bad input already refused.

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::capabilities::{LbNode, TARGETS_LEFT_OUT, Warning};
+use crate::capabilities::{IpFamilies, LbNode, TARGETS_LEFT_OUT, Warning};
 use crate::hcloud::load_balancer::annotations as a;
 use crate::hcloud::load_balancer::ops::Op;
 use crate::hcloud::load_balancer::spec::LbSpec;
@@ -36,7 +36,7 @@ pub struct RobotTargets {
     /// Which of a dedicated server's addresses are targets: the `robot-target-address-family`
     /// annotation (or its env default), else the Service's `ipFamilies`. An IPv6 target in a
     /// Service kube-proxy serves over IPv4 only would fail its health check for ever.
-    pub family: TargetFamily,
+    pub family: IpFamilies,
 }
 
 /// A dedicated server's public addresses: its main IPv4 and the first address of its /64.
@@ -46,37 +46,20 @@ pub struct RobotAddresses {
     pub ipv6: Option<String>,
 }
 
-/// Which address families a dedicated server is targeted by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TargetFamily {
-    pub ipv4: bool,
-    pub ipv6: bool,
-}
-
-impl Default for TargetFamily {
-    fn default() -> Self {
-        Self {
-            ipv4: true,
-            ipv6: false,
-        }
+/// Whether `family` takes the address `ip`.
+fn allows(family: IpFamilies, ip: &str) -> bool {
+    if ip.contains(':') {
+        family.has_v6()
+    } else {
+        family.has_v4()
     }
 }
 
-impl TargetFamily {
-    fn allows(self, ip: &str) -> bool {
-        if ip.contains(':') {
-            self.ipv6
-        } else {
-            self.ipv4
-        }
-    }
-
-    fn describe(self) -> &'static str {
-        match (self.ipv4, self.ipv6) {
-            (true, true) => "IPv4 or IPv6",
-            (false, true) => "IPv6",
-            _ => "IPv4",
-        }
+fn describe(family: IpFamilies) -> &'static str {
+    match (family.has_v4(), family.has_v6()) {
+        (true, true) => "IPv4 or IPv6",
+        (false, true) => "IPv6",
+        _ => "IPv4",
     }
 }
 
@@ -145,14 +128,14 @@ fn robot_targets(
             [p.ipv4.clone(), p.ipv6.clone()]
                 .into_iter()
                 .flatten()
-                .filter(|ip| family.allows(ip))
+                .filter(|ip| allows(family, ip))
                 .collect()
         })
         .unwrap_or_default();
     let internal: Vec<String> =
         n.internal_ips
             .iter()
-            .filter(|ip| family.allows(ip))
+            .filter(|ip| allows(family, ip))
             .fold(Vec::new(), |mut firsts, ip| {
                 // The first InternalIP of each family.
                 if !firsts
@@ -172,7 +155,7 @@ fn robot_targets(
                     "use-private-ip is set, but Robot node {} has no {} InternalIP (kubelet \
                      --node-ip); {}",
                     n.name,
-                    family.describe(),
+                    describe(family),
                     if robot.api {
                         "targeting its public IP instead"
                     } else {
@@ -199,7 +182,7 @@ fn robot_targets(
                  family comes from annotation {} (or HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY), \
                  else from the Service's ipFamilies",
                 n.name,
-                family.describe(),
+                describe(family),
                 a::ROBOT_TARGET_ADDRESS_FAMILY
             ),
         ));

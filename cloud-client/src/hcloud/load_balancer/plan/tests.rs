@@ -563,7 +563,8 @@ fn network_and_private_ip_flip() {
 /// annotation over it; with `use-private-ip`, the first InternalIP of each family.
 #[test]
 fn robot_targets_follow_the_family() {
-    use crate::hcloud::load_balancer::plan::{RobotAddresses, TargetFamily};
+    use crate::capabilities::IpFamilies;
+    use crate::hcloud::load_balancer::plan::RobotAddresses;
     let node = LbNode {
         name: "bm".into(),
         provider_id: Some("hrobot://7".into()),
@@ -580,7 +581,7 @@ fn robot_targets_follow_the_family() {
                 ipv6: Some("2001:db8:7::1".into()),
             },
         )]),
-        family: TargetFamily { ipv4, ipv6 },
+        family: IpFamilies { ipv4, ipv6 },
     };
     let ips =
         |spec: &LbSpec, r: &RobotTargets| desired_targets(spec, std::slice::from_ref(&node), r).ips;
