@@ -134,12 +134,10 @@ impl<'a> SettingsReader<'a> {
     /// An http:// or https:// base URL, without trailing slash.
     pub fn url(&mut self, name: &str) -> Option<String> {
         let value = self.text(name)?;
-        if let Some(problem) = unexpanded_reference(name, &value) {
+        if let Some(problem) =
+            unexpanded_reference(name, &value).or_else(|| url_problem(name, &value))
+        {
             self.problem(problem);
-        } else if !(value.starts_with("http://") || value.starts_with("https://")) {
-            self.problem(format!(
-                "{name}={value:?}: must be an http:// or https:// URL"
-            ));
         }
         Some(value.trim_end_matches('/').to_owned())
     }
@@ -161,6 +159,12 @@ impl<'a> SettingsReader<'a> {
             Err(self.problems)
         }
     }
+}
+
+/// Why `value` of setting `name` is no http:// or https:// URL, if it is not.
+pub fn url_problem(name: &str, value: &str) -> Option<String> {
+    (!(value.starts_with("http://") || value.starts_with("https://")))
+        .then(|| format!("{name}={value:?}: must be an http:// or https:// URL"))
 }
 
 /// Go `strconv.ParseBool`.

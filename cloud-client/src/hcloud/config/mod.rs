@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::credentials;
 use crate::error::CloudError;
 use crate::robot::RobotConfig;
-use crate::values::SettingsReader;
+use crate::values::{SettingsReader, url_problem};
 
 pub use address_family::AddressFamily;
 pub use load_balancers::{
@@ -238,12 +238,7 @@ impl HcloudConfig {
         if self.client.token.is_empty() {
             problems.push(TOKEN_REQUIRED.to_string());
         }
-        let endpoint = &self.client.endpoint;
-        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-            problems.push(format!(
-                "HCLOUD_ENDPOINT={endpoint:?}: must be an http:// or https:// URL"
-            ));
-        }
+        problems.extend(url_problem("HCLOUD_ENDPOINT", &self.client.endpoint));
         problems.extend(self.combination_problems());
         if problems.is_empty() {
             Ok(())
