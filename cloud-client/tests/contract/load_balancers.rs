@@ -5,7 +5,7 @@ use cloud_client::{IpMode, PortProtocol, ServicePort, ServiceRef};
 use serde_json::json;
 
 use crate::common::{provider, writes};
-use crate::{calls, lb_nodes, sim_fast, svc};
+use crate::{calls, k8s_network, lb_nodes, sim_fast, svc};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lb_create_with_two_ports_and_ten_targets_then_no_op() {
@@ -333,10 +333,7 @@ async fn lb_delete_is_idempotent_and_respects_protection() {
 async fn lb_private_network_targets_and_status() {
     let sim = sim_fast().await;
     let w = sim.client();
-    let net = w
-        .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
-        .await
-        .unwrap();
+    let net = k8s_network(&sim).await;
     let nodes = w.create_servers(2, "p", "cx22", "fsn1").await.unwrap();
     for n in &nodes {
         w.attach_to_network(*n, net, None).await.unwrap();

@@ -26,12 +26,17 @@ async fn sim_fast() -> Sim {
 }
 
 /// Network `k8s` (10.0.0.0/16, subnet 10.0.1.0/24) with server `name` attached: (network, server).
-async fn server_in_network(sim: &Sim, name: &str) -> (u64, u64) {
-    let w = sim.client();
-    let net = w
+/// cloud-sim's network `k8s`, 10.0.0.0/16 with the subnet 10.0.1.0/24.
+async fn k8s_network(sim: &Sim) -> u64 {
+    sim.client()
         .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
         .await
-        .unwrap();
+        .unwrap()
+}
+
+async fn server_in_network(sim: &Sim, name: &str) -> (u64, u64) {
+    let w = sim.client();
+    let net = k8s_network(sim).await;
     let id = w.create_server(name, "cx22", "fsn1").await.unwrap();
     w.attach_to_network(id, net, None).await.unwrap();
     (net, id)

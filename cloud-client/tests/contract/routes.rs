@@ -3,16 +3,13 @@
 use cloud_client::{AddressKind, CloudError, NodeAddress, NodeRef, Route, RouteRequest};
 
 use crate::common::provider;
-use crate::{calls, server_in_network, sim_fast};
+use crate::{calls, k8s_network, server_in_network, sim_fast};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_list_create_replace_delete() {
     let sim = sim_fast().await;
     let w = sim.client();
-    let net = w
-        .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
-        .await
-        .unwrap();
+    let net = k8s_network(&sim).await;
     let a = w.create_server("ra", "cx22", "fsn1").await.unwrap();
     let b = w.create_server("rb", "cx22", "fsn1").await.unwrap();
     w.attach_to_network(a, net, Some("10.0.1.10"))
@@ -178,10 +175,7 @@ async fn routes_locked_network_is_retried() {
 async fn the_first_list_after_start_up_is_the_start_up_read_of_the_network() {
     let sim = sim_fast().await;
     let w = sim.client();
-    let net = w
-        .create_network("k8s", "10.0.0.0/16", "10.0.1.0/24")
-        .await
-        .unwrap();
+    let net = k8s_network(&sim).await;
     w.add_route(net, "10.244.7.0/24", "10.0.1.7").await.unwrap();
     sim.reset_counters();
     let p = provider(&sim, |c| c.network.name_or_id = Some(net.to_string())).await;
