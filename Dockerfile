@@ -1,23 +1,56 @@
 # syntax=docker/dockerfile:1.7
 #
-# One Dockerfile for the four controller images and cloud-sim. The workspace is built once (stage
-# `build`); each final stage copies one binary onto distroless/static (CA certificates, nonroot, no
-# libc: the binaries are linked statically against glibc). Pick the image with --target:
+# One Dockerfile for the four controller images and cloud-sim, for linux/amd64 and linux/arm64. The
+# workspace is built once per platform (stage `build`); each final stage copies one binary onto
+# distroless/static (CA certificates, nonroot, no libc: the binaries are linked statically against
+# glibc). Pick the image with --target:
 #
 #   docker buildx build --target node-controller -t node-controller:dev .
 #   docker buildx build --target cloud-sim --build-arg CARGO_PROFILE=release \
 #     --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" -t cloud-sim:0.1.0 .
 #
-# CARGO_PROFILE: dev-image (default; release without LTO, quick to rebuild) or release (thin LTO,
+# CARGO_PROFILE: dev-image (default; release without LTO, quick to rebuild) or release (fat LTO,
 # one codegen unit, stripped: the published images). Dependencies are cached by BuildKit cache
 # mounts (cargo registry, git and target dir), so a source change recompiles only the crates that
 # changed; skaffold's targets share the one build stage.
+#
+# arm64 is cross-compiled on the build machine, never emulated: the `build` stage runs on the
+# build platform and compiles for TARGETARCH. Built on amd64 for arm64, its image is BUILDER=the
+# `cross-arm64` stage below (Debian's rustc with the arm64 standard library and gcc-aarch64-linux-gnu):
+#
+#   docker buildx build --platform linux/arm64 --build-arg BUILDER=cross-arm64 --target node-controller .
+#
+# `cargo xtask release` does that for both platforms with podman (which takes BUILDER as an image:
+# it builds --target cross-arm64 first and passes its tag).
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
+# The image the workspace is built in: the official Rust image (native builds), or the cross
+# builder for arm64 on amd64.
+ARG BUILDER=rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE}
 
-FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
+# The arm64 cross builder, from Debian unstable's packages only: its rustc (>= 1.89, the workspace's
+# rust-version) comes with the arm64 standard library as a package (libstd-rust-dev:arm64), and
+# gcc-aarch64-linux-gnu links the binaries and compiles aws-lc's C for arm64 (static glibc from
+# libc6-dev-arm64-cross). Unused (never built) for native builds.
+FROM --platform=$BUILDPLATFORM debian:sid-slim AS cross-arm64
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Unstable moves daily, so versions are not pinned: the layer is rebuilt only when this line changes.
+# hadolint ignore=DL3008
+RUN dpkg --add-architecture arm64 \
+ && apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      ca-certificates rustc cargo libstd-rust-dev:arm64 gcc gcc-aarch64-linux-gnu libc6-dev libc6-dev-arm64-cross \
+ && rm -rf /var/lib/apt/lists/*
+ENV CARGO_HOME=/usr/local/cargo \
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+    CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
+    AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
+
+FROM --platform=$BUILDPLATFORM ${BUILDER} AS build
 ARG CARGO_PROFILE=dev-image
+# linux/amd64 or linux/arm64 (set by the builder from --platform; the build machine's without it).
+ARG TARGETARCH
 # A failing command in a pipe fails the step.
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 WORKDIR /src
@@ -44,7 +77,12 @@ COPY chart-tests/ chart-tests/
 RUN --mount=type=cache,id=cloud-controllers-cargo-registry,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,id=cloud-controllers-cargo-git,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,id=cloud-controllers-target-${CARGO_PROFILE},target=/src/target,sharing=locked \
-    target="$(rustc -vV | sed -n 's/^host: //p')" \
+    case "${TARGETARCH:-}" in \
+      amd64) target=x86_64-unknown-linux-gnu ;; \
+      arm64) target=aarch64-unknown-linux-gnu ;; \
+      "") target="$(rustc -vV | sed -n 's/^host: //p')" ;; \
+      *) echo "unsupported TARGETARCH ${TARGETARCH}: linux/amd64 and linux/arm64 are built" >&2; exit 1 ;; \
+    esac \
  && RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --profile "${CARGO_PROFILE}" --target "${target}" \
       -p node-controller -p lifecycle-controller -p service-controller -p route-controller -p cloud-sim --bins \
  && dir="${CARGO_PROFILE}" && if [ "${dir}" = dev ]; then dir=debug; fi \

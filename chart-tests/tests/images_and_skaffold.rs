@@ -51,10 +51,9 @@ fn stages(dockerfile: &str) -> Vec<String> {
         .lines()
         .filter(|l| l.starts_with("FROM "))
         .filter_map(|l| {
-            l.split_whitespace()
-                .collect::<Vec<_>>()
-                .get(3)
-                .map(|s| s.to_string())
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let at = words.iter().position(|w| *w == "AS")?;
+            words.get(at + 1).map(|s| s.to_string())
         })
         .collect()
 }
@@ -105,7 +104,12 @@ fn the_dockerfile_builds_every_binary_once_and_has_a_nonroot_stage_per_image() {
         "chart-tests is a workspace member: the Dockerfile and .dockerignore must carry it"
     );
     let names = stages(&dockerfile);
-    let mut want = vec!["build".to_owned(), "runtime".to_owned()];
+    // The arm64 cross builder (used as BUILDER for linux/arm64 on amd64), then the build stage.
+    let mut want = vec![
+        "cross-arm64".to_owned(),
+        "build".to_owned(),
+        "runtime".to_owned(),
+    ];
     want.extend(IMAGES.iter().map(|s| s.to_string()));
     assert_eq!(names, want);
     // One cargo build for all five binaries.
@@ -119,6 +123,11 @@ fn the_dockerfile_builds_every_binary_once_and_has_a_nonroot_stage_per_image() {
     }
     assert!(build.contains("--mount=type=cache"), "dependency caching");
     assert!(build.contains("--profile \"${CARGO_PROFILE}\""));
+    // Built on the build platform, for TARGETARCH (arm64 cross-compiled, never emulated).
+    assert!(build.contains("FROM --platform=$BUILDPLATFORM ${BUILDER} AS build"));
+    assert!(build.contains("arm64) target=aarch64-unknown-linux-gnu"));
+    let cross = stage(&dockerfile, "cross-arm64").join("\n");
+    assert!(cross.contains("libstd-rust-dev:arm64") && cross.contains("gcc-aarch64-linux-gnu"));
     let runtime = stage(&dockerfile, "runtime").join("\n");
     assert!(runtime.contains("FROM gcr.io/distroless/static-debian12:nonroot AS runtime"));
     assert!(runtime.contains("USER 65532:65532"));

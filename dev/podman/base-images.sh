@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Local stand-ins for the two public base images the Dockerfile names, for machines that reach
-# Debian's packages but no container registry. Each is built from Debian bookworm packages (the
-# release both public images are built from) and tagged with the public name, so the Dockerfile
-# builds unchanged with `podman build --pull=never`:
+# Local stand-ins for the public base images the Dockerfile names, for machines that reach
+# Debian's packages but no container registry. Each is built from Debian's packages (the release
+# the public image is built from) and tagged with the public name, so the Dockerfile builds
+# unchanged with `podman build --pull=never`:
 #
 #   docker.io/library/rust:<RUST_VERSION>-slim-bookworm   Debian + gcc + this machine's Rust toolchain
 #   gcr.io/distroless/static-debian12:nonroot            CA certificates, tzdata, /etc/passwd with
-#                                                         nonroot (65532), no shell, no libc
+#                                                         nonroot (65532), no shell, no libc; like the
+#                                                         public one, a manifest list of linux/amd64
+#                                                         and linux/arm64 (the same files: no programs)
+#                                                         with the per-platform tags nonroot-<arch>
+#   docker.io/library/debian:sid-slim                     Debian unstable with apt (the arm64 cross
+#                                                         builder's base; only for platform builds)
 #
-# Usage: base-images.sh RUST_VERSION   (podman is run as `$PODMAN`, default `podman`).
+# Usage: base-images.sh RUST_VERSION   (podman is run as `$PODMAN`, default `podman`; WITH_SID=1
+# adds debian:sid-slim).
 # An image that exists already is kept; `podman rmi` it to rebuild.
 set -euo pipefail
 rust_version=${1:?usage: base-images.sh RUST_VERSION}
@@ -52,7 +58,10 @@ else
 fi
 
 static_image="gcr.io/distroless/static-debian12:nonroot"
-if exists "$static_image"; then
+# A manifest list, so that `podman build --platform linux/arm64` finds an arm64 image under the
+# public name. Before platforms were built it was a plain (amd64) image: that image is kept as the
+# amd64 entry (the same image ID, so the amd64 build cache stays valid).
+if "${podman[@]}" manifest exists "$static_image" 2>/dev/null; then
   echo "$static_image: present"
 else
   started=$SECONDS
@@ -80,11 +89,47 @@ GROUP
   mkdir -p "$root/home/nonroot" "$root/tmp" "$root/root"
   chmod 1777 "$root/tmp"
   chown 65532:65532 "$root/home/nonroot"
-  tar -C "$root" -c . | "${podman[@]}" import --quiet \
-    --change 'USER 65532' \
-    --change 'WORKDIR /home/nonroot' \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt' \
-    - "$static_image" >/dev/null
-  echo "$static_image: built from Debian bookworm packages in $((SECONDS - started)) s"
+  if exists "$static_image"; then
+    "${podman[@]}" tag "$static_image" "${static_image}-amd64"
+    "${podman[@]}" untag "$static_image" "$static_image"
+  fi
+  for arch in amd64 arm64; do
+    exists "${static_image}-$arch" && continue
+    tar -C "$root" -c . | "${podman[@]}" import --quiet --arch "$arch" \
+      --change 'USER 65532' \
+      --change 'WORKDIR /home/nonroot' \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change 'ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt' \
+      - "${static_image}-$arch" >/dev/null
+  done
+  "${podman[@]}" manifest create "$static_image" >/dev/null
+  for arch in amd64 arm64; do
+    "${podman[@]}" manifest add --arch "$arch" --os linux "$static_image" \
+      "containers-storage:${static_image}-$arch" >/dev/null
+  done
+  echo "$static_image: built from Debian bookworm packages for amd64 and arm64 in $((SECONDS - started)) s"
+fi
+
+# Only the platform builds (`cargo xtask release`) use it: the stand-ins above are all `images` needs.
+if [ "${WITH_SID:-}" = 1 ]; then
+  sid_image="docker.io/library/debian:sid-slim"
+  if exists "$sid_image"; then
+    echo "$sid_image: present"
+  else
+    started=$SECONDS
+    # Our Debian mirror may serve a snapshot of unstable whose Release file is past its Valid-Until
+    # (a week): apt in the image accepts it, as it does here.
+    mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
+      --format=directory unstable "$work/sid"
+    if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+      mkdir -p "$work/sid/usr/local/share/ca-certificates"
+      cp /usr/local/share/ca-certificates/*.crt "$work/sid/usr/local/share/ca-certificates/"
+    fi
+    rm -rf "$work/sid/var/lib/apt/lists/"* "$work/sid/var/cache/apt/"*.bin
+    tar -C "$work/sid" -c . | "${podman[@]}" import --quiet \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change 'CMD ["bash"]' \
+      - "$sid_image" >/dev/null
+    echo "$sid_image: built from Debian unstable in $((SECONDS - started)) s"
+  fi
 fi

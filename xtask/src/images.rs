@@ -130,12 +130,23 @@ pub(crate) fn repo() -> PathBuf {
 
 /// The local stand-ins for the Dockerfile's base images, built once and kept in the image store.
 pub(crate) fn stand_ins(podman: &testenv::Podman, repo: &Path) -> anyhow::Result<()> {
+    stand_ins_with(podman, repo, false)
+}
+
+/// [`stand_ins`], and with `cross` the base of the Dockerfile's arm64 cross builder too
+/// (`debian:sid-slim`).
+pub(crate) fn stand_ins_with(
+    podman: &testenv::Podman,
+    repo: &Path,
+    cross: bool,
+) -> anyhow::Result<()> {
     let rust_version = dockerfile_arg(repo, "RUST_VERSION")?;
     let started = Instant::now();
     let mut cmd = Command::new("bash");
     cmd.arg(repo.join("dev/podman/base-images.sh"))
         .arg(&rust_version)
-        .env("PODMAN", podman.shell_words());
+        .env("PODMAN", podman.shell_words())
+        .env("WITH_SID", if cross { "1" } else { "0" });
     podman.configure(&mut cmd);
     let status = cmd.status().context("running dev/podman/base-images.sh")?;
     ensure!(status.success(), "building the base-image stand-ins failed");
@@ -164,15 +175,20 @@ pub(crate) fn build(
     name: &str,
     profile: &str,
 ) -> anyhow::Result<Duration> {
-    let log = std::env::temp_dir().join(format!("cloud-controllers-image-{target}.log"));
-    let file = std::fs::File::create(&log)?;
-    let started = Instant::now();
-    let status = podman
-        .command()
-        .args(["build", "--pull=never", "--network=host", "--layers"])
+    let mut cmd = podman.command();
+    cmd.args(["build", "--pull=never", "--network=host", "--layers"])
         .args(["--target", target, "--tag", name])
         .args(["--build-arg", &format!("CARGO_PROFILE={profile}")])
-        .arg(context)
+        .arg(context);
+    run_build(cmd, target)
+}
+
+/// Runs a `podman build` command, its output in a log file whose tail is shown on failure.
+pub(crate) fn run_build(mut cmd: Command, what: &str) -> anyhow::Result<Duration> {
+    let log = std::env::temp_dir().join(format!("cloud-controllers-image-{what}.log"));
+    let file = std::fs::File::create(&log)?;
+    let started = Instant::now();
+    let status = cmd
         .stdout(file.try_clone()?)
         .stderr(file)
         .status()
@@ -182,7 +198,7 @@ pub(crate) fn build(
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(40).collect();
         bail!(
-            "podman build --target {target} failed ({status}); {}:\n{}",
+            "podman build of {what} failed ({status}); {}:\n{}",
             log.display(),
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         );
@@ -232,7 +248,7 @@ fn push(
     })
 }
 
-fn podman_output(podman: &testenv::Podman, args: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn podman_output(podman: &testenv::Podman, args: &[&str]) -> anyhow::Result<String> {
     let out = podman.command().args(args).output()?;
     ensure!(
         out.status.success(),
@@ -244,12 +260,16 @@ fn podman_output(podman: &testenv::Podman, args: &[&str]) -> anyhow::Result<Stri
 }
 
 /// Uncompressed size, as `podman images` shows it.
-fn image_size(podman: &testenv::Podman, name: &str) -> anyhow::Result<u64> {
+pub(crate) fn image_size(podman: &testenv::Podman, name: &str) -> anyhow::Result<u64> {
     Ok(podman_output(podman, &["image", "inspect", "--format", "{{.Size}}", name])?.parse()?)
 }
 
 /// The size of `/usr/local/bin/<binary>` in the image, copied out of a container never started.
-fn binary_size(podman: &testenv::Podman, name: &str, binary: &str) -> anyhow::Result<u64> {
+pub(crate) fn binary_size(
+    podman: &testenv::Podman,
+    name: &str,
+    binary: &str,
+) -> anyhow::Result<u64> {
     let id = podman_output(podman, &["create", name])?;
     let out =
         std::env::temp_dir().join(format!("cloud-controllers-{binary}-{}", std::process::id()));
@@ -349,7 +369,7 @@ fn rebuild_check(
 }
 
 /// What the Dockerfile reads: the files `.dockerignore` lets through (top-level entries).
-fn build_context(repo: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn build_context(repo: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let ignore = std::fs::read_to_string(repo.join(".dockerignore"))?;
     let mut paths: Vec<PathBuf> = ignore
         .lines()

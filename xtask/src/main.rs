@@ -8,6 +8,7 @@ mod control_plane;
 mod demo;
 mod fleet;
 mod images;
+mod release;
 mod skaffold_build;
 
 use std::process::ExitCode;
@@ -40,6 +41,11 @@ enum Command {
     /// Build the five images (four controllers, cloud-sim) from the Dockerfile with podman and print
     /// their sizes, their binaries' sizes and how long each took to build and to start.
     Images(images::ImagesArgs),
+    /// Build the five images for linux/amd64 and linux/arm64 (cross-compiled) and push each as one
+    /// OCI index to `REGISTRY/<image>:VERSION`, the chart (version, appVersion and image defaults
+    /// set) to `oci://REGISTRY/charts`, with an SBOM per image and a checksum file; input and the
+    /// registry's consent are checked before anything is built or pushed (docs/images-and-dev-loop.md).
+    Release(release::ReleaseArgs),
     /// skaffold's custom builder (skaffold.yaml): builds one image as `$IMAGE` with podman (or
     /// `CLOUD_CONTROLLERS_BUILDER=docker`) and pushes it when `$PUSH_IMAGE` is true.
     SkaffoldBuild(skaffold_build::SkaffoldBuildArgs),
@@ -82,6 +88,7 @@ fn main() -> ExitCode {
         Command::Cluster(cmd) => cluster::run(cmd),
         Command::Prepare => prepare().map(|_| ExitCode::SUCCESS),
         Command::Images(args) => images::run(&args).map(|_| ExitCode::SUCCESS),
+        Command::Release(args) => release::run(&args).map(|()| ExitCode::SUCCESS),
         Command::SkaffoldBuild(args) => skaffold_build::run(&args).map(|_| ExitCode::SUCCESS),
         Command::Test { args } => test(&args),
         Command::Chart { args } => chart(&args),
@@ -297,6 +304,7 @@ fn bench_report_is_well_formed() -> anyhow::Result<()> {
         action_ms: None,
         existing_nodes: false,
         churn_minutes: None,
+        time_scale: None,
         robot_nodes: None,
         profile: "dev".into(),
         binaries: None,
