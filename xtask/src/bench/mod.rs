@@ -9,6 +9,7 @@
 //! load balancer adds to a request.
 
 mod admission;
+mod budget;
 mod data_path;
 mod nodes;
 pub mod plot;
@@ -50,11 +51,15 @@ pub enum Scenario {
     /// One cloud-sim load balancer carrying traffic: requests per second and the latency it adds
     /// against a direct connection. No controller.
     DataPath,
+    /// The four controllers' Cloud API calls per hour once converged, idle and under churn
+    /// (Nodes replaced and rebooted, Services created and deleted), against the 3600/h budget.
+    Budget,
     /// `nodes`, then `services`, then `routes`, then `system`, then `admission`, then `data-path`.
     All,
 }
 
-/// The JSON report's keys: one per scenario (`all` runs every one).
+/// The JSON report's keys: one per scenario `all` runs (`budget` runs alone: it takes minutes
+/// per size).
 pub const REPORTED: &[&str] = &[
     "nodes",
     "services",
@@ -95,6 +100,10 @@ pub struct BenchArgs {
     /// starts, as after a restart or a failover, instead of joining it.
     #[arg(long)]
     pub existing_nodes: bool,
+    /// `budget`: how many times faster than real time the controllers' periods run (an hour is
+    /// simulated in 3600 / scale seconds) [default: 30].
+    #[arg(long)]
+    pub time_scale: Option<u32>,
     /// `system`: minutes of kubelet status churn [default: 10, 1 with --quick].
     #[arg(long)]
     pub churn_minutes: Option<f64>,
@@ -297,6 +306,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             .collect::<anyhow::Result<Vec<_>>>()?;
         let f = rt.block_on(system::run(&args, &binaries))?;
         figures.insert("system", serde_json::to_value(f)?);
+    }
+    if args.scenario == Scenario::Budget {
+        let binaries = crate::fleet::ALL
+            .iter()
+            .map(|spec| controller_binary(spec.name, &args))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let f = rt.block_on(budget::run(&args, &binaries))?;
+        figures.insert("budget", serde_json::to_value(f)?);
     }
     if matches!(args.scenario, Scenario::Admission | Scenario::All) {
         let f = rt.block_on(admission::run(&args))?;

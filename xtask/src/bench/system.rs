@@ -36,10 +36,10 @@ use super::{BenchArgs, Env, PROBE_QUERY, mib};
 use crate::demo::world::{NETWORK, UNINITIALIZED};
 use crate::fleet::{self, Fleet};
 
-const POOL_LABEL: &str = "bench.cloud-controllers.dev/pool";
-const NAMESPACE: &str = "default";
+pub(super) const POOL_LABEL: &str = "bench.cloud-controllers.dev/pool";
+pub(super) const NAMESPACE: &str = "default";
 /// Nodes registered (or Services created) at once.
-const PARALLEL: usize = 32;
+pub(super) const PARALLEL: usize = 32;
 /// kubelet's `--node-status-report-frequency` default: with Node leases, a Node's status is
 /// written this often when nothing changes.
 const REPORT_PERIOD: Duration = Duration::from_secs(300);
@@ -110,15 +110,15 @@ pub struct Usage {
 
 /// Cumulative counters of one controller at one moment.
 #[derive(Debug, Clone, Copy, Default)]
-struct Counters {
+pub(super) struct Counters {
     cpu_s: f64,
-    cloud_calls: u64,
+    pub(super) cloud_calls: u64,
     robot_calls: u64,
     kube_requests: u64,
     watch_events: u64,
 }
 
-async fn counters(fleet: &Fleet) -> Vec<Counters> {
+pub(super) async fn counters(fleet: &Fleet) -> Vec<Counters> {
     let mut out = Vec::new();
     for r in &fleet.replicas {
         let m = r.metrics().await;
@@ -134,13 +134,13 @@ async fn counters(fleet: &Fleet) -> Vec<Counters> {
 }
 
 /// RSS over time, per controller (MiB), for the steady figure and the plot.
-struct Samples {
+pub(super) struct Samples {
     started: Instant,
     series: Vec<Series>,
 }
 
 impl Samples {
-    fn new(fleet: &Fleet, started: Instant) -> Self {
+    pub(super) fn new(fleet: &Fleet, started: Instant) -> Self {
         let series = fleet
             .replicas
             .iter()
@@ -207,21 +207,21 @@ fn phase(
 }
 
 /// The simulated cluster: its servers, Nodes and what changes them.
-struct Cluster<'a> {
-    client: Client,
-    sim: &'a cloud_sim::Sim,
-    network: u64,
-    pools: usize,
+pub(super) struct Cluster<'a> {
+    pub(super) client: Client,
+    pub(super) sim: &'a cloud_sim::Sim,
+    pub(super) network: u64,
+    pub(super) pools: usize,
     /// Live Nodes (their kubelets report) with their servers' ids, oldest first.
-    live: Vec<(KubeletNode, u64)>,
+    pub(super) live: Vec<(KubeletNode, u64)>,
     /// The dedicated servers' Nodes: they report, and neither join nor leave.
-    robot: Vec<KubeletNode>,
+    pub(super) robot: Vec<KubeletNode>,
     /// Index of the next Node (its pod CIDR).
-    next: usize,
+    pub(super) next: usize,
 }
 
 impl Cluster<'_> {
-    fn kubelet(&self, i: usize, name: String, ip: String) -> KubeletNode {
+    pub(super) fn kubelet(&self, i: usize, name: String, ip: String) -> KubeletNode {
         KubeletNode {
             node_ip: Some(ip),
             labels: vec![(POOL_LABEL.into(), format!("p{}", i % self.pools))],
@@ -242,12 +242,12 @@ impl Cluster<'_> {
     }
 
     /// Every Node whose kubelet reports: the live Cloud ones, then the dedicated ones.
-    fn kubelets(&self) -> impl Iterator<Item = &KubeletNode> {
+    pub(super) fn kubelets(&self) -> impl Iterator<Item = &KubeletNode> {
         self.live.iter().map(|(k, _)| k).chain(&self.robot)
     }
 
     /// A new server in the network and its Node, registered.
-    async fn join(&mut self) -> anyhow::Result<()> {
+    pub(super) async fn join(&mut self) -> anyhow::Result<()> {
         let i = self.next;
         self.next += 1;
         let name = format!("bench-node-{}", i + 1);
@@ -276,7 +276,7 @@ impl Cluster<'_> {
 
     /// The oldest Node's server deleted and its kubelet silent (its last report says NotReady,
     /// what kube-controller-manager would write after the grace period).
-    async fn remove(&mut self) -> anyhow::Result<()> {
+    pub(super) async fn remove(&mut self) -> anyhow::Result<()> {
         let (kubelet, id) = self.live.remove(0);
         self.sim
             .client()
@@ -342,6 +342,7 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
             rust_log: "warn",
             cluster_cidr: CLUSTER_CIDR,
             extra_args: &args.extra,
+            controller_args: &[],
             extra_env: &extra_env,
             wrapper: args.wrapper.as_deref(),
             dir: &dir,
@@ -596,7 +597,7 @@ async fn robot_servers(sim: &cloud_sim::Sim, r: usize) -> anyhow::Result<Vec<Str
         .await
 }
 
-async fn create_service(client: &Client, i: usize) -> anyhow::Result<()> {
+pub(super) async fn create_service(client: &Client, i: usize) -> anyhow::Result<()> {
     let svc = crate::demo::world::pool_service(i, POOL_LABEL, &format!("p{i}"));
     Api::<Service>::namespaced(client.clone(), NAMESPACE)
         .create(&PostParams::default(), &svc)
@@ -608,7 +609,7 @@ async fn create_service(client: &Client, i: usize) -> anyhow::Result<()> {
 /// Polls until every live Node is initialized, every Cloud one routed, no other Node is left,
 /// every Service has an ingress and every dedicated server is an IP target, sampling memory
 /// meanwhile; `false` after `timeout`.
-async fn wait_converged(
+pub(super) async fn wait_converged(
     env: &Env,
     fleet: &Fleet,
     cluster: &Cluster<'_>,

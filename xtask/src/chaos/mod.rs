@@ -334,6 +334,7 @@ async fn start_fleet(
             rust_log,
             cluster_cidr: crate::demo::world::CLUSTER_CIDR,
             extra_args: &[],
+            controller_args: &[],
             extra_env: &robot_env,
             wrapper: None,
             dir,

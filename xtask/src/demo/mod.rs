@@ -103,6 +103,7 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
             rust_log: "info",
             cluster_cidr: crate::demo::world::CLUSTER_CIDR,
             extra_args: &[],
+            controller_args: &[],
             extra_env: &robot_env,
             wrapper: None,
             dir: &logs,

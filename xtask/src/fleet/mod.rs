@@ -82,6 +82,8 @@ pub struct Options<'a> {
     pub cluster_cidr: &'a str,
     /// Flags and environment variables every replica gets besides the chart's (experiments).
     pub extra_args: &'a [String],
+    /// Flags for one controller only: `(controller name, flag)`.
+    pub controller_args: &'a [(&'a str, String)],
     pub extra_env: &'a [(String, String)],
     /// Runs every replica under this, e.g. `heaptrack` (memory figures are then the wrapper's).
     pub wrapper: Option<&'a str>,
@@ -206,6 +208,13 @@ impl Fleet {
                     .env("HCLOUD_LOAD_BALANCERS_TYPE", "lb11")
                     .env("RUST_LOG", options.rust_log)
                     .args(options.extra_args)
+                    .args(
+                        options
+                            .controller_args
+                            .iter()
+                            .filter(|(name, _)| *name == spec.name)
+                            .map(|(_, flag)| flag.as_str()),
+                    )
                     .output(Output::Log(log.clone()));
                 let launch = options
                     .extra_env
