@@ -66,12 +66,7 @@ impl HcloudClients {
         transport
             .credentials()
             .watch_file(config.client.token_file_poll);
-        let servers = ServerCache::new(
-            transport.clone(),
-            config.server_cache.mode,
-            config.server_cache.max_age,
-            config.server_cache.miss_fresh,
-        );
+        let servers = ServerCache::new(transport.clone(), &config.server_cache);
         let actions = ActionWaiter::new(transport.clone(), config.client.action_poll);
         let network = match &config.network.name_or_id {
             Some(n) => Some(resolve_network(&transport, n).await?),

@@ -14,6 +14,7 @@ pub mod registration;
 pub mod routes;
 
 pub(crate) mod actions;
+pub(crate) mod change_probe;
 pub(crate) mod pagination;
 pub(crate) mod rate_limit;
 pub(crate) mod retry;

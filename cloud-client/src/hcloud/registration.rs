@@ -73,6 +73,14 @@ const SETTINGS: &[Setting] = &[
         kit: None,
     },
     Setting {
+        env: "HCLOUD_SERVER_CACHE_RELIST_PERIOD",
+        help: "Until the server list is this old, one call to the servers' action list confirms it \
+               when no server changed, instead of listing them all again (Go duration, default \
+               1h; 0 lists every time).",
+        secret: false,
+        kit: None,
+    },
+    Setting {
         env: "HCLOUD_DEBUG",
         help: "Log every cloud request and response, the token redacted.",
         secret: false,

@@ -6,18 +6,26 @@
 //! that one server (`GET /servers/{id}`, `GET /servers?name=`) and keeps the answer for the max
 //! age; with `off` it reads it every time. Lookups by private IP (routes) always use the list.
 //!
+//! A snapshot past its max age is first confirmed by one call, when it can be: if no server action
+//! started since its list began (see [`change_probe`](super::change_probe)), it is still the
+//! truth and counts as fresh again. A full list is made when something changed, when the
+//! snapshot is older than the relist period (`HCLOUD_SERVER_CACHE_RELIST_PERIOD`, 1 h; what no
+//! action records, such as a rename, shows then), or when the probe cannot answer.
+//!
 //! A miss is never trusted from an old snapshot: unless the snapshot is younger than `miss_fresh`
 //! (or a refresh already happened since the caller's snapshot was taken), one fresh list is fetched
 //! before "not found" is reported. That is what keeps a stale cache from ever deleting a Node.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::error::CloudError;
+use crate::hcloud::change_probe::{ChangeProbe, Watermark};
+use crate::hcloud::config::ServerCacheConfig;
 use crate::hcloud::config::ServerCacheMode;
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
@@ -28,16 +36,22 @@ use crate::hcloud::wire::{Server, ServerResponse, ServersPage};
 pub(crate) struct Snapshot {
     pub generation: u64,
     pub fetched: Instant,
+    /// The servers' newest action when the list began; `None`: unknown, or one was running.
+    watermark: Option<Watermark>,
+    /// When the snapshot was last known to be the truth: its list, or a probe since.
+    confirmed: Mutex<Instant>,
     by_id: HashMap<i64, Arc<Server>>,
     by_name: HashMap<String, i64>,
     by_private_ip: HashMap<String, i64>,
 }
 
 impl Snapshot {
-    fn build(generation: u64, servers: Vec<Server>) -> Self {
+    fn build(generation: u64, servers: Vec<Server>, watermark: Option<Watermark>) -> Self {
         let mut s = Snapshot {
             generation,
             fetched: Instant::now(),
+            watermark,
+            confirmed: Mutex::new(Instant::now()),
             by_id: HashMap::with_capacity(servers.len()),
             by_name: HashMap::with_capacity(servers.len()),
             by_private_ip: HashMap::new(),
@@ -54,6 +68,19 @@ impl Snapshot {
         s
     }
 
+    /// Whether the snapshot was listed or confirmed less than `max_age` ago.
+    fn is_current(&self, max_age: Duration) -> bool {
+        self.confirmed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
+            < max_age
+    }
+
+    fn confirm(&self) {
+        *self.confirmed.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
     pub fn by_id(&self, id: i64) -> Option<Arc<Server>> {
         self.by_id.get(&id).cloned()
     }
@@ -65,6 +92,17 @@ impl Snapshot {
     pub fn by_private_ip(&self, ip: &str) -> Option<Arc<Server>> {
         self.by_private_ip.get(ip).and_then(|id| self.by_id(*id))
     }
+}
+
+/// What a probe says of an old snapshot.
+enum Confirmation {
+    /// No server changed since its list: it is the truth again.
+    Current,
+    /// A server changed; the probe's answer, for the list that follows.
+    Changed(Option<Watermark>),
+    /// The probe cannot tell (switched off, failed, the snapshot too old or listed while an action
+    /// ran).
+    Unknown,
 }
 
 /// Which server a lookup wants.
@@ -98,6 +136,9 @@ struct Inner {
     single: RwLock<HashMap<String, (Instant, Arc<Server>)>>,
     max_age: Duration,
     miss_fresh: Duration,
+    /// Confirms an old snapshot in one call; `None` when the relist period is 0 (always list).
+    probe: Option<ChangeProbe>,
+    relist_period: Duration,
     current: RwLock<Option<Arc<Snapshot>>>,
     refresh: tokio::sync::Mutex<()>,
 }
@@ -111,19 +152,17 @@ impl fmt::Debug for ServerCache {
 }
 
 impl ServerCache {
-    pub(crate) fn new(
-        transport: Transport,
-        mode: ServerCacheMode,
-        max_age: Duration,
-        miss_fresh: Duration,
-    ) -> Self {
+    pub(crate) fn new(transport: Transport, config: &ServerCacheConfig) -> Self {
         Self {
             inner: Arc::new(Inner {
+                probe: (!config.relist_period.is_zero())
+                    .then(|| ChangeProbe::new(transport.clone())),
+                relist_period: config.relist_period,
                 transport,
-                mode,
+                mode: config.mode,
                 single: RwLock::new(HashMap::new()),
-                max_age,
-                miss_fresh,
+                max_age: config.max_age,
+                miss_fresh: config.miss_fresh,
                 current: RwLock::new(None),
                 refresh: tokio::sync::Mutex::new(()),
             }),
@@ -143,19 +182,51 @@ impl ServerCache {
             .clone()
     }
 
-    /// A snapshot no older than `max_age` (refreshing single-flight if needed).
+    /// A snapshot listed or confirmed less than `max_age` ago (confirming or refreshing
+    /// single-flight if needed).
     pub(crate) async fn snapshot(&self, max_age: Duration) -> Result<Arc<Snapshot>, CloudError> {
         if let Some(s) = self.current()
-            && s.fetched.elapsed() < max_age
+            && s.is_current(max_age)
         {
             return Ok(s);
         }
-        let seen = self.current().map(|s| s.generation);
-        self.refresh_after(seen, max_age).await
+        let _guard = self.inner.refresh.lock().await;
+        let Some(s) = self.current() else {
+            return self.list(None).await;
+        };
+        if s.is_current(max_age) {
+            return Ok(s);
+        }
+        match self.confirm(&s).await {
+            Confirmation::Current => Ok(s),
+            Confirmation::Changed(watermark) => self.list(Some(watermark)).await,
+            Confirmation::Unknown => self.list(None).await,
+        }
+    }
+
+    /// Whether `s` is still the truth, by one probe (see the module docs).
+    async fn confirm(&self, s: &Snapshot) -> Confirmation {
+        let Some(probe) = &self.inner.probe else {
+            return Confirmation::Unknown;
+        };
+        if s.watermark.is_none() || s.fetched.elapsed() >= self.inner.relist_period {
+            return Confirmation::Unknown;
+        }
+        match probe.read().await {
+            Ok(now) if now == s.watermark => {
+                s.confirm();
+                Confirmation::Current
+            }
+            Ok(now) => Confirmation::Changed(now),
+            Err(e) => {
+                tracing::debug!(error = %e, "server change probe failed; listing the servers");
+                Confirmation::Unknown
+            }
+        }
     }
 
     /// Refreshes unless another caller already produced a snapshot newer than generation `seen`
-    /// that is younger than `max_age`.
+    /// that is younger than `max_age`: a miss wants a list made after it, not a confirmation.
     async fn refresh_after(
         &self,
         seen: Option<u64>,
@@ -168,14 +239,29 @@ impl ServerCache {
         {
             return Ok(s);
         }
+        self.list(None).await
+    }
+
+    /// Lists every server (the caller holds the refresh lock). `watermark`: the probe's answer
+    /// just before, if one was made; else the probe is read first, so that an action started
+    /// during the list shows as a change at the next probe.
+    async fn list(
+        &self,
+        watermark: Option<Option<Watermark>>,
+    ) -> Result<Arc<Snapshot>, CloudError> {
+        let watermark = match (watermark, &self.inner.probe) {
+            (Some(w), _) => w,
+            (None, Some(probe)) => probe.read().await.unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "server change probe failed");
+                None
+            }),
+            (None, None) => None,
+        };
         let servers =
             list_all::<ServersPage>(&self.inner.transport, Req::get("/servers", "/servers"))
                 .await?;
-        let generation = seen
-            .unwrap_or(0)
-            .max(self.current().map(|s| s.generation).unwrap_or(0))
-            + 1;
-        let snap = Arc::new(Snapshot::build(generation, servers));
+        let generation = self.current().map(|s| s.generation).unwrap_or(0) + 1;
+        let snap = Arc::new(Snapshot::build(generation, servers, watermark));
         *self
             .inner
             .current

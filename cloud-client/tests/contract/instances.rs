@@ -334,3 +334,64 @@ async fn server_cache_modes_read_as_hccm_names_them() {
         assert_eq!(gone_reads, 1, "{mode:?}: a 404 is asked once");
     }
 }
+
+/// `HCLOUD_SERVER_CACHE_RELIST_PERIOD`: a server list past its max age is confirmed by one call to
+/// the servers' action list while no server changed; a change (here a power-off) costs a full
+/// list, which shows it; with the period 0 every refresh is a full list again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_server_list_is_confirmed_by_one_call_while_no_server_changed() {
+    let sim = sim_fast().await;
+    let w = sim.client();
+    let id = w.create_server("node-1", "cx22", "fsn1").await.unwrap();
+    let node = NodeRef::with_provider_id("node-1", format!("hcloud://{id}"));
+    // Max age 0: every lookup wants the list confirmed or made again.
+    let p = provider(&sim, |c| c.server_cache.max_age = Duration::ZERO).await;
+    let inst = p.instances();
+    for _ in 0..3 {
+        assert!(!inst.instance_shutdown(&node).await.unwrap());
+    }
+    // One list (with the probe read before it), then two confirmations.
+    assert_eq!(lists_and_probes(&p), (1, 3));
+
+    w.poweroff(id).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !inst.instance_shutdown(&node).await.unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the power-off never showed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (lists, probes) = lists_and_probes(&p);
+    assert!(lists >= 2, "the change was listed: {lists}");
+    // Settled again: confirmations only.
+    inst.instance_shutdown(&node).await.unwrap();
+    let settled = lists_and_probes(&p);
+    for _ in 0..3 {
+        assert!(inst.instance_shutdown(&node).await.unwrap());
+    }
+    assert_eq!(
+        lists_and_probes(&p),
+        (settled.0, settled.1 + 3),
+        "after {lists} lists and {probes} probes"
+    );
+
+    let p = provider(&sim, |c| {
+        c.server_cache.max_age = Duration::ZERO;
+        c.server_cache.relist_period = Duration::ZERO;
+    })
+    .await;
+    for _ in 0..3 {
+        assert!(p.instances().instance_shutdown(&node).await.unwrap());
+    }
+    assert_eq!(lists_and_probes(&p), (3, 0), "period 0: a list each time");
+}
+
+/// `(GET /servers, GET /servers/actions)` the provider made.
+fn lists_and_probes(p: &HcloudClients) -> (u64, u64) {
+    let s = p.stats().snapshot();
+    (
+        s.calls_to("GET", "/servers"),
+        s.calls_to("GET", "/servers/actions"),
+    )
+}

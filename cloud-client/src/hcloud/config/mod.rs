@@ -96,6 +96,9 @@ pub struct ServerCacheConfig {
     pub max_age: Duration,
     /// A miss in a snapshot younger than this is final; an older snapshot is refreshed once first.
     pub miss_fresh: Duration,
+    /// `HCLOUD_SERVER_CACHE_RELIST_PERIOD`: until the list is this old, one call to the servers'
+    /// action list confirms it when nothing changed; 0 lists every time.
+    pub relist_period: Duration,
 }
 
 /// `HCLOUD_NETWORK`: the private network nodes, load balancers and routes are in.
@@ -347,6 +350,7 @@ impl Default for ServerCacheConfig {
             mode: ServerCacheMode::All,
             max_age: Duration::from_secs(10),
             miss_fresh: Duration::from_secs(1),
+            relist_period: Duration::from_secs(3600),
         }
     }
 }
@@ -363,6 +367,9 @@ impl ServerCacheConfig {
         }
         if let Some(d) = settings.duration("HCLOUD_SERVER_CACHE_MAX_AGE") {
             c.max_age = d;
+        }
+        if let Some(d) = settings.duration("HCLOUD_SERVER_CACHE_RELIST_PERIOD") {
+            c.relist_period = d;
         }
         c
     }
