@@ -488,6 +488,21 @@ pub trait LoadBalancers: Send + Sync {
     async fn ensure(&self, svc: &ServiceRef, nodes: &[LbNode])
     -> Result<EnsureOutcome, CloudError>;
 
+    /// A periodic drift check of a Service ensured before: [`ensure`](Self::ensure), except that
+    /// the provider may compare against a read of the load balancer up to `read_age` old that it
+    /// shares with the other drift checks (one list of every load balancer instead of a read
+    /// each). Drift made outside the controller is then repaired at most a period plus
+    /// `read_age` after it was made.
+    async fn check_drift(
+        &self,
+        svc: &ServiceRef,
+        nodes: &[LbNode],
+        read_age: std::time::Duration,
+    ) -> Result<EnsureOutcome, CloudError> {
+        let _ = read_age;
+        self.ensure(svc, nodes).await
+    }
+
     /// Reconcile an existing load balancer for a changed node set (upstream `UpdateLoadBalancer`); never
     /// creates one. Returns `found: false` when the Service has no load balancer.
     async fn update_targets(

@@ -84,6 +84,13 @@ impl AppliedSet {
         }
     }
 
+    /// How old a read of its load balancer a drift check may compare against: half the period, so
+    /// the checks of every Service share about two lists of all load balancers per period (their
+    /// jitter spreads them over it) instead of a read each.
+    pub fn drift_read_age(&self) -> Duration {
+        self.drift_period / 2
+    }
+
     /// Time until the Service's next drift check.
     pub fn next_check_in(&self, uid: &str) -> Duration {
         self.entries()

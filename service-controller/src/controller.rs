@@ -427,7 +427,14 @@ async fn ensure(
             .await;
     }
     let sref = ctx.service_ref(svc);
-    let outcome = match ctx.lbs.ensure(&sref, nodes).await {
+    let ensured = if announce {
+        ctx.lbs.ensure(&sref, nodes).await
+    } else {
+        ctx.lbs
+            .check_drift(&sref, nodes, ctx.applied.drift_read_age())
+            .await
+    };
+    let outcome = match ensured {
         Ok(o) => o,
         Err(source) => {
             let e = Error::Cloud {

@@ -1,6 +1,8 @@
 //! Load balancers: create, minimal updates, adoption, warnings, deletion, private networks,
 //! certificates, and what a node joining costs.
 
+use std::time::Duration;
+
 use cloud_client::{IpMode, PortProtocol, ServicePort, ServiceRef};
 use serde_json::json;
 
@@ -568,4 +570,61 @@ async fn a_deprecated_type_is_served_with_a_warning() {
         .find(|w| w.reason == "LoadBalancerTypeDeprecated")
         .unwrap_or_else(|| panic!("{:?}", out.warnings));
     assert!(warning.message.contains(name), "{}", warning.message);
+}
+
+/// Drift checks (`check_drift`) compare against a read shared by every Service: once the
+/// remembered load balancers are older than the read age, the first check lists them all and the
+/// others use that list. A change made outside (a target removed in the console) is still seen
+/// and repaired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_checks_of_many_services_share_one_list_and_still_repair() {
+    let sim = sim_fast().await;
+    let nodes = sim
+        .client()
+        .create_servers(3, "d", "cx22", "fsn1")
+        .await
+        .unwrap();
+    let p = provider(&sim, |_| {}).await;
+    let lbs = p.load_balancers().unwrap();
+    let services: Vec<ServiceRef> = (0..3)
+        .map(|i| svc(&format!("drift-{i}"), &[("location", "fsn1")]))
+        .collect();
+    for s in &services {
+        lbs.ensure(s, &lb_nodes(&nodes)).await.unwrap();
+    }
+    let drifted = sim.client().list_load_balancers().await.unwrap()[0]["id"]
+        .as_u64()
+        .unwrap();
+    sim.client()
+        .load_balancer_action(
+            drifted,
+            "remove_target",
+            json!({"type": "server", "server": {"id": nodes[0]}}),
+        )
+        .await
+        .unwrap();
+    // What the ensures remembered must be older than the read age (the data ages; nothing is
+    // waited for).
+    let read_age = Duration::from_secs(2);
+    tokio::time::sleep(read_age + Duration::from_millis(100)).await;
+    sim.reset_counters();
+    let mut writes = 0;
+    for s in &services {
+        writes += lbs
+            .check_drift(s, &lb_nodes(&nodes), read_age)
+            .await
+            .unwrap()
+            .writes;
+    }
+    assert_eq!(sim.requests("GET", "/load_balancers"), 1, "one shared list");
+    assert_eq!(
+        sim.requests("GET", "/load_balancers/{id}"),
+        0,
+        "no read each"
+    );
+    assert_eq!(writes, 1, "the removed target is back");
+    assert_eq!(
+        sim.requests("POST", "/load_balancers/{id}/actions/add_target"),
+        1
+    );
 }

@@ -13,13 +13,20 @@ impl HcloudLoadBalancers {
         // A shared Service's load balancer by its name, where its member label says it is ours
         // (the remembered object will do: leaving reads it again under the lock).
         if annotations::is_shared(svc)
-            && let Some((lb, _)) = self.finder.find_shared(svc, &spec::name(svc), true).await?
+            && let Some((lb, _)) = self
+                .finder
+                .find_shared(svc, &spec::name(svc), Freshness::Remembered)
+                .await?
             && lb.labels.contains_key(&ownership::member_label(&svc.uid))
         {
             return self.leave_shared(svc, &lb).await;
         }
         // Only our labels identify what we may delete; a same-named foreign LB is never touched.
-        let own = self.finder.find(svc, None, false).await?.map(|(lb, _)| lb);
+        let own = self
+            .finder
+            .find(svc, None, Freshness::Now)
+            .await?
+            .map(|(lb, _)| lb);
         if let Some(lb) = own
             .as_ref()
             .filter(|lb| !Owners::of(&lb.labels).is_shared())

@@ -36,9 +36,35 @@ struct Memory {
     lbs: HashMap<i64, (Instant, LoadBalancer)>,
 }
 
-/// How long `update_targets` trusts the remembered LB instead of reading it. `ensure` always reads, so
-/// periodic Service resyncs correct any drift made outside the controller.
+/// How long `update_targets` trusts the remembered LB instead of reading it. `ensure` always reads,
+/// and drift checks read a list at most their period's half old, so they correct any drift made
+/// outside the controller.
 const KNOWN_LB_MAX_AGE: Duration = Duration::from_secs(300);
+
+/// How old a load balancer a reconcile may act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Freshness {
+    /// Read now (a full ensure: the Service is new or changed).
+    Now,
+    /// As remembered, while younger than [`KNOWN_LB_MAX_AGE`] (a target update).
+    Remembered,
+    /// Read at most this long ago, by a read shared with the other drift checks: the remembered
+    /// object while this young, else one list of every load balancer, which refreshes them all.
+    /// Drift checks of many Services then cost one list per ⌈load balancers / 50⌉ instead of a
+    /// read each.
+    Listed(Duration),
+}
+
+impl Freshness {
+    /// How old a remembered object may be to be used without a read.
+    fn trusted_for(self) -> Option<Duration> {
+        match self {
+            Freshness::Now => None,
+            Freshness::Remembered => Some(KNOWN_LB_MAX_AGE),
+            Freshness::Listed(age) => Some(age),
+        }
+    }
+}
 
 #[derive(Debug)]
 pub(super) struct Finder {
@@ -120,12 +146,12 @@ impl Finder {
         }
     }
 
-    /// Lists every load balancer (paged) once it is [`INDEX_MAX_AGE`] old or was never listed, and
+    /// Lists every load balancer (paged) once the last list is `max_age` old or there was none, and
     /// remembers each one by the Service UIDs its labels name. One caller lists; the others wait
     /// for its result.
-    async fn refresh_index(&self) -> Result<(), CloudError> {
+    async fn refresh_index(&self, max_age: Duration) -> Result<(), CloudError> {
         let mut index = self.index.lock().await;
-        if index.listed.is_some_and(|at| at.elapsed() < INDEX_MAX_AGE) {
+        if index.listed.is_some_and(|at| at.elapsed() < max_age) {
             return Ok(());
         }
         let all: Vec<LoadBalancer> = list_all::<LoadBalancersPage>(
@@ -152,43 +178,64 @@ impl Finder {
         Ok(())
     }
 
-    /// The remembered id of `uid`'s load balancer, and the object while it is fresh enough.
-    fn known(&self, uid: &str) -> Option<(i64, Option<LoadBalancer>)> {
+    /// The remembered id of `uid`'s load balancer, and the object while younger than `max_age`.
+    fn known(&self, uid: &str, max_age: Option<Duration>) -> Option<(i64, Option<LoadBalancer>)> {
         let m = self.memory();
         let id = *m.ids.get(uid)?;
-        let lb = m
-            .lbs
-            .get(&id)
-            .filter(|(at, _)| at.elapsed() < KNOWN_LB_MAX_AGE)
-            .map(|(_, lb)| lb.clone());
+        let lb = max_age.and_then(|max_age| {
+            m.lbs
+                .get(&id)
+                .filter(|(at, _)| at.elapsed() < max_age)
+                .map(|(_, lb)| lb.clone())
+        });
         Some((id, lb))
     }
 
-    /// Remembered object (only if `trust_known`), remembered id (verified by GET), then UID label, then
-    /// (if `name` is given) name.
+    /// `uid`'s remembered load balancer as `fresh` allows it without a read of its own: as
+    /// remembered, or (for [`Freshness::Listed`]) after the shared list; `None`: read it.
+    async fn without_read(
+        &self,
+        uid: &str,
+        fresh: Freshness,
+        ours: impl Fn(&LoadBalancer) -> bool,
+    ) -> Result<Option<LoadBalancer>, CloudError> {
+        if let Some((_, Some(lb))) = self.known(uid, fresh.trusted_for()) {
+            return Ok(Some(lb).filter(|lb| ours(lb)));
+        }
+        if let Freshness::Listed(age) = fresh {
+            self.refresh_index(age).await?;
+            if let Some((_, Some(lb))) = self.known(uid, Some(age)) {
+                return Ok(Some(lb).filter(|lb| ours(lb)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Remembered object (as `fresh` allows), remembered id (verified by GET), then UID label,
+    /// then (if `name` is given) name.
     pub(super) async fn find(
         &self,
         svc: &ServiceRef,
         name: Option<&str>,
-        trust_known: bool,
+        fresh: Freshness,
     ) -> Result<Option<(LoadBalancer, Found)>, CloudError> {
-        if let Some((id, lb)) = self.known(&svc.uid) {
-            if trust_known && let Some(lb) = lb {
-                return Ok(Some((lb, Found::Owned)));
-            }
+        if let Some((id, _)) = self.known(&svc.uid, None) {
             // A shared one only while the Service still names it.
             let ours = |lb: &LoadBalancer| {
                 lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid)
                     || (lb.labels.contains_key(&member_label(&svc.uid))
                         && name == Some(lb.name.as_str()))
             };
+            if let Some(lb) = self.without_read(&svc.uid, fresh, ours).await? {
+                return Ok(Some((lb, Found::Owned)));
+            }
             if let Some(lb) = self.read_remembered(&svc.uid, id, ours).await? {
                 return Ok(Some((lb, Found::Owned)));
             }
         }
         // Not remembered: the index (one list of the project's load balancers) says whether one
         // carries our label, instead of a label search per Service.
-        self.refresh_index().await?;
+        self.refresh_index(INDEX_MAX_AGE).await?;
         if let Some(n) = self.index.lock().await.duplicates.get(&svc.uid) {
             return Err(CloudError::Inconsistent {
                 message: format!(
@@ -197,7 +244,7 @@ impl Finder {
                 ),
             });
         }
-        if let Some((_, Some(lb))) = self.known(&svc.uid)
+        if let Some((_, Some(lb))) = self.known(&svc.uid, Some(KNOWN_LB_MAX_AGE))
             && lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid)
         {
             return Ok(Some((lb, Found::Owned)));
@@ -236,13 +283,13 @@ impl Finder {
         &self,
         svc: &ServiceRef,
         name: &str,
-        trust_known: bool,
+        fresh: Freshness,
     ) -> Result<Option<(LoadBalancer, Found)>, CloudError> {
         let ours = |lb: &LoadBalancer| {
             lb.name == name || lb.labels.get(SERVICE_UID_LABEL) == Some(&svc.uid)
         };
-        if let Some((id, lb)) = self.known(&svc.uid) {
-            if trust_known && let Some(lb) = lb.filter(|lb| ours(lb)) {
+        if let Some((id, _)) = self.known(&svc.uid, None) {
+            if let Some(lb) = self.without_read(&svc.uid, fresh, ours).await? {
                 return Ok(Some((lb, Found::Owned)));
             }
             if let Some(lb) = self.read_remembered(&svc.uid, id, ours).await? {
@@ -252,7 +299,7 @@ impl Finder {
         if let Some(found) = self.find_by_name(name).await? {
             return Ok(Some(found));
         }
-        self.find(svc, None, false).await
+        self.find(svc, None, Freshness::Now).await
     }
 
     /// The shared load balancer that carries `uid`'s member label, wherever its name went

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::find::{self, Finder, Found};
+use super::find::{self, Finder, Found, Freshness};
 use super::ownership::SERVICE_UID_LABEL;
 use super::plan::{DesiredServices, Membership};
 use super::sharing;
@@ -35,19 +35,19 @@ impl Holding {
         (self == Holding::Shared).then_some(spec.name.as_str())
     }
 
-    /// The Service's load balancer (see [`Finder`]); `trust_known` for a target update.
+    /// The Service's load balancer (see [`Finder`]), as `fresh` as asked.
     pub(super) async fn find(
         self,
         finder: &Finder,
         svc: &ServiceRef,
         spec: &LbSpec,
-        trust_known: bool,
+        fresh: Freshness,
     ) -> Result<Option<(LoadBalancer, Found)>, CloudError> {
         match self {
-            Holding::Shared => finder.find_shared(svc, &spec.name, trust_known).await,
+            Holding::Shared => finder.find_shared(svc, &spec.name, fresh).await,
             Holding::Alone => {
                 let named = spec.name_annotated.then_some(spec.name.as_str());
-                finder.find(svc, named, trust_known).await
+                finder.find(svc, named, fresh).await
             }
         }
     }

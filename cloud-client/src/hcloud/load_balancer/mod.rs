@@ -33,6 +33,7 @@ pub mod status;
 pub mod tenancy;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 pub use health::target_health_json;
 
@@ -51,7 +52,7 @@ use crate::hcloud::wire::LoadBalancer;
 use crate::robot::RobotClient;
 use apply::{Applier, TargetLimit};
 use certificates::Certificates;
-use find::{Finder, Known};
+use find::{Finder, Freshness, Known};
 use holding::Holding;
 use locks::Locks;
 use ops::Op;
@@ -290,6 +291,45 @@ impl HcloudLoadBalancers {
         self.settle(svc, lb, &ops, applied, clean).await
     }
 
+    /// A full ensure on the load balancer as `fresh` as asked: found (or created), checked, and
+    /// brought in line with the Service.
+    async fn ensure_from(
+        &self,
+        svc: &ServiceRef,
+        nodes: &[LbNode],
+        fresh: Freshness,
+    ) -> Result<EnsureOutcome, CloudError> {
+        let spec = self.spec(svc)?;
+        let holding = Holding::of(&spec);
+        let _turn = self.turns.hold(holding.lock_name(&spec)).await;
+        let mut warnings = Vec::new();
+        let found = holding.find(&self.finder, svc, &spec, fresh).await?;
+        let (lb, how) = match found {
+            Some(found) => found,
+            None => match self
+                .create_and_plan(svc, &spec, holding, nodes, &mut warnings)
+                .await
+            {
+                Ok((lb, writes)) => return Ok(outcome(&lb, &spec, warnings, writes)),
+                Err(e)
+                    if e.code() == Some("uniqueness_error") && holding.finds_taken_name(&spec) =>
+                {
+                    self.finder.find_by_name(&spec.name).await?.ok_or(e)?
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        self.check_tenancy(svc, &spec, &lb, &how, &mut warnings)?;
+        let desired = self
+            .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
+            .await?;
+        holding.note_found(svc, &lb, &how, &mut warnings);
+        let (lb, writes) = self
+            .reconcile_existing(svc, &spec, holding, lb, &desired, &mut warnings)
+            .await?;
+        Ok(outcome(&lb, &spec, warnings, writes))
+    }
+
     /// After apply, the one step that records what was written: the finder keeps the load
     /// balancer as it now is when that is known without a read (nothing written, or only target
     /// writes that all succeeded), reads it when the status needs it (a network change assigns
@@ -362,7 +402,7 @@ impl LoadBalancers for HcloudLoadBalancers {
         let spec = self.spec(svc)?;
         Ok(self
             .finder
-            .find(svc, Some(&spec.name), false)
+            .find(svc, Some(&spec.name), Freshness::Now)
             .await?
             .map(|(lb, _)| status::status(&lb, &spec)))
     }
@@ -375,35 +415,20 @@ impl LoadBalancers for HcloudLoadBalancers {
         self.transport
             .stats()
             .record_operation("hcloud/loadBalancers.EnsureLoadBalancer");
-        let spec = self.spec(svc)?;
-        let holding = Holding::of(&spec);
-        let _turn = self.turns.hold(holding.lock_name(&spec)).await;
-        let mut warnings = Vec::new();
-        let found = holding.find(&self.finder, svc, &spec, false).await?;
-        let (lb, how) = match found {
-            Some(found) => found,
-            None => match self
-                .create_and_plan(svc, &spec, holding, nodes, &mut warnings)
-                .await
-            {
-                Ok((lb, writes)) => return Ok(outcome(&lb, &spec, warnings, writes)),
-                Err(e)
-                    if e.code() == Some("uniqueness_error") && holding.finds_taken_name(&spec) =>
-                {
-                    self.finder.find_by_name(&spec.name).await?.ok_or(e)?
-                }
-                Err(e) => return Err(e),
-            },
-        };
-        self.check_tenancy(svc, &spec, &lb, &how, &mut warnings)?;
-        let desired = self
-            .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
-            .await?;
-        holding.note_found(svc, &lb, &how, &mut warnings);
-        let (lb, writes) = self
-            .reconcile_existing(svc, &spec, holding, lb, &desired, &mut warnings)
-            .await?;
-        Ok(outcome(&lb, &spec, warnings, writes))
+        self.ensure_from(svc, nodes, Freshness::Now).await
+    }
+
+    async fn check_drift(
+        &self,
+        svc: &ServiceRef,
+        nodes: &[LbNode],
+        read_age: Duration,
+    ) -> Result<EnsureOutcome, CloudError> {
+        self.transport
+            .stats()
+            .record_operation("hcloud/loadBalancers.EnsureLoadBalancer");
+        self.ensure_from(svc, nodes, Freshness::Listed(read_age))
+            .await
     }
 
     async fn update_targets(
@@ -418,7 +443,10 @@ impl LoadBalancers for HcloudLoadBalancers {
         let holding = Holding::of(&spec);
         let _turn = self.turns.hold(holding.lock_name(&spec)).await;
         let mut warnings = Vec::new();
-        let Some((lb, how)) = holding.find(&self.finder, svc, &spec, true).await? else {
+        let Some((lb, how)) = holding
+            .find(&self.finder, svc, &spec, Freshness::Remembered)
+            .await?
+        else {
             return Ok(UpdateOutcome {
                 found: false,
                 warnings,
