@@ -113,6 +113,8 @@ pub struct ClientStats {
     rl_remaining: AtomicI64,
     rl_reset: AtomicI64,
     rl_seen: AtomicU64,
+    /// When the last `RateLimit-*` headers arrived (for [`ClientStats::budget_left`]).
+    rl_seen_at: Mutex<Option<std::time::Instant>>,
     rate_limited: AtomicU64,
     retries: AtomicU64,
     paced: AtomicU64,
@@ -179,6 +181,20 @@ impl ClientStats {
         InFlight(&self.in_flight)
     }
 
+    /// The share of the rate-limit budget left now (0.0 to 1.0): the last reported remainder
+    /// plus what the budget refilled since (the limit spread over an hour, as Hetzner refills
+    /// it). `None` before any response carried the headers.
+    pub fn budget_left(&self) -> Option<f64> {
+        let seen_at = (*self.rl_seen_at.lock().ok()?)?;
+        let limit = self.rl_limit.load(Ordering::Relaxed) as f64;
+        if limit <= 0.0 {
+            return None;
+        }
+        let remaining = self.rl_remaining.load(Ordering::Relaxed) as f64;
+        let refilled = seen_at.elapsed().as_secs_f64() * limit / 3600.0;
+        Some(((remaining + refilled) / limit).clamp(0.0, 1.0))
+    }
+
     /// Remaining rate-limit budget as last reported, if any response carried it.
     pub fn remaining_budget(&self) -> Option<i64> {
         self.snapshot().rate_limit.map(|r| r.remaining)
@@ -213,6 +229,9 @@ impl ClientStats {
         self.rl_remaining.store(rl.remaining, Ordering::Relaxed);
         self.rl_reset.store(rl.reset_unix, Ordering::Relaxed);
         self.rl_seen.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut at) = self.rl_seen_at.lock() {
+            *at = Some(std::time::Instant::now());
+        }
         if let Some(o) = self.observer.get() {
             o.on_rate_limit(rl);
         }

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod allocator;
 pub mod backoff;
+pub mod budget;
 pub mod cli;
 pub mod cloud;
 pub mod code_pages;

@@ -3,6 +3,7 @@
 //! Names (prefix `cloud_controllers_`): `reconciles_total{controller,result}`,
 //! `reconcile_duration_seconds{controller}`, `queue_depth{controller}`, `leader{controller}`,
 //! `cloud_api_requests_total{endpoint,method,status}`, `cloud_api_rate_limit_remaining`,
+//! `cloud_api_budget_remaining`, `deferred_work_total{kind}`, `api_budget_low`,
 //! `cloud_api_rate_limit_limit`, `cloud_api_rate_limited_total`, `cloud_api_retries_total`,
 //! `cloud_api_token_rotations_total`, `cloud_api_token_refused`, `kube_api_requests_total{verb}`,
 //! `watch_events_total{resource}`, `runtime_alive_tasks`, plus
@@ -269,6 +270,17 @@ impl Collector for CloudStatsCollector {
                     MetricType::Gauge,
                 )?
                 .encode_gauge(&rl.limit)?;
+        }
+        if let (Some(left), Some(rl)) = (self.stats.budget_left(), snap.rate_limit) {
+            encoder
+                .encode_descriptor(
+                    &format!("{}_budget_remaining", self.stem),
+                    "Cloud API requests left in the rate-limit budget now: the last reported \
+                     remainder plus what refilled since (what --api-budget-floor compares)",
+                    None,
+                    MetricType::Gauge,
+                )?
+                .encode_gauge(&(left * rl.limit as f64))?;
         }
         encoder
             .encode_descriptor(

@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{self, Readiness};
+use crate::budget::ApiBudget;
 use crate::config::{CommonArgs, Config, ConfigError, MetricsServing, Problems};
 use crate::events::Events;
 use crate::info::ControllerInfo;
@@ -214,10 +215,17 @@ impl Runtime {
     /// Exposes the cloud's call counters and rate-limit budget on `/metrics`, under our names
     /// and under the names the provider declares (Hetzner: hcloud-go's and HCCM's); those of the provider's other APIs (Hetzner's Robot
     /// webservice) as `cloud_controllers_<name>_*`.
-    pub fn register_cloud_stats(&mut self, cloud: &cloud_client::Cloud) {
+    ///
+    /// Returns what says when periodic work may run (see [`crate::budget`]).
+    pub fn register_cloud_stats(&mut self, cloud: &cloud_client::Cloud) -> ApiBudget {
         self.registries
             .ours
             .register_collector(Box::new(CloudStatsCollector::new(cloud.stats.clone())));
+        let budget = ApiBudget::new(
+            cloud.stats.clone(),
+            self.config.api_budget_floor,
+            &mut self.registries.ours,
+        );
         if let Some(families) = cloud.api_metric_families {
             self.registries
                 .upstream
@@ -237,6 +245,7 @@ impl Runtime {
                 .ours
                 .register_collector(Box::new(CloudStatsCollector::named(stats.clone(), name)));
         }
+        budget
     }
 
     /// Binds the admin server now (run binds it otherwise) and returns its address.

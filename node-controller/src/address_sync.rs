@@ -1,8 +1,11 @@
 //! Periodic address refresh of initialized nodes: every `--node-status-update-frequency`
 //! (sliding), all nodes from the reflector store, `--concurrent-node-status-updates` at a time. The
-//! cloud lookups are served by cloud-client's shared server snapshot (one list per max age).
+//! cloud lookups are served by cloud-client's shared server snapshot (one list per max age). While
+//! the cloud API budget is low the pass waits (see `controller_kit::budget`).
 
 use std::sync::Arc;
+
+use controller_kit::budget::{ASK_AGAIN_AFTER, ApiBudget, Deferrable};
 
 use futures::StreamExt;
 // The store's Node: only the fields this controller reads (see controller_kit::slim_node).
@@ -21,6 +24,7 @@ pub async fn run(
     mut synced: tokio::sync::watch::Receiver<bool>,
     period: std::time::Duration,
     concurrency: u16,
+    budget: ApiBudget,
     shutdown: CancellationToken,
 ) {
     tokio::select! {
@@ -28,11 +32,17 @@ pub async fn run(
         r = synced.wait_for(|v| *v) => if r.is_err() { return },
     }
     loop {
-        let span = info_span!("address_sync");
-        pass(&ctx, &store, concurrency).instrument(span).await;
+        // A pass only confirms what is known: it waits while the API budget is low.
+        let wait = if budget.allows(Deferrable::AddressSync) {
+            let span = info_span!("address_sync");
+            pass(&ctx, &store, concurrency).instrument(span).await;
+            period
+        } else {
+            period.min(ASK_AGAIN_AFTER)
+        };
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(period) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod nodeip;
 pub mod reasons;
 
+use controller_kit::budget::ApiBudget;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,10 +117,10 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
             cloud.provider_name
         )));
     };
-    rt.register_cloud_stats(&cloud);
+    let budget = rt.register_cloud_stats(&cloud);
     let (ours, upstream) = rt.registries_mut();
     let metrics = NodeMetrics::register(ours, upstream);
-    rt.run(move |ctx| run(ctx, instances, metrics, settings))
+    rt.run(move |ctx| run(ctx, instances, metrics, settings, budget))
         .await
 }
 
@@ -148,6 +149,7 @@ pub async fn run(
     instances: Arc<dyn Instances>,
     metrics: NodeMetrics,
     settings: Settings,
+    budget: ApiBudget,
 ) -> anyhow::Result<()> {
     let client = ctx.client.clone();
     let cfg = ctx.config.clone();
@@ -229,6 +231,7 @@ pub async fn run(
         settings
             .address_sync_concurrency
             .unwrap_or(cfg.concurrent_node_syncs),
+        budget,
         ctx.shutdown.clone(),
     ));
 

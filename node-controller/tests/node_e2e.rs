@@ -1073,3 +1073,89 @@ async fn a_node_ip_outside_the_cloud_stands_when_accepted_and_the_node_stays_tai
     ));
     ctl.stop().await.unwrap();
 }
+
+/// `--api-budget-floor`: with the project's budget below it, the address sync waits (counted in
+/// `deferred_work_total{kind="address_sync"}`) while a new Node is still initialized; once an
+/// answer shows the budget refilled, the sync runs again and repairs what it had left.
+#[tokio::test]
+async fn with_the_api_budget_low_the_address_sync_waits_and_new_nodes_do_not() {
+    let k = testenv::kube().await;
+    let client = k.client().await;
+    let sim = cloud_sim::Sim::start().await;
+    // 100 of 3600 left: under 3 %, below the floor of 20 %.
+    sim.set_rate_limit(3600, 100);
+    let run = unique("budget");
+    let mut cfg = test_config(&node_controller::INFO, &run);
+    cfg.api_budget_floor = 20;
+    let settings = node_controller::Settings {
+        address_sync_period: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let cloud = cloud_for(&sim).await;
+    let ctl = spawn(&node_controller::INFO, cfg, client.clone(), move |rt| {
+        node_controller::start(rt, cloud, settings)
+    })
+    .await;
+
+    // Urgent: a new Node is initialized whatever the budget (and its calls show the budget).
+    let new = unique("new");
+    test_support::e2e::sim::create_server(&sim, &new).await;
+    let tainted = NodeSpecT {
+        tainted: true,
+        ..Default::default()
+    };
+    create_node(&client, &run, &new, tainted.clone()).await;
+    initialized(&client, &new).await;
+
+    // Deferrable: an initialized Node's stale addresses wait.
+    let stale = unique("stale");
+    let server = test_support::e2e::sim::create_server(&sim, &stale).await;
+    let spec = NodeSpecT {
+        tainted: false,
+        provider_id: Some(format!("hcloud://{}", server.id)),
+        ..Default::default()
+    };
+    create_node(&client, &run, &stale, spec).await;
+    let deferred = r#"cloud_controllers_deferred_work_total{kind="address_sync"}"#;
+    let seen = eventually("address syncs deferred", T, || async {
+        let m = ctl.metrics().await;
+        let n = metric_value(&m, deferred);
+        (n >= 3.0).then_some(m)
+    })
+    .await;
+    assert_eq!(metric_value(&seen, "cloud_controllers_api_budget_low"), 1.0);
+    let addrs = addresses(&get_node(&client, &stale).await.expect("the stale node"));
+    assert!(
+        !addrs.iter().any(|(_, a)| *a == server.ipv4),
+        "the deferred sync wrote nothing: {addrs:?}"
+    );
+
+    // The budget refills; the next answer (another new Node's) says so, and the sync resumes.
+    sim.set_rate_limit(3600, 3600);
+    let later = unique("later");
+    test_support::e2e::sim::create_server(&sim, &later).await;
+    create_node(&client, &run, &later, tainted).await;
+    initialized(&client, &later).await;
+    eventually("the resumed sync repaired the stale node", T, || async {
+        let a = addresses(&get_node(&client, &stale).await?);
+        a.contains(&("ExternalIP".to_string(), server.ipv4.clone()))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        metric_value(&ctl.metrics().await, "cloud_controllers_api_budget_low"),
+        0.0
+    );
+    ctl.stop().await.unwrap();
+}
+
+/// The value of the series `series` in a /metrics text, 0 when absent.
+fn metric_value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .filter(|rest| rest.starts_with(' '))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0.0)
+}

@@ -15,6 +15,7 @@ pub mod plan;
 pub mod reasons;
 pub mod sync;
 
+use controller_kit::budget::ApiBudget;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,7 +113,7 @@ impl RouteArgs {
 
 /// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
 pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<(), RunError> {
-    rt.register_cloud_stats(&cloud);
+    let budget = rt.register_cloud_stats(&cloud);
     let (ours, upstream) = rt.registries_mut();
     let metrics = RouteMetrics::register(ours, upstream);
     let Some(cluster) = settings.cluster.clone() else {
@@ -127,7 +128,7 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
         );
         return rt.idle(&why).await;
     };
-    rt.run(move |ctx| run(ctx, routes, cluster, settings, metrics))
+    rt.run(move |ctx| run(ctx, routes, cluster, settings, metrics, budget))
         .await
 }
 
@@ -174,6 +175,7 @@ pub async fn run(
     cluster: ClusterCidrs,
     settings: Settings,
     metrics: RouteMetrics,
+    budget: ApiBudget,
 ) -> anyhow::Result<()> {
     let client = ctx.client.clone();
     let (store, writer) = reflector::store::<SlimNode>();
@@ -227,14 +229,10 @@ pub async fn run(
         r = synced_rx.wait_for(|synced| *synced) => { r?; }
     }
     tracing::info!(nodes = store.len(), "node cache synced");
-    let pass_ctx = Arc::new(RoutePass::new(
-        client,
-        store,
-        routes,
-        cluster,
-        ctx.reporters(),
-        metrics,
-    ));
+    let pass_ctx = Arc::new(
+        RoutePass::new(client, store, routes, cluster, ctx.reporters(), metrics)
+            .with_api_budget(budget),
+    );
     sync::run(
         pass_ctx,
         changed,

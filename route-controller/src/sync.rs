@@ -8,6 +8,7 @@
 //! stay true for the next once our writes are applied to them: the network is read again only
 //! when something says that view may be wrong — a write failed, or the safety resync is due.
 
+use controller_kit::budget::{ASK_AGAIN_AFTER, ApiBudget, Deferrable};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,6 +55,8 @@ pub struct RoutePass {
     /// The network's routes after the last pass, our writes applied. `None`: the next pass reads
     /// the network (at start, after a failed write, at the safety resync).
     kept: Mutex<Option<Vec<Route>>>,
+    /// Whether the safety resync may run now (see `controller_kit::budget`).
+    budget: ApiBudget,
 }
 
 impl std::fmt::Debug for RoutePass {
@@ -91,7 +94,14 @@ impl RoutePass {
             failures: PerObject::new(RETRY),
             reported: Mutex::new(HashSet::new()),
             kept: Mutex::new(None),
+            budget: ApiBudget::unlimited(),
         }
+    }
+
+    /// Says when the safety resync may run (it waits while the cloud API budget is low).
+    pub fn with_api_budget(mut self, budget: ApiBudget) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Makes the next pass read the network instead of trusting what the last one left (the
@@ -528,8 +538,13 @@ pub async fn run(
         // On its own clock: passes after Node changes trust the kept routes, so they must not
         // push the resync back.
         if Instant::now() >= next_resync {
-            ctx.forget_routes();
-            next_resync = Instant::now() + resync;
+            // The safety resync only confirms what is known: it waits while the budget is low.
+            if ctx.budget.allows(Deferrable::RouteResync) {
+                ctx.forget_routes();
+                next_resync = Instant::now() + resync;
+            } else {
+                next_resync = Instant::now() + resync.min(ASK_AGAIN_AFTER);
+            }
         }
         match pass(&ctx).await {
             Ok(next) => {

@@ -19,6 +19,8 @@ pub enum Work {
     UpdateTargets,
     /// Nothing to do until the next drift check.
     Nothing,
+    /// A drift check is due, but the cloud API budget is low: nothing now, ask again soon.
+    DriftDeferred,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -53,12 +55,33 @@ impl AppliedSet {
 
     /// The work for a Service whose spec and node set hash to `spec` and `nodes` now.
     pub fn work(&self, uid: &str, spec: u64, nodes: u64) -> Work {
-        match self.entries().get(uid) {
-            None => Work::Ensure,
-            Some(a) if a.spec != spec => Work::Ensure,
-            Some(a) if a.ensured_at.elapsed() >= a.period => Work::DriftCheck,
-            Some(a) if a.nodes != nodes => Work::UpdateTargets,
-            Some(_) => Work::Nothing,
+        self.work_within_budget(uid, spec, nodes, || true)
+    }
+
+    /// As [`work`](Self::work), asking `drift_allowed` when a drift check is due: when it says
+    /// no, a changed node set is still followed (a leaving node's target cannot wait).
+    pub fn work_within_budget(
+        &self,
+        uid: &str,
+        spec: u64,
+        nodes: u64,
+        drift_allowed: impl FnOnce() -> bool,
+    ) -> Work {
+        let entries = self.entries();
+        let Some(a) = entries.get(uid) else {
+            return Work::Ensure;
+        };
+        let drift_due = a.ensured_at.elapsed() >= a.period;
+        if a.spec != spec {
+            Work::Ensure
+        } else if drift_due && drift_allowed() {
+            Work::DriftCheck
+        } else if a.nodes != nodes {
+            Work::UpdateTargets
+        } else if drift_due {
+            Work::DriftDeferred
+        } else {
+            Work::Nothing
         }
     }
 
@@ -142,5 +165,16 @@ mod tests {
         assert_eq!(a.work("u", 1, 1), Work::DriftCheck);
         // A spec change still wins: it gets the loud ensure.
         assert_eq!(a.work("u", 2, 1), Work::Ensure);
+    }
+
+    #[test]
+    fn a_deferred_drift_check_still_follows_the_node_set() {
+        let a = AppliedSet::new(Duration::ZERO);
+        a.ensured("u", 1, 1);
+        let low = || false;
+        assert_eq!(a.work_within_budget("u", 1, 1, low), Work::DriftDeferred);
+        assert_eq!(a.work_within_budget("u", 1, 2, low), Work::UpdateTargets);
+        assert_eq!(a.work_within_budget("u", 2, 2, low), Work::Ensure);
+        assert_eq!(a.work_within_budget("u", 1, 1, || true), Work::DriftCheck);
     }
 }

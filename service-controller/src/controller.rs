@@ -1,6 +1,7 @@
 //! One Service's reconcile: clean up, or ensure its load balancer, or update its targets, or do
 //! nothing, depending on what changed since this process last applied it (see [`crate::applied`]).
 
+use controller_kit::budget::{ASK_AGAIN_AFTER, ApiBudget, Deferrable};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -55,6 +56,8 @@ pub struct ServiceReconciler {
     /// ([`TARGETS_LEFT_OUT`]): kept until an ensure or target update says otherwise, since an
     /// unchanged Service is not ensured again.
     left_out: Mutex<HashMap<String, String>>,
+    /// Whether drift checks may run now (see `controller_kit::budget`).
+    budget: ApiBudget,
 }
 
 impl std::fmt::Debug for ServiceReconciler {
@@ -94,7 +97,14 @@ impl ServiceReconciler {
             kube_proxy: KubeProxyProbe::new(metrics.kube_proxy_fallbacks.clone()),
             left_out: Mutex::default(),
             metrics,
+            budget: ApiBudget::unlimited(),
         }
+    }
+
+    /// Says when drift checks may run (they wait while the cloud API budget is low).
+    pub fn with_api_budget(mut self, budget: ApiBudget) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Remembers what the provider said, this time, about nodes the load balancer cannot hold.
@@ -287,8 +297,13 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
     let spec = applied_spec(svc, ctx);
     let with_reason = |why: &str| format!("Service {key}: {why}");
     use cloud_client::shadow::with_reason as planned_as;
-    match ctx.applied.work(&uid, spec, eligible.fingerprint) {
+    let drift_allowed = || ctx.budget.allows(Deferrable::DriftCheck);
+    let work = ctx
+        .applied
+        .work_within_budget(&uid, spec, eligible.fingerprint, drift_allowed);
+    match work {
         Work::Nothing => {}
+        Work::DriftDeferred => return Ok(Action::requeue(ASK_AGAIN_AFTER)),
         Work::Ensure => {
             let why = with_reason("new, changed, or not yet ensured by this process");
             planned_as(why, ensure(svc, ctx, nodes, true)).await?

@@ -21,6 +21,7 @@ pub mod service;
 pub mod source_ranges;
 pub mod target_health;
 
+use controller_kit::budget::ApiBudget;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -161,7 +162,7 @@ impl ServiceArgs {
 
 /// Runs the controller in `rt` with `cloud` until shutdown (or lost leadership).
 pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<(), RunError> {
-    rt.register_cloud_stats(&cloud);
+    let budget = rt.register_cloud_stats(&cloud);
     let (ours, upstream) = rt.registries_mut();
     let metrics = ServiceMetrics::register(ours, upstream);
     let Some(lbs) = cloud.load_balancers.clone() else {
@@ -171,7 +172,8 @@ pub async fn start(mut rt: Runtime, cloud: Cloud, settings: Settings) -> Result<
         );
         return rt.idle(&why).await;
     };
-    rt.run(move |ctx| run(ctx, lbs, settings, metrics)).await
+    rt.run(move |ctx| run(ctx, lbs, settings, metrics, budget))
+        .await
 }
 
 /// The controller body: a Node reflector feeding the coalesced node-set trigger, and a Service
@@ -181,6 +183,7 @@ pub async fn run(
     lbs: Arc<dyn LoadBalancers>,
     settings: Settings,
     metrics: ServiceMetrics,
+    budget: ApiBudget,
 ) -> anyhow::Result<()> {
     let client = ctx.client.clone();
     let cfg = ctx.config.clone();
@@ -283,7 +286,8 @@ pub async fn run(
         )
         .in_dry_run(cfg.planned_writes.is_some())
         .with_services(svc_store.clone())
-        .refusing_unenforced_source_ranges(settings.refuse_unenforced_source_ranges),
+        .refusing_unenforced_source_ranges(settings.refuse_unenforced_source_ranges)
+        .with_api_budget(budget),
     );
     let results = Controller::for_stream(svc_stream, svc_store.clone())
         .reconcile_all_on(trigger_rx)

@@ -66,6 +66,12 @@ pub struct CommonArgs {
     #[arg(long, env = "DRY_RUN", default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub dry_run: bool,
 
+    /// Below this share of the cloud API's rate-limit budget (percent of the limit), periodic
+    /// work that only confirms what is known (address syncs, drift checks, route safety resyncs)
+    /// waits, so that new Nodes, Services and routes get the calls left. 0 never defers.
+    #[arg(long, env = "API_BUDGET_FLOOR", default_value = "20", value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub api_budget_floor: u8,
+
     /// Only watch Nodes matching this label selector (sharding, tests). Default: all Nodes.
     #[arg(long, env = "NODE_LABEL_SELECTOR", hide = true)]
     pub node_label_selector: Option<String>,
@@ -109,6 +115,8 @@ pub struct Config {
     pub planned_writes: Option<Arc<PlannedWrites>>,
     /// Flags given that this controller does not read, each with why (logged once at start).
     pub ignored_flags: Vec<(&'static str, Why)>,
+    /// `--api-budget-floor`: percent of the API budget below which periodic work waits.
+    pub api_budget_floor: u8,
 }
 
 impl CommonArgs {
@@ -177,6 +185,7 @@ impl CommonArgs {
             node_label_selector: self.node_label_selector.clone().filter(|s| !s.is_empty()),
             planned_writes,
             ignored_flags,
+            api_budget_floor: self.api_budget_floor,
         })
     }
 }
