@@ -88,7 +88,7 @@ RUN --mount=type=cache,id=cloud-controllers-cargo-registry,target=/usr/local/car
  && dir="${CARGO_PROFILE}" && if [ "${dir}" = dev ]; then dir=debug; fi \
  && mkdir -p /out \
  && for bin in node-controller lifecycle-controller service-controller route-controller cloud-sim; do \
-      cp "target/${target}/${dir}/${bin}" /out/; \
+      cp -p "target/${target}/${dir}/${bin}" /out/; \
     done
 
 # Shared by the final stages: CA certificates, tzdata, user 65532, no shell, no libc.

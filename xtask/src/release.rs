@@ -304,7 +304,7 @@ pub fn run(args: &ReleaseArgs) -> anyhow::Result<()> {
             repositories.len()
         );
     }
-    let helm = testenv::ensure_tools()?.helm;
+    let helm = testenv::ensure_helm()?;
     let cyclonedx = ensure_cyclonedx()?;
     let podman = testenv::ensure_podman()?;
     let pull = if args.pull_base_images {
@@ -406,7 +406,12 @@ pub fn run(args: &ReleaseArgs) -> anyhow::Result<()> {
         &registry,
         &args.version,
     );
-    crate::images::remove_leftovers(&podman);
+    // Working containers only: the untagged build stages stay, so that a second run finds every
+    // layer in the cache (`cargo xtask images` prunes them; then the build stage's cargo run is
+    // repeated, finds everything fresh, and `cp -p` gives the final layers the same digests).
+    if podman.builds_running().is_empty() {
+        let _ = podman.remove_build_leftovers();
+    }
     Ok(())
 }
 
@@ -873,8 +878,15 @@ fn write_sboms(
     for arch in arches {
         let o = Command::new(cyclonedx)
             .args(["cyclonedx", "--format", "json", "--spec-version", "1.5"])
-            .args(["--describe", "binaries", "--target", triple(arch)])
-            .args(["--override-filename", "sbom"])
+            // One SBOM per binary, for the target's dependencies; build scripts and proc-macros
+            // run at build time and are not in the binary.
+            .args([
+                "--describe",
+                "binaries",
+                "--no-build-deps",
+                "--target-in-filename",
+            ])
+            .args(["--target", triple(arch)])
             .arg("--manifest-path")
             .arg(copy.path().join("Cargo.toml"))
             .env(
@@ -890,19 +902,13 @@ fn write_sboms(
             String::from_utf8_lossy(&o.stderr).trim()
         );
         for image in IMAGES {
-            let dir = copy.path().join(image);
-            let found = std::fs::read_dir(&dir)?
-                .flatten()
-                .map(|e| e.path())
-                .find(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("sbom") && n.ends_with(".json"))
-                })
-                .with_context(|| format!("cargo-cyclonedx wrote no SBOM in {}", dir.display()))?;
+            let found = copy
+                .path()
+                .join(image)
+                .join(format!("{image}_bin_{}.cdx.json", triple(arch)));
             let dest = out.join(format!("{image}-{arch}.cdx.json"));
-            std::fs::copy(&found, &dest)?;
-            std::fs::remove_file(&found)?;
+            std::fs::copy(&found, &dest)
+                .with_context(|| format!("cargo-cyclonedx wrote no {}", found.display()))?;
             written.push(dest);
         }
     }

@@ -1,0 +1,321 @@
+//! A release installed the way users install it, on the real node: `cargo xtask cluster up`, then
+//! `cargo xtask release --registry localhost:5001 --version 0.0.0-test` (both platforms, the
+//! chart to `oci://localhost:5001/charts`), `podman manifest inspect` of each pushed image lists
+//! linux/amd64 and linux/arm64, and `helm install cloud-controllers
+//! oci://localhost:5001/charts/cloud-controllers --version 0.0.0-test` with only the Secret and
+//! cloud-sim's endpoint (and `networking.enabled` for the route-controller) — no image value —
+//! gives four Ready pods running the released images. A
+//! LoadBalancer Service gets its load balancer; then a second release (0.0.0-test.2) and `helm
+//! upgrade` to it roll all four pods with no write to the load balancer (cloud-sim's request log).
+//! `cluster down` at the end, also when a check fails.
+//!
+//! Needs root and builds both platforms' images (the `dev-image` profile, as `cargo xtask test`
+//! builds): `cargo test -p xtask --test cluster_release -- --ignored --nocapture`; `cargo xtask
+//! test` runs it (as root).
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Down, is_ready, kubectl, kubectl_json, output, release_pods, tool, wait_for, xtask};
+use serde_json::Value;
+
+const REGISTRY: &str = "localhost:5001";
+const CHART: &str = "oci://localhost:5001/charts/cloud-controllers";
+const FIRST: &str = "0.0.0-test";
+/// cloud-sim's network for the route-controller.
+const NETWORK: &str = "cluster";
+const SECOND: &str = "0.0.0-test.2";
+const CONTROLLERS: [&str; 4] = [
+    "node-controller",
+    "lifecycle-controller",
+    "service-controller",
+    "route-controller",
+];
+
+fn release(version: &str) {
+    let started = Instant::now();
+    let out = xtask()
+        .args(["release", "--registry", REGISTRY, "--version", version])
+        .args(["--profile", "dev-image"])
+        .output()
+        .expect("xtask runs");
+    eprintln!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(out.status.success(), "cargo xtask release {version} failed");
+    eprintln!("release {version}: {:.1?}", started.elapsed());
+}
+
+/// `podman manifest inspect` of a pushed image: its platforms.
+fn platforms(reference: &str) -> Vec<String> {
+    let podman = testenv::ensure_podman().expect("podman");
+    let out = podman
+        .command()
+        .args(["manifest", "inspect", "--tls-verify=false", reference])
+        .output()
+        .expect("podman runs");
+    assert!(
+        out.status.success(),
+        "podman manifest inspect {reference}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let index: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mut found: Vec<String> = index["manifests"]
+        .as_array()
+        .expect("an index")
+        .iter()
+        .map(|m| {
+            format!(
+                "{}/{} {} bytes",
+                m["platform"]["os"].as_str().unwrap_or_default(),
+                m["platform"]["architecture"].as_str().unwrap_or_default(),
+                m["size"]
+            )
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+fn helm(args: &[&str]) -> String {
+    let mut cmd = tool("helm");
+    cmd.args(args);
+    output(cmd)
+}
+
+/// The controller pods' name → image, once all four are Ready and no other pod of the release is
+/// left (a roll is over).
+fn ready_controllers(image_tag: &str) -> Option<Vec<(String, String)>> {
+    let pods = release_pods(common::RELEASE);
+    let mut ready = Vec::new();
+    for pod in &pods {
+        let image = pod["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let deleting = !pod["metadata"]["deletionTimestamp"].is_null();
+        if deleting || !image.ends_with(&format!(":{image_tag}")) || !is_ready(pod) {
+            return None;
+        }
+        ready.push((
+            pod["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            image,
+        ));
+    }
+    (ready.len() == CONTROLLERS.len()).then_some(ready)
+}
+
+/// cloud-sim's request log (method, endpoint template) from `seq` on.
+fn requests_since(sim: &testenv::cluster::CloudSim, seq: u64) -> Vec<(u64, String, String)> {
+    let base = sim.endpoint.trim_end_matches("/v1");
+    let mut c = Command::new("curl");
+    c.args(["-sS", "--max-time", "10"])
+        .arg(format!("{base}/_sim/requests"));
+    let log: Value = serde_json::from_str(&output(c)).expect("JSON");
+    log["requests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| {
+            let n = r["seq"].as_u64()?;
+            (n > seq).then(|| {
+                (
+                    n,
+                    r["method"].as_str().unwrap_or_default().to_owned(),
+                    r["endpoint"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+        })
+        .collect()
+}
+
+fn lb_writes(requests: &[(u64, String, String)]) -> Vec<String> {
+    requests
+        .iter()
+        .filter(|(_, m, e)| m != "GET" && e.starts_with("/load_balancers"))
+        .map(|(_, m, e)| format!("{m} {e}"))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root, builds both platforms' images: \
+            cargo test -p xtask --test cluster_release -- --ignored --nocapture"]
+fn a_release_installs_from_the_registry_with_no_image_value_and_upgrades_without_lb_writes() {
+    let started = Instant::now();
+    common::no_cluster_running();
+    let status = xtask()
+        .args(["cluster", "up"])
+        .status()
+        .expect("xtask runs");
+    let _down = Down;
+    assert!(status.success(), "cluster up failed");
+    let state = testenv::cluster::status().expect("a running cluster");
+    let sim = state
+        .cloud_sim
+        .clone()
+        .expect("cluster up starts cloud-sim");
+    eprintln!("cluster up: {:.1?}", started.elapsed());
+
+    release(FIRST);
+    for image in CONTROLLERS.iter().chain(&["cloud-sim"]) {
+        let reference = format!("{REGISTRY}/{image}:{FIRST}");
+        let found = platforms(&reference);
+        eprintln!("podman manifest inspect {reference}: {found:?}");
+        assert_eq!(found.len(), 2, "{reference}: {found:?}");
+        assert!(found[0].starts_with("linux/amd64 "), "{found:?}");
+        assert!(found[1].starts_with("linux/arm64 "), "{found:?}");
+    }
+
+    // The route-controller needs a network: cloud-sim's `cluster`, the node's server in it (as
+    // `cluster up --with-chart --networking` makes it).
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let world = cloud_sim::SimClient::new(&sim.endpoint, &sim.token);
+        let network = world
+            .create_network_in_zone(NETWORK, "10.0.0.0/8", "10.0.0.0/24", "eu-central")
+            .await
+            .expect("create the network in cloud-sim");
+        world
+            .attach_to_network(sim.server_id, network, Some("10.0.0.2"))
+            .await
+            .expect("attach the node's server");
+    });
+    kubectl(&[
+        "-n",
+        "kube-system",
+        "create",
+        "secret",
+        "generic",
+        "hcloud",
+        &format!("--from-literal=token={}", sim.token),
+        &format!("--from-literal=network={NETWORK}"),
+    ]);
+    // Only the endpoint and the switch that turns the route-controller on: no image value.
+    let values = [
+        format!("hcloud.endpoint={}", sim.endpoint),
+        "networking.enabled=true".to_owned(),
+        // HCLOUD_NETWORK for routes only: node-controller would make 10.0.0.2, which this
+        // machine does not have, the node's InternalIP (as `cluster up --with-chart`).
+        "hcloud.network.enabled=false".to_owned(),
+    ];
+    let install = Instant::now();
+    let mut args = vec![
+        "install",
+        common::RELEASE,
+        CHART,
+        "--version",
+        FIRST,
+        "-n",
+        "kube-system",
+    ];
+    for v in &values {
+        args.extend(["--set", v.as_str()]);
+    }
+    eprintln!("$ helm {}", args.join(" "));
+    helm(&args);
+    let pods = wait_for(
+        "four controller pods Ready, from the released images",
+        Duration::from_secs(240),
+        || ready_controllers(FIRST),
+    );
+    eprintln!(
+        "helm install {CHART} --version {FIRST} (no image value): four pods Ready {:.1?} after \
+         helm install",
+        install.elapsed()
+    );
+    for (pod, image) in &pods {
+        eprintln!("  {pod}: {image}");
+        assert!(image.starts_with(&format!("{REGISTRY}/")), "{image}");
+    }
+    let node = kubectl_json(&["get", "node", &state.node]);
+    assert!(
+        node["spec"]["providerID"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("hcloud://")),
+        "node-controller initialized the node: {}",
+        node["spec"]
+    );
+
+    // A load balancer for the upgrade to leave alone.
+    let service = serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "release-web", "namespace": "default",
+                     "annotations": {"load-balancer.hetzner.cloud/location": "fsn1"}},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "release-web"},
+                 "ports": [{"port": 80, "targetPort": 8080}]},
+    })
+    .to_string();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), service).unwrap();
+    kubectl(&["apply", "-f", &file.path().display().to_string()]);
+    let ingress = wait_for(
+        "release-web's load-balancer ingress",
+        Duration::from_secs(120),
+        || {
+            let svc = kubectl_json(&["get", "service", "-n", "default", "release-web"]);
+            svc["status"]["loadBalancer"]["ingress"][0]["ip"]
+                .as_str()
+                .map(str::to_owned)
+        },
+    );
+    eprintln!("release-web: ingress {ingress}");
+
+    release(SECOND);
+    let before = requests_since(&sim, 0)
+        .last()
+        .map(|(n, _, _)| *n)
+        .unwrap_or(0);
+    let upgrade = Instant::now();
+    helm(&[
+        "upgrade",
+        common::RELEASE,
+        CHART,
+        "--version",
+        SECOND,
+        "-n",
+        "kube-system",
+        "--reuse-values",
+    ]);
+    let rolled = wait_for(
+        "four controller pods Ready on the second release",
+        Duration::from_secs(240),
+        || ready_controllers(SECOND),
+    );
+    for (pod, image) in &rolled {
+        assert!(
+            !pods.iter().any(|(old, _)| old == pod),
+            "{pod} was not replaced"
+        );
+        eprintln!("  {pod}: {image}");
+    }
+    // The new service-controller has read the load balancer (it reconciles every Service at start).
+    wait_for(
+        "the new service-controller reading the load balancer",
+        Duration::from_secs(120),
+        || {
+            requests_since(&sim, before)
+                .iter()
+                .any(|(_, m, e)| m == "GET" && e.starts_with("/load_balancers"))
+                .then_some(())
+        },
+    );
+    let after = requests_since(&sim, before);
+    let writes = lb_writes(&after);
+    eprintln!(
+        "helm upgrade to {SECOND}: four pods rolled in {:.1?}; cloud-sim saw {} requests, {} \
+         load-balancer writes",
+        upgrade.elapsed(),
+        after.len(),
+        writes.len()
+    );
+    assert!(writes.is_empty(), "load-balancer writes: {writes:?}");
+    kubectl(&["delete", "-f", &file.path().display().to_string(), "--wait"]);
+}
