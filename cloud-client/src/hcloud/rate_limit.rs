@@ -96,10 +96,16 @@ impl RateLimiter {
                         s.tokens -= 1.0;
                         s.in_flight += 1;
                         // Below the reserve each request books the next refilled token, so queued
-                        // callers are spaced 1/rate apart instead of stampeding.
+                        // callers are spaced 1/rate apart instead of stampeding. Up to one refill
+                        // of jitter on top: a client sharing the budget that asks at a steady
+                        // pace would otherwise take every refilled token just before ours, for
+                        // ever (our spacing locked to its phase).
                         let deficit = self.reserve - s.tokens;
                         if deficit > 0.0 {
-                            Some(Duration::from_secs_f64((deficit / s.rate).min(3600.0)))
+                            let jitter = fastrand::f64();
+                            Some(Duration::from_secs_f64(
+                                ((deficit + jitter) / s.rate).min(3600.0),
+                            ))
                         } else {
                             Some(Duration::ZERO)
                         }

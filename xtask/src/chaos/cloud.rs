@@ -23,7 +23,15 @@ pub struct Fault {
     pub not_ready: f64,
     /// Every controller must have been answered 429 at least once, or the row fails.
     pub reach_every_controller_with_429: bool,
+    /// Another client of the project spending the budget at this many calls a second, from
+    /// before the controllers start; once converged, a Node joins and a Service is created, and
+    /// both must be served within [`URGENT_BOUND`].
+    pub neighbour_per_second: Option<f64>,
 }
+
+/// How soon a joining Node and a new Service must be served while a neighbour spends twice what
+/// the budget refills: about 10 calls, each won against the neighbour for a refilled token.
+pub const URGENT_BOUND: Duration = Duration::from_secs(240);
 
 fn rule(endpoint: Option<&str>, probability: f64, kind: FaultKind) -> FaultRule {
     FaultRule {
@@ -68,6 +76,7 @@ pub fn faults(args: &ChaosArgs) -> Vec<Fault> {
         rate_limit: None,
         not_ready: 0.0,
         reach_every_controller_with_429: false,
+        neighbour_per_second: None,
     };
     // About a minute's worth of the calls a world needs, then 429s.
     let per_hour = if args.quick { 7_200 } else { 36_000 };
@@ -161,6 +170,16 @@ pub fn faults(args: &ChaosArgs) -> Vec<Fault> {
                 FaultKind::OmitItems { share: 0.3 },
             )],
             not_ready: 0.2,
+            ..none.clone()
+        },
+        Fault {
+            name: "noisy neighbour",
+            description: "budget 3600/h, 200 left; another client of the project spends 2 calls/s \
+                          (twice the refill); once converged the budget is at 0, then a Node \
+                          joins and a Service is created"
+                .into(),
+            rate_limit: Some((3600, 200)),
+            neighbour_per_second: Some(2.0),
             ..none
         },
     ]
@@ -186,6 +205,9 @@ pub async fn run(
     if let Some((limit, remaining)) = fault.rate_limit {
         world.sim.set_rate_limit(limit, remaining);
     }
+    let neighbour = fault
+        .neighbour_per_second
+        .map(|per_second| Neighbour::start(&world.sim, per_second));
     let dir = log_dir(logs, fault.name);
     let fleet = start_fleet(&world, binaries, 1, "debug", &dir).await?;
 
@@ -195,6 +217,25 @@ pub async fn run(
     if fault.reach_every_controller_with_429 {
         reach_every_controller(&mut world, &fleet, &names[stopped..]).await?;
     }
+    let mut unreached = Vec::new();
+    let urgent_note = match &neighbour {
+        Some(neighbour) => {
+            let served = urgent_work_served(&mut world, neighbour, size.services).await?;
+            if served.is_none_or(|t| t > URGENT_BOUND) {
+                unreached.push(format!(
+                    "a joining Node and a new Service within {} s",
+                    URGENT_BOUND.as_secs()
+                ));
+            }
+            format!(
+                "; with the neighbour spending ({} of its calls refused), a joining Node and a new \
+                 Service served in {}",
+                neighbour.refused(),
+                served.map_or("never".into(), |t| format!("{:.1} s", t.as_secs_f64()))
+            )
+        }
+        None => String::new(),
+    };
     let at_convergence = world.audit().await?;
     world.delete_services().await?;
     let cleaned = world
@@ -205,16 +246,16 @@ pub async fn run(
         eprintln!("chaos {}: not cleaned up: {}", fault.name, last.summary());
     }
     let answered_429 = answered_429(&fleet).await;
+    drop(neighbour);
     let end = tear_down(world, fleet, scan).await?;
-    let unreached = if fault.reach_every_controller_with_429 {
-        answered_429
-            .iter()
-            .filter(|(_, n)| *n == 0)
-            .map(|(who, _)| who.clone())
-            .collect()
-    } else {
-        Vec::new()
-    };
+    if fault.reach_every_controller_with_429 {
+        unreached.extend(
+            answered_429
+                .iter()
+                .filter(|(_, n)| *n == 0)
+                .map(|(who, _)| who.clone()),
+        );
+    }
     Ok(Row {
         scenario: format!("cloud: {}", fault.name),
         faults: fault.description.clone(),
@@ -229,7 +270,7 @@ pub async fn run(
         not_ours_writes: end.not_ours_writes,
         unreached,
         notes: format!(
-            "Services deleted: {}{}{}",
+            "Services deleted: {}{}{}{urgent_note}",
             if cleaned.is_ok() {
                 "every load balancer gone"
             } else {
@@ -294,4 +335,72 @@ async fn answered_429(fleet: &crate::fleet::Fleet) -> Vec<(String, u64)> {
         answered.push((r.identity.clone(), n));
     }
     answered
+}
+
+/// Another client of the same project (an autoscaler, a CSI driver, a DNS tool): it lists the
+/// servers `per_second` times a second, spending the shared budget, until dropped.
+struct Neighbour {
+    paused: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    refused: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Neighbour {
+    fn start(sim: &cloud_sim::Sim, per_second: f64) -> Neighbour {
+        use std::sync::atomic::Ordering;
+        let paused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let refused = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let client = sim.client();
+        let (p, r) = (paused.clone(), refused.clone());
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / per_second));
+            loop {
+                tick.tick().await;
+                if !p.load(Ordering::Relaxed) && client.list_servers().await.is_err() {
+                    r.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        Neighbour {
+            paused,
+            refused,
+            task,
+        }
+    }
+
+    fn pause(&self, paused: bool) {
+        self.paused
+            .store(paused, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn refused(&self) -> u64 {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for Neighbour {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// With the budget spent (0 left) and the neighbour spending what refills: a server and its Node
+/// join, and a Service is created; how long until both are served (`None`: not within the
+/// bound). The world's own two calls to create the server are paid for apart (the neighbour
+/// paused, tokens given and taken back), so that only the controllers compete with the neighbour.
+async fn urgent_work_served(
+    world: &mut ChaosCluster,
+    neighbour: &Neighbour,
+    next_service: usize,
+) -> anyhow::Result<Option<Duration>> {
+    neighbour.pause(true);
+    world.sim.set_rate_limit_remaining(20);
+    let server = world.add_servers(1).await;
+    world.sim.set_rate_limit_remaining(0);
+    neighbour.pause(false);
+    let started = std::time::Instant::now();
+    world.register_nodes(server?).await?;
+    world.create_service(next_service).await?;
+    let served = world.wait_for(URGENT_BOUND, |a| a.converged()).await?;
+    Ok(served.ok().map(|_| started.elapsed()))
 }

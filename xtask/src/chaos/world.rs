@@ -130,23 +130,38 @@ impl ChaosCluster {
 
     /// Creates `n` more servers and registers their Nodes.
     pub async fn add_nodes(&mut self, n: usize) -> anyhow::Result<Vec<String>> {
+        let created = self.add_servers(n).await?;
+        self.register_nodes(created).await
+    }
+
+    /// Creates `n` more servers, in their pools; their Nodes are not registered yet.
+    pub async fn add_servers(&mut self, n: usize) -> anyhow::Result<Vec<Server>> {
         let first = self.next;
         self.next += n;
-        let (sim, admin, network, pools) = (&self.sim, &self.admin, self.network, self.pools);
-        let created: Vec<Server> = futures::stream::iter(first..first + n)
+        let (sim, network, pools) = (&self.sim, self.network, self.pools);
+        futures::stream::iter(first..first + n)
             .map(|i| async move {
                 let mut server = demo_world::server(sim, network, i).await?;
                 server
                     .labels
                     .push((POOL_LABEL.into(), format!("p{}", i % pools)));
-                demo_world::register_node(admin, &server).await?;
                 anyhow::Ok(server)
             })
             .buffer_unordered(PARALLEL)
             .try_collect()
+            .await
+    }
+
+    /// Registers the Nodes of `servers` (made by [`add_servers`](Self::add_servers)).
+    pub async fn register_nodes(&mut self, servers: Vec<Server>) -> anyhow::Result<Vec<String>> {
+        let admin = &self.admin;
+        futures::stream::iter(&servers)
+            .map(|server| demo_world::register_node(admin, server))
+            .buffer_unordered(PARALLEL)
+            .try_collect::<Vec<()>>()
             .await?;
-        let names = created.iter().map(|s| s.name.clone()).collect();
-        for s in created {
+        let names = servers.iter().map(|s| s.name.clone()).collect();
+        for s in servers {
             self.servers.insert(s.name.clone(), s);
         }
         Ok(names)
