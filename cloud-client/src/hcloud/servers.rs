@@ -12,9 +12,10 @@
 //! snapshot is older than the relist period (`HCLOUD_SERVER_CACHE_RELIST_PERIOD`, 1 h; what no
 //! action records, such as a rename, shows then), or when the probe cannot answer.
 //!
-//! A miss is never trusted from an old snapshot: unless the snapshot is younger than `miss_fresh`
-//! (or a refresh already happened since the caller's snapshot was taken), one fresh list is fetched
-//! before "not found" is reported. That is what keeps a stale cache from ever deleting a Node.
+//! A miss is never trusted from an old snapshot: unless the snapshot is younger than `miss_fresh`,
+//! the server itself is read (`GET /servers/{id}`, `GET /servers?name=`; a private IP: one fresh
+//! list) before "not found" is reported. That is what keeps a stale cache from ever deleting a
+//! Node, and a new Node costs one call, not a list of every server.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -309,15 +310,11 @@ impl ServerCache {
         Ok(found)
     }
 
-    /// Server `id`: a miss in the list is asked again with `GET /servers/{id}`, since lists lag
-    /// behind creates; in the other modes the lookup was that read already.
+    /// Server `id`: a miss in the list is asked again with `GET /servers/{id}` (see
+    /// [`lookup_with_age`](Self::lookup_with_age)), since lists lag behind creates; in the other
+    /// modes the lookup was that read already.
     pub(crate) async fn by_id(&self, id: i64) -> Result<Option<Arc<Server>>, CloudError> {
-        match self.lookup(&ServerKey::Id(id)).await? {
-            None if self.inner.mode == ServerCacheMode::All => {
-                Ok(self.get_by_id(id).await?.map(Arc::new))
-            }
-            found => Ok(found),
-        }
+        self.lookup(&ServerKey::Id(id)).await
     }
 
     /// Reads the server named `name` (`GET /servers?name=`): names are unique in a project.
@@ -349,13 +346,23 @@ impl ServerCache {
         if let Some(s) = key.find(&snap) {
             return Ok(Some(s));
         }
-        if snap.fetched.elapsed() < self.inner.miss_fresh {
+        // An id is always asked (lists lag behind creates); otherwise a miss in a list this fresh
+        // is final.
+        if snap.fetched.elapsed() < self.inner.miss_fresh && !matches!(key, ServerKey::Id(_)) {
             return Ok(None);
         }
-        // Confirm the miss with data younger than the miss itself; concurrent misses share one refresh.
-        let snap = self
-            .refresh_after(Some(snap.generation), self.inner.miss_fresh)
-            .await?;
-        Ok(key.find(&snap))
+        // Confirm the miss with data younger than the miss itself: the server itself by id or
+        // name (one call, and no list lag), a private IP by a fresh list (the API has no filter
+        // for it; concurrent misses share one refresh).
+        match key {
+            ServerKey::Id(id) => Ok(self.get_by_id(*id).await?.map(Arc::new)),
+            ServerKey::Name(name) => Ok(self.get_by_name(name).await?.map(Arc::new)),
+            ServerKey::PrivateIp(_) => {
+                let snap = self
+                    .refresh_after(Some(snap.generation), self.inner.miss_fresh)
+                    .await?;
+                Ok(key.find(&snap))
+            }
+        }
     }
 }

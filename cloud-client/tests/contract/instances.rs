@@ -134,8 +134,8 @@ async fn not_found_is_confirmed_by_a_fresh_list_and_names_what_was_tried() {
     w.delete_server(id).await.unwrap();
     // The cached snapshot still has the server: exists stays true until it is refreshed ...
     assert!(inst.instance_exists(&node).await.unwrap());
-    // ... but a miss is never served from the cache: an unknown name costs one fresh list, and
-    // a name alone never proves a server gone.
+    // ... but a miss is never served from the cache: an unknown name costs one read of that name
+    // (`GET /servers?name=`), and a name alone never proves a server gone.
     let before = sim.requests("GET", "/servers");
     let err = inst
         .instance_exists(&NodeRef::new("never-existed"))
@@ -146,7 +146,10 @@ async fn not_found_is_confirmed_by_a_fresh_list_and_names_what_was_tried() {
         "{err}"
     );
     assert_eq!(sim.requests("GET", "/servers"), before + 1);
-    // That refresh also made the deletion visible, and the server's own 404 confirms it.
+    // Once the list is past its max age, the deletion (an action) costs a fresh list, and the
+    // server's own 404 confirms it.
+    let p = provider(&sim, |c| c.server_cache.max_age = Duration::ZERO).await;
+    let inst = p.instances();
     assert!(!inst.instance_exists(&node).await.unwrap());
     let err = inst.instance_metadata(&node).await.unwrap_err();
     assert!(err.is_not_found(), "{err}");
