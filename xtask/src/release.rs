@@ -317,6 +317,20 @@ pub fn run(args: &ReleaseArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let revision = git_revision(&repo);
 
+    // Every image of the release from one snapshot of the build context: a work tree edited while
+    // the release builds (ten builds) must not give images of different sources.
+    let snapshot = tempfile::Builder::new()
+        .prefix("cloud-controllers-release-")
+        .tempdir()?;
+    let status = Command::new("cp")
+        .arg("-a")
+        .args(crate::images::build_context(&repo)?)
+        .arg(snapshot.path())
+        .status()
+        .context("copying the build context")?;
+    ensure!(status.success(), "copying the build context");
+    let context = snapshot.path();
+
     let mut images = Vec::new();
     let mut build_time = BTreeMap::new();
     for arch in &arches {
@@ -324,7 +338,7 @@ pub fn run(args: &ReleaseArgs) -> anyhow::Result<()> {
         let builder = if *arch == host_arch() {
             None
         } else {
-            Some(cross_builder(&podman, &repo, arch, pull)?)
+            Some(cross_builder(&podman, context, arch, pull)?)
         };
         for image in IMAGES {
             let local = format!("localhost/release/{image}:{}-{arch}", args.version);
@@ -343,7 +357,7 @@ pub fn run(args: &ReleaseArgs) -> anyhow::Result<()> {
             if let Some(builder) = &builder {
                 cmd.args(["--build-arg", &format!("BUILDER={builder}")]);
             }
-            cmd.arg(&repo);
+            cmd.arg(context);
             crate::images::run_build(cmd, &format!("{image}-{arch}"))?;
             let id = image_id(&podman, &local).context("the image just built")?;
             let size = crate::images::image_size(&podman, &local)?;
