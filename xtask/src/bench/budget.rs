@@ -20,7 +20,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::DeleteParams;
@@ -28,7 +27,7 @@ use serde::Serialize;
 
 use super::routes::{CLUSTER_CIDR, servers};
 use super::system::{
-    Cluster, Counters, NAMESPACE, PARALLEL, Samples, counters, create_service, wait_converged,
+    Cluster, Counters, NAMESPACE, Samples, counters, create_service, register_all, wait_converged,
 };
 use super::{BenchArgs, Calls, Env};
 use crate::fleet::{self, Fleet};
@@ -208,17 +207,7 @@ async fn run_one(
         .enumerate()
         .map(|(i, srv)| (cluster.kubelet(i, srv.name, srv.ip), srv.id))
         .collect();
-    futures::stream::iter(cluster.kubelets())
-        .map(|k| k.register(&env.client))
-        .buffer_unordered(PARALLEL)
-        .try_collect::<Vec<()>>()
-        .await
-        .context("registering the Nodes")?;
-    futures::stream::iter(0..s)
-        .map(|i| create_service(&env.client, i))
-        .buffer_unordered(PARALLEL)
-        .try_collect::<Vec<()>>()
-        .await?;
+    register_all(&cluster, s).await?;
     let converged = wait_converged(
         &env,
         &fleet,

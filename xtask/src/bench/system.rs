@@ -371,18 +371,7 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
         .enumerate()
         .map(|(j, name)| cluster.robot_kubelet(j, name))
         .collect();
-    let client = env.client.clone();
-    futures::stream::iter(cluster.kubelets())
-        .map(|k| k.register(&client))
-        .buffer_unordered(PARALLEL)
-        .try_collect::<Vec<()>>()
-        .await
-        .context("registering the Nodes")?;
-    futures::stream::iter(0..s)
-        .map(|i| create_service(&client, i))
-        .buffer_unordered(PARALLEL)
-        .try_collect::<Vec<()>>()
-        .await?;
+    register_all(&cluster, s).await?;
     println!(
         "  registered {} Nodes and created {s} Services in {:.1} s",
         n + r,
@@ -573,6 +562,23 @@ pub fn memory_plot(plot: &Path) -> PathBuf {
         "{}-system-rss.png",
         plot.file_stem().and_then(|s| s.to_str()).unwrap_or("bench")
     ))
+}
+
+/// Every kubelet of `cluster` registers its Node, and Services `svc-0 .. svc-<s-1>` are created,
+/// `PARALLEL` at a time.
+pub(super) async fn register_all(cluster: &Cluster<'_>, s: usize) -> anyhow::Result<()> {
+    futures::stream::iter(cluster.kubelets())
+        .map(|k| k.register(&cluster.client))
+        .buffer_unordered(PARALLEL)
+        .try_collect::<Vec<()>>()
+        .await
+        .context("registering the Nodes")?;
+    futures::stream::iter(0..s)
+        .map(|i| create_service(&cluster.client, i))
+        .buffer_unordered(PARALLEL)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
 }
 
 /// Service `svc-<i>`: one TCP port, targeting pool `p<i>`.
