@@ -9,7 +9,7 @@
 //!   REGISTRY, pushed with `helm push` to `oci://REGISTRY/charts`;
 //! - a CycloneDX SBOM per image and platform (cargo-cyclonedx, from crates.io, installed into the
 //!   cache), the packaged chart, the image digests and a `SHA256SUMS` of them all, in
-//!   `target/release/VERSION/`.
+//!   `target/release-artifacts/VERSION/`.
 //!
 //! Everything is checked before anything is built or pushed: the version is SemVer, the platforms
 //! are ones we build, a release version (no pre-release part) comes from a clean work tree, and the
@@ -313,7 +313,7 @@ pub fn run(args: &ReleaseArgs) -> anyhow::Result<()> {
         crate::images::stand_ins_with(&podman, &repo, arches.iter().any(|a| *a != host_arch()))?;
         "--pull=never"
     };
-    let out = repo.join("target/release").join(&args.version);
+    let out = repo.join("target/release-artifacts").join(&args.version);
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let revision = git_revision(&repo);
 
