@@ -12,8 +12,9 @@
 //! snapshot is older than the relist period (`HCLOUD_SERVER_CACHE_RELIST_PERIOD`, 1 h; what no
 //! action records, such as a rename, shows then), or when the probe cannot answer.
 //!
-//! A miss is never trusted from an old snapshot: unless the snapshot is younger than `miss_fresh`,
-//! the server itself is read (`GET /servers/{id}`, `GET /servers?name=`; a private IP: one fresh
+//! A miss is never trusted from an old snapshot: unless the snapshot is younger than `miss_fresh`
+//! (an id is asked whatever the snapshot's age, since lists lag behind creates), the server itself
+//! is read (`GET /servers/{id}`, `GET /servers?name=`; a private IP: one fresh
 //! list) before "not found" is reported. That is what keeps a stale cache from ever deleting a
 //! Node, and a new Node costs one call, not a list of every server.
 
