@@ -52,7 +52,7 @@ use crate::hcloud::wire::LoadBalancer;
 use crate::robot::RobotClient;
 use apply::{Applier, TargetLimit};
 use certificates::Certificates;
-use find::{Finder, Freshness, Known};
+use find::{Finder, Found, Freshness, Known};
 use holding::Holding;
 use locks::Locks;
 use ops::Op;
@@ -255,7 +255,25 @@ impl HcloudLoadBalancers {
         }
     }
 
-    /// Shared by ensure and update: own → plan against `lb` → apply → settle.
+    /// A load balancer found for the Service (`how`), as ensure and update_targets both take
+    /// it: whose it is, what it should be, then [`reconcile_existing`](Self::reconcile_existing).
+    async fn reconcile_found(
+        &self,
+        svc: &ServiceRef,
+        spec: &LbSpec,
+        holding: Holding,
+        (lb, how): (LoadBalancer, Found),
+        nodes: &[LbNode],
+        warnings: &mut Vec<Warning>,
+    ) -> Result<(LoadBalancer, u32), CloudError> {
+        self.check_tenancy(svc, spec, &lb, &how, warnings)?;
+        let desired = self.desired(svc, spec, nodes, Some(&lb), warnings).await?;
+        holding.note_found(svc, &lb, &how, warnings);
+        self.reconcile_existing(svc, spec, holding, lb, &desired, warnings)
+            .await
+    }
+
+    /// Shared by create, ensure and update: own → plan against `lb` → apply → settle.
     async fn reconcile_existing(
         &self,
         svc: &ServiceRef,
@@ -319,13 +337,8 @@ impl HcloudLoadBalancers {
                 Err(e) => return Err(e),
             },
         };
-        self.check_tenancy(svc, &spec, &lb, &how, &mut warnings)?;
-        let desired = self
-            .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
-            .await?;
-        holding.note_found(svc, &lb, &how, &mut warnings);
         let (lb, writes) = self
-            .reconcile_existing(svc, &spec, holding, lb, &desired, &mut warnings)
+            .reconcile_found(svc, &spec, holding, (lb, how), nodes, &mut warnings)
             .await?;
         Ok(outcome(&lb, &spec, warnings, writes))
     }
@@ -453,13 +466,8 @@ impl LoadBalancers for HcloudLoadBalancers {
                 ..Default::default()
             });
         };
-        self.check_tenancy(svc, &spec, &lb, &how, &mut warnings)?;
-        let desired = self
-            .desired(svc, &spec, nodes, Some(&lb), &mut warnings)
-            .await?;
-        holding.note_found(svc, &lb, &how, &mut warnings);
         let (lb, writes) = self
-            .reconcile_existing(svc, &spec, holding, lb, &desired, &mut warnings)
+            .reconcile_found(svc, &spec, holding, (lb, how), nodes, &mut warnings)
             .await?;
         dedup(&mut warnings);
         Ok(UpdateOutcome {
