@@ -480,6 +480,13 @@ pub trait LoadBalancers: Send + Sync {
         None
     }
 
+    /// Whether this Service's targets are only the nodes running a serving endpoint of it (the
+    /// controller then passes only those nodes); `false` when every eligible node is a target.
+    /// Pure: no call.
+    fn targets_nodes_with_endpoints(&self, _svc: &ServiceRef) -> bool {
+        false
+    }
+
     /// Status of the existing load balancer, `None` when the Service has none. No writes.
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError>;
 

@@ -2,6 +2,7 @@
 //! nothing, depending on what changed since this process last applied it (see [`crate::applied`]).
 
 use controller_kit::budget::{ASK_AGAIN_AFTER, ApiBudget, Deferrable};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -17,10 +18,11 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::applied::{AppliedSet, Work};
 use crate::condition::{self, Want};
+use crate::endpoints::EndpointNodes;
 use crate::error::Error;
 use crate::kube_proxy_probe::{self, KubeProxyProbe, Policy, Verdict};
 use crate::metrics::ServiceMetrics;
-use crate::nodes::NodeCache;
+use crate::nodes::{EligibleSet, NodeCache};
 use crate::service::{self, ClassFilter};
 use crate::{nodes, patches, reasons, source_ranges};
 
@@ -58,6 +60,8 @@ pub struct ServiceReconciler {
     left_out: Mutex<HashMap<String, String>>,
     /// Whether drift checks may run now (see `controller_kit::budget`).
     budget: ApiBudget,
+    /// The nodes running each Service's endpoints, for load balancers that target only those.
+    endpoints: Arc<EndpointNodes>,
 }
 
 impl std::fmt::Debug for ServiceReconciler {
@@ -98,7 +102,41 @@ impl ServiceReconciler {
             left_out: Mutex::default(),
             metrics,
             budget: ApiBudget::unlimited(),
+            endpoints: Arc::default(),
         }
+    }
+
+    /// Where the nodes running each Service's endpoints are read (the EndpointSlice watch).
+    pub fn with_endpoint_nodes(mut self, endpoints: Arc<EndpointNodes>) -> Self {
+        self.endpoints = endpoints;
+        self
+    }
+
+    /// The nodes `svc`'s load balancer targets, and their fingerprint: every eligible node, or,
+    /// when the provider targets only nodes running the Service's endpoints, those of them (see
+    /// [`crate::endpoints`]). `None` while the EndpointSlices are not listed yet.
+    fn targets<'a>(
+        &self,
+        svc: &Service,
+        eligible: &'a EligibleSet,
+    ) -> Option<(Cow<'a, [LbNode]>, u64)> {
+        let (namespace, name) = (svc.namespace().unwrap_or_default(), svc.name_any());
+        if !self
+            .lbs
+            .targets_nodes_with_endpoints(&self.service_ref(svc))
+        {
+            self.endpoints.unfollow(&namespace, &name);
+            return Some((Cow::Borrowed(&eligible.nodes), eligible.fingerprint));
+        }
+        let with_endpoints = self.endpoints.follow(&namespace, &name)?;
+        let nodes: Vec<LbNode> = eligible
+            .nodes
+            .iter()
+            .filter(|n| with_endpoints.contains(&n.name))
+            .cloned()
+            .collect();
+        let fingerprint = nodes::fingerprint(&nodes);
+        Some((Cow::Owned(nodes), fingerprint))
     }
 
     /// Says when drift checks may run (they wait while the cloud API budget is low).
@@ -175,6 +213,8 @@ impl ServiceReconciler {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&uid);
         self.failures.succeeded(&uid);
+        self.endpoints
+            .unfollow(&svc.namespace().unwrap_or_default(), &svc.name_any());
     }
 }
 
@@ -273,6 +313,10 @@ pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<ServiceReconciler>)
     Action::requeue(delay)
 }
 
+/// How soon a Service that targets the nodes of its endpoints is looked at again while the
+/// EndpointSlices are not listed yet.
+const ENDPOINTS_NOT_LISTED_RECHECK: Duration = Duration::from_secs(2);
+
 /// Shadow mode: how soon a Service whose write was planned is looked at again.
 const DRY_RUN_RECHECK: Duration = Duration::from_secs(60);
 
@@ -292,7 +336,11 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
     }
     let uid = svc.uid().unwrap_or_default();
     let eligible = ctx.nodes.eligible();
-    let nodes = &eligible.nodes;
+    let Some((nodes, fingerprint)) = ctx.targets(svc, &eligible) else {
+        info!("waiting for the EndpointSlices to be listed before choosing targets");
+        return Ok(Action::requeue(ENDPOINTS_NOT_LISTED_RECHECK));
+    };
+    let nodes = &*nodes;
     let follows_kube_proxy = follow_kube_proxy(svc, ctx, nodes).await;
     let spec = applied_spec(svc, ctx);
     let with_reason = |why: &str| format!("Service {key}: {why}");
@@ -300,7 +348,7 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
     let drift_allowed = || ctx.budget.allows(Deferrable::DriftCheck);
     let work = ctx
         .applied
-        .work_within_budget(&uid, spec, eligible.fingerprint, drift_allowed);
+        .work_within_budget(&uid, spec, fingerprint, drift_allowed);
     match work {
         Work::Nothing => {}
         Work::DriftDeferred => return Ok(Action::requeue(ASK_AGAIN_AFTER)),

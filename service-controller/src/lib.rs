@@ -10,6 +10,7 @@
 pub mod applied;
 pub mod condition;
 pub mod controller;
+pub mod endpoints;
 pub mod error;
 pub mod kube_proxy_probe;
 pub mod metrics;
@@ -31,6 +32,7 @@ use controller_kit::watch::slimmed;
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::runtime::controller as kctrl;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
@@ -69,6 +71,11 @@ pub struct ServiceArgs {
     /// How long node changes are collected before the load balancers follow them.
     #[arg(long, default_value = "1s")]
     pub node_sync_window: String,
+    /// For a Service whose load balancer targets only the nodes running its endpoints: how long
+    /// after one change of those nodes the next reaches the targets (a rolling update moves
+    /// them one pod at a time).
+    #[arg(long, default_value = "5s")]
+    pub endpoint_sync_window: String,
     /// Only watch Services in this namespace (tests and sharding; default: all namespaces).
     #[arg(long, hide = true)]
     pub watch_namespace: Option<String>,
@@ -91,6 +98,8 @@ pub struct Settings {
     pub drift_period: Duration,
     /// Node-change coalescing window.
     pub node_sync_window: Duration,
+    /// At most one endpoint node-set change per Service per this window (see [`endpoints`]).
+    pub endpoint_sync_window: Duration,
     /// Watch only this namespace's Services (tests); `None` = all namespaces.
     pub namespace: Option<String>,
     /// `--concurrent-service-syncs`.
@@ -105,6 +114,7 @@ impl Default for Settings {
             classes: ClassFilter::default(),
             drift_period: Duration::from_secs(600),
             node_sync_window: Duration::from_secs(1),
+            endpoint_sync_window: Duration::from_secs(5),
             namespace: None,
             concurrency: 10,
             refuse_unenforced_source_ranges: false,
@@ -146,6 +156,11 @@ impl ServiceArgs {
                 "--node-sync-window",
                 &self.node_sync_window,
                 d.node_sync_window,
+            ),
+            endpoint_sync_window: p.duration(
+                "--endpoint-sync-window",
+                &self.endpoint_sync_window,
+                d.endpoint_sync_window,
             ),
             namespace: self.watch_namespace.clone(),
             concurrency: p.int(
@@ -264,6 +279,43 @@ pub async fn run(
         .applied_objects()
         .predicate_filter(service::trigger_hash, Default::default());
 
+    let endpoint_nodes = Arc::new(endpoints::EndpointNodes::default());
+    let endpoint_events = {
+        let cache = endpoint_nodes.clone();
+        let slices: Api<EndpointSlice> = match &settings.namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let events = ctx.metrics.kube_api().watch_events("endpointslices");
+        // Each slice is read into the node sets as it arrives and dropped.
+        let stream = slimmed(slices, watcher::Config::default(), events, |_| {});
+        let shutdown = ctx.shutdown.clone();
+        tokio::spawn(async move {
+            let drive = stream.for_each(move |ev| {
+                match ev {
+                    Ok(watcher::Event::Init) => cache.relist(),
+                    Ok(watcher::Event::InitApply(s) | watcher::Event::Apply(s)) => cache.apply(&s),
+                    Ok(watcher::Event::InitDone) => cache.relisted(),
+                    Ok(watcher::Event::Delete(s)) => cache.delete(&s),
+                    Err(e) => tracing::warn!(error = %e, "EndpointSlice watch error"),
+                }
+                futures::future::ready(())
+            });
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = drive => {}
+            }
+        })
+    };
+    let (endpoint_tx, endpoint_rx) = futures::channel::mpsc::unbounded();
+    let endpoint_publisher = tokio::spawn(endpoints::publish(
+        endpoint_nodes.clone(),
+        settings.endpoint_sync_window,
+        endpoint_tx,
+        metrics.clone(),
+        ctx.shutdown.clone(),
+    ));
+
     let (trigger_tx, trigger_rx) = futures::channel::mpsc::channel(1);
     let node_sync = tokio::spawn(node_sync::run(
         node_cache.clone(),
@@ -287,16 +339,20 @@ pub async fn run(
         .in_dry_run(cfg.planned_writes.is_some())
         .with_services(svc_store.clone())
         .refusing_unenforced_source_ranges(settings.refuse_unenforced_source_ranges)
-        .with_api_budget(budget),
+        .with_api_budget(budget)
+        .with_endpoint_nodes(endpoint_nodes),
     );
     let results = Controller::for_stream(svc_stream, svc_store.clone())
         .reconcile_all_on(trigger_rx)
+        .reconcile_on(endpoint_rx)
         .with_config(kctrl::Config::default().concurrency(settings.concurrency))
         .graceful_shutdown_on(ctx.shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, rctx);
     controller_kit::runtime::drain(results, INFO.name, &svc_store, &ctx.shutdown).await;
     node_sync.abort();
     node_events.abort();
+    endpoint_publisher.abort();
+    endpoint_events.abort();
     Ok(())
 }
 

@@ -29,6 +29,9 @@ pub struct ServiceMetrics {
     pub node_set_changed_at: Arc<Mutex<Option<Instant>>>,
     /// Node-set changes that reached the Services (after coalescing).
     pub node_set_changes: Counter,
+    /// Changes of a Service's endpoint node set that reached its targets (after the window; see
+    /// [`crate::endpoints`]).
+    pub endpoint_node_set_changes: Counter,
     /// Services that currently have a load balancer ensured by this process.
     pub load_balancers: Gauge,
     /// Services whose load balancer checks the NodePort because kube-proxy's health port
@@ -49,6 +52,7 @@ impl ServiceMetrics {
             nodesync_latency: upstream_latency_histogram(),
             node_set_changed_at: Arc::default(),
             node_set_changes: Counter::default(),
+            endpoint_node_set_changes: Counter::default(),
             load_balancers: Gauge::default(),
             kube_proxy_fallbacks: Gauge::default(),
             target_health: Arc::default(),
@@ -77,6 +81,11 @@ impl ServiceMetrics {
             "service_controller_node_set_changes",
             "Changes of the eligible node set, after coalescing",
             m.node_set_changes.clone(),
+        );
+        ours.register(
+            "service_controller_endpoint_node_set_changes",
+            "Changes of the nodes running a Service's endpoints that reached its load balancer's targets (Services that target only those nodes), at most one per Service per --endpoint-sync-window",
+            m.endpoint_node_set_changes.clone(),
         );
         ours.register(
             "service_controller_load_balancers",

@@ -359,6 +359,7 @@ dict "root" $ "component" name "values" block
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES" $lb.shareAcrossNamespaces }}
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME" $lb.adoptByName }}
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY" $lb.robotTargetAddressFamily }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_TARGET_NODES_WITH_ENDPOINTS" $lb.targetNodesWithEndpoints }}
 {{- end }}
 {{- range $name, $value := $plain }}
 {{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) }}
@@ -417,6 +418,7 @@ names them in one startup Warning with the reason.
   "load-balancer-drift-check-period" "service-controller"
   "node-sync-period" "service-controller"
   "node-sync-window" "service-controller"
+  "endpoint-sync-window" "service-controller"
   "refuse-unenforced-source-ranges" "service-controller"
   "configure-cloud-routes" "route-controller"
   "route-reconciliation-period" "route-controller"

@@ -47,6 +47,10 @@ impl LoadBalancersConfig {
             ),
             ("HCLOUD_LOAD_BALANCERS_DISABLE_IPV6", &mut d.disable_ipv6),
             (
+                "HCLOUD_LOAD_BALANCERS_TARGET_NODES_WITH_ENDPOINTS",
+                &mut d.target_nodes_with_endpoints,
+            ),
+            (
                 "HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME",
                 &mut d.tenancy.adopt_by_name,
             ),
@@ -142,6 +146,9 @@ pub struct LbDefaults {
     /// `HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY` (the name syself's fork gave it): which
     /// addresses of a dedicated server are its targets. `None`: the Service's `ipFamilies`.
     pub robot_target_family: Option<AddressFamily>,
+    /// `HCLOUD_LOAD_BALANCERS_TARGET_NODES_WITH_ENDPOINTS`: the default of the
+    /// `target-nodes-with-endpoints` annotation.
+    pub target_nodes_with_endpoints: bool,
     /// `HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES` and `HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME`:
     /// whose load balancers a Service may write to (no annotation overrides them; the rules are
     /// `load_balancer::tenancy`'s).

@@ -340,6 +340,13 @@ pub const REFERENCE: &[Section] = &[
                 does: "Ours (the key and variable of syself's fork). Which addresses of a dedicated (Robot) server are its IP targets: its main IPv4 and/or the first address of its /64 (with `use-private-ip`: its first InternalIP of each family). An address kube-proxy does not serve the NodePorts on would fail its health check for ever; a target of another family is removed. A Robot server without an address of the family gets a `RobotTargetFamilyMissing` Warning.",
                 hccm: "Not in HCCM, which targets a dedicated server's main IPv4 only.",
             },
+            Entry {
+                key: a::TARGET_NODES_WITH_ENDPOINTS,
+                values: "boolean",
+                default: "env `HCLOUD_LOAD_BALANCERS_TARGET_NODES_WITH_ENDPOINTS` (chart: `hcloud.loadBalancers.targetNodesWithEndpoints`); else `false`",
+                does: "Ours. With `externalTrafficPolicy: Local`, the targets are only the eligible nodes that run a serving endpoint of the Service (its EndpointSlices: ready, or terminating and still serving), so a Service with 3 pods on a 500-node cluster has 3 targets and fits any load balancer type. Endpoint moves reach the load balancer at most once per `--endpoint-sync-window` (default 5s) per Service. With `Cluster`, or on a shared load balancer, it is ignored with an `EndpointTargetsIgnored` Warning.",
+                hccm: "Not in HCCM, which targets every node and leaves the nodes without an endpoint to fail their health check.",
+            },
         ],
     },
     Section {

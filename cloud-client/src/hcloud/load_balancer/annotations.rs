@@ -65,6 +65,10 @@ annotations! {
     /// server are targets (env `HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY`; default: the
     /// Service's `ipFamilies`).
     ROBOT_TARGET_ADDRESS_FAMILY = "robot-target-address-family";
+    /// Ours: with `externalTrafficPolicy: Local`, the targets are only the nodes running a
+    /// serving endpoint of the Service (from its EndpointSlices), not every eligible node (env
+    /// `HCLOUD_LOAD_BALANCERS_TARGET_NODES_WITH_ENDPOINTS`).
+    TARGET_NODES_WITH_ENDPOINTS = "target-nodes-with-endpoints";
     /// Ours: `true` shares the load balancer named by the `name` annotation with every other
     /// Service that shares it by the same name; each Service owns its own listen ports on it.
     SHARED = "shared";

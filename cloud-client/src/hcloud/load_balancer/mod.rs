@@ -125,6 +125,7 @@ impl HcloudLoadBalancers {
         if self.network.is_none() {
             warnings.extend(spec.ignored_without_network());
         }
+        warnings.extend(spec.endpoint_targets_ignored(svc));
         let mut services = plan::desired_services(spec, &svc.ports);
         plan::check_services(&services, lb, spec)?;
         if let Some(wanted) = catalog::Wanted::of(spec, lb) {
@@ -406,6 +407,11 @@ impl LoadBalancers for HcloudLoadBalancers {
             hc.kube_proxy_port.filter(|_| hc.port.is_none())
         };
         asks_kube_proxy(&spec).or_else(|| spec.ports.values().find_map(asks_kube_proxy))
+    }
+
+    fn targets_nodes_with_endpoints(&self, svc: &ServiceRef) -> bool {
+        // Invalid annotations: every eligible node, as the ensure that reports them would have.
+        LbSpec::parse(svc, &self.defaults).is_ok_and(|spec| spec.targets_nodes_with_endpoints(svc))
     }
 
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError> {

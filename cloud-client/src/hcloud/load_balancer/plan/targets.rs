@@ -288,9 +288,12 @@ pub fn targets_left_out_warning(
             "{left_out} of {wanted} nodes are not targets of the load balancer and get no traffic \
              from it: its type {lb_type} holds {max} targets, kept for the nodes that were targets \
              first (each left-out node has a MaxTargetsReached Warning). Choose fewer nodes with \
-             annotation {}, or a larger type with annotation {} (lb21 holds 75 targets, lb31 150)",
+             annotation {}, a larger type with annotation {} (lb21 holds 75 targets, lb31 150), \
+             or, with externalTrafficPolicy Local, only the nodes running the Service's pods \
+             with annotation {}",
             a::NODE_SELECTOR,
-            a::TYPE
+            a::TYPE,
+            a::TARGET_NODES_WITH_ENDPOINTS
         ),
     )
 }

@@ -48,6 +48,7 @@ pub fn env_var(key: &str) -> Option<&'static str> {
         a::HEALTH_CHECK_RETRIES => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES",
         a::HEALTH_CHECK_KUBE_PROXY => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY",
         a::ROBOT_TARGET_ADDRESS_FAMILY => "HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY",
+        a::TARGET_NODES_WITH_ENDPOINTS => "HCLOUD_LOAD_BALANCERS_TARGET_NODES_WITH_ENDPOINTS",
         _ => return None,
     })
 }
@@ -85,6 +86,9 @@ pub struct LbSpec {
     pub node_selector: Option<LabelSelector>,
     /// Which addresses of a dedicated server are targets; `None`: the Service's `ipFamilies`.
     pub robot_target_family: Option<AddressFamily>,
+    /// Annotation `target-nodes-with-endpoints` (or its env default): see
+    /// [`LbSpec::targets_nodes_with_endpoints`] for when it applies.
+    pub target_nodes_with_endpoints: bool,
     pub ipv4_rdns: Option<String>,
     pub ipv6_rdns: Option<String>,
     pub http: HttpSpec,
@@ -149,6 +153,7 @@ impl LbSpec {
         s.private_subnet_ip_range = network.private_subnet_ip_range;
         s.node_selector = network.node_selector;
         s.robot_target_family = network.robot_target_family;
+        s.target_nodes_with_endpoints = network.target_nodes_with_endpoints;
         s.target_selection = network.target_selection;
         s.http = parse_http(&mut r, &svc.uid);
         s.health_check = parse_health_check(&mut r, defaults, svc);

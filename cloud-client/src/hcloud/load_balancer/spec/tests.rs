@@ -376,7 +376,7 @@ fn provenance_says_where_each_value_came_from() {
 
 #[test]
 fn known_annotation_list_is_complete() {
-    assert_eq!(a::ALL.len(), 42);
+    assert_eq!(a::ALL.len(), 43);
     assert!(a::ALL.iter().all(|k| k.starts_with(a::PREFIX)));
 }
 
