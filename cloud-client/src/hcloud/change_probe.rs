@@ -1,29 +1,65 @@
-//! One call that answers "has any server changed since I listed them all?": the newest entries of
+//! One call that answers "which servers changed since I listed them all?": the newest entries of
 //! the servers' action list (`GET /servers/actions?sort=id:desc`).
 //!
 //! Everything that changes what the controllers read of a server is an action on it: created,
 //! deleted, powered on or off, rebuilt, its type changed, attached to or detached from a network,
-//! its alias IPs changed, a Primary IP assigned or unassigned. So while the newest action is the
-//! one seen before the last full list, and none of the newest was still running then, that list
-//! is still the truth, and a full list (⌈servers / 50⌉ calls) can be skipped for one call.
+//! its alias IPs changed, a Primary IP assigned or unassigned. A list carries a [`Watermark`]:
+//! every action up to it had finished before the list began. While no action is newer, the list is
+//! still the truth, and a full list (⌈servers / 50⌉ calls) is skipped for one call; when a few
+//! are newer, the servers they name are read one by one instead.
 //!
 //! What no action records (a rename or a label change through `PUT /servers/{id}`) is caught by the
 //! full list the server cache makes anyway once its list is older than
 //! `HCLOUD_SERVER_CACHE_RELIST_PERIOD`.
 
+use std::collections::BTreeSet;
+
 use crate::error::CloudError;
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::ActionsResponse;
 
-/// How many of the newest actions are read: enough that an action still running is seen among
-/// them, and it is one page whatever the number.
+/// How many of the newest actions are read: one page whatever the number, and enough to name the
+/// servers behind a few changes.
 const NEWEST: u32 = 25;
 
-/// The newest server action's id (0: there is none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An action id: every server action up to it had finished when the probe was read (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Watermark(i64);
 
-/// Reads the servers' [`Watermark`].
+/// The newest server actions, as one probe read them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Newest {
+    /// `(action id, running, servers it acts on)`.
+    actions: Vec<(i64, bool, Vec<i64>)>,
+    /// The page was full: older actions may exist that it does not show.
+    full: bool,
+}
+
+impl Newest {
+    /// What a list made after this probe reflects: every action older than the oldest one still
+    /// running (which may change its server after the list), else every action shown.
+    pub(crate) fn watermark(&self) -> Watermark {
+        let running = self.actions.iter().filter(|a| a.1).map(|a| a.0).min();
+        match running {
+            Some(id) => Watermark(id - 1),
+            None => Watermark(self.actions.iter().map(|a| a.0).max().unwrap_or(0)),
+        }
+    }
+
+    /// The servers acted on after `since`; `None` when the page may not reach back that far.
+    pub(crate) fn servers_changed_since(&self, since: Watermark) -> Option<BTreeSet<i64>> {
+        let reaches_back = !self.full || self.actions.iter().any(|a| a.0 <= since.0);
+        reaches_back.then(|| {
+            self.actions
+                .iter()
+                .filter(|a| a.0 > since.0)
+                .flat_map(|a| a.2.iter().copied())
+                .collect()
+        })
+    }
+}
+
+/// Reads the newest server actions.
 #[derive(Debug, Clone)]
 pub(crate) struct ChangeProbe {
     transport: Transport,
@@ -34,41 +70,53 @@ impl ChangeProbe {
         Self { transport }
     }
 
-    /// The watermark now; `None` when one of the newest actions is still running: what it changes
-    /// may be missing from a list made now, so such a list must not be trusted past its max age.
-    pub(crate) async fn read(&self) -> Result<Option<Watermark>, CloudError> {
+    pub(crate) async fn read(&self) -> Result<Newest, CloudError> {
         let req = Req::get("/servers/actions", "/servers/actions")
             .query("sort", "id:desc")
             .query("per_page", NEWEST.to_string());
         let page: ActionsResponse = self.transport.call(&req).await?;
-        Ok(watermark(&page))
+        Ok(newest(&page))
     }
 }
 
-fn watermark(page: &ActionsResponse) -> Option<Watermark> {
-    if page.actions.iter().any(|a| a.status == "running") {
-        return None;
+fn newest(page: &ActionsResponse) -> Newest {
+    Newest {
+        full: page.actions.len() >= NEWEST as usize,
+        actions: page
+            .actions
+            .iter()
+            .map(|a| {
+                let servers = a
+                    .resources
+                    .iter()
+                    .filter(|r| r.kind == "server")
+                    .map(|r| r.id)
+                    .collect();
+                (a.id, a.is_running(), servers)
+            })
+            .collect(),
     }
-    Some(Watermark(
-        page.actions.iter().map(|a| a.id).max().unwrap_or(0),
-    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hcloud::wire::Action;
+    use crate::hcloud::wire::{Action, ResourceRef};
 
-    fn page(actions: &[(i64, &str)]) -> ActionsResponse {
+    fn page(actions: &[(i64, &str, i64)]) -> ActionsResponse {
         ActionsResponse {
             actions: actions
                 .iter()
-                .map(|(id, status)| Action {
+                .map(|(id, status, server)| Action {
                     id: *id,
                     command: "attach_to_network".into(),
                     status: (*status).into(),
                     progress: 100,
                     error: None,
+                    resources: vec![ResourceRef {
+                        id: *server,
+                        kind: "server".into(),
+                    }],
                 })
                 .collect(),
         }
@@ -76,15 +124,43 @@ mod tests {
 
     #[test]
     fn the_newest_finished_action_is_the_watermark() {
-        assert_eq!(
-            watermark(&page(&[(9, "success"), (7, "error")])),
-            Some(Watermark(9))
-        );
-        assert_eq!(watermark(&page(&[])), Some(Watermark(0)));
+        let p = newest(&page(&[(9, "success", 1), (7, "error", 2)]));
+        assert_eq!(p.watermark(), Watermark(9));
+        assert_eq!(newest(&page(&[])).watermark(), Watermark(0));
     }
 
     #[test]
-    fn a_running_action_means_no_watermark() {
-        assert_eq!(watermark(&page(&[(9, "success"), (8, "running")])), None);
+    fn a_running_action_holds_the_watermark_below_it() {
+        let p = newest(&page(&[
+            (9, "success", 1),
+            (8, "running", 2),
+            (5, "success", 3),
+        ]));
+        assert_eq!(p.watermark(), Watermark(7));
+    }
+
+    #[test]
+    fn the_servers_changed_since_a_watermark_are_named_when_the_page_reaches_it() {
+        let p = newest(&page(&[
+            (9, "success", 1),
+            (8, "success", 2),
+            (5, "success", 3),
+        ]));
+        assert_eq!(
+            p.servers_changed_since(Watermark(7)),
+            Some(BTreeSet::from([1, 2]))
+        );
+        assert_eq!(p.servers_changed_since(Watermark(9)), Some(BTreeSet::new()));
+        // A full page that does not reach back: older changes may be missing.
+        let full: Vec<(i64, &str, i64)> = (100..125).map(|i| (i, "success", i)).collect();
+        assert_eq!(
+            newest(&page(&full)).servers_changed_since(Watermark(50)),
+            None
+        );
+        assert!(
+            newest(&page(&full))
+                .servers_changed_since(Watermark(100))
+                .is_some()
+        );
     }
 }

@@ -6,11 +6,13 @@
 //! that one server (`GET /servers/{id}`, `GET /servers?name=`) and keeps the answer for the max
 //! age; with `off` it reads it every time. Lookups by private IP (routes) always use the list.
 //!
-//! A snapshot past its max age is first confirmed by one call, when it can be: if no server action
-//! started since its list began (see [`change_probe`](super::change_probe)), it is still the
-//! truth and counts as fresh again. A full list is made when something changed, when the
-//! snapshot is older than the relist period (`HCLOUD_SERVER_CACHE_RELIST_PERIOD`, 1 h; what no
-//! action records, such as a rename, shows then), or when the probe cannot answer.
+//! A snapshot past its max age is first confirmed by one call, when it can be (see
+//! [`change_probe`](super::change_probe)): if no server action started since its list began, it
+//! is still the truth and counts as fresh again; if actions name fewer servers than a list has
+//! pages, those servers are read one by one (`GET /servers/{id}`) into it. A full list is made
+//! when more changed, when the snapshot is older than the relist period
+//! (`HCLOUD_SERVER_CACHE_RELIST_PERIOD`, 1 h; what no action records, such as a rename, shows
+//! then), or when the probe cannot answer.
 //!
 //! A miss is never trusted from an old snapshot: unless the snapshot is younger than `miss_fresh`
 //! (an id is asked whatever the snapshot's age, since lists lag behind creates), the server itself
@@ -18,7 +20,7 @@
 //! list) before "not found" is reported. That is what keeps a stale cache from ever deleting a
 //! Node, and a new Node costs one call, not a list of every server.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -38,7 +40,7 @@ use crate::hcloud::wire::{Server, ServerResponse, ServersPage};
 pub(crate) struct Snapshot {
     pub generation: u64,
     pub fetched: Instant,
-    /// The servers' newest action when the list began; `None`: unknown, or one was running.
+    /// Every server action up to it is reflected; `None`: unknown (no probe).
     watermark: Option<Watermark>,
     /// When the snapshot was last known to be the truth: its list, or a probe since.
     confirmed: Mutex<Instant>,
@@ -49,9 +51,24 @@ pub(crate) struct Snapshot {
 
 impl Snapshot {
     fn build(generation: u64, servers: Vec<Server>, watermark: Option<Watermark>) -> Self {
+        let now = Instant::now();
+        Self::index(
+            generation,
+            now,
+            servers.into_iter().map(Arc::new),
+            watermark,
+        )
+    }
+
+    fn index(
+        generation: u64,
+        fetched: Instant,
+        servers: impl ExactSizeIterator<Item = Arc<Server>>,
+        watermark: Option<Watermark>,
+    ) -> Self {
         let mut s = Snapshot {
             generation,
-            fetched: Instant::now(),
+            fetched,
             watermark,
             confirmed: Mutex::new(Instant::now()),
             by_id: HashMap::with_capacity(servers.len()),
@@ -65,9 +82,32 @@ impl Snapshot {
                     s.by_private_ip.insert(p.ip.clone(), srv.id);
                 }
             }
-            s.by_id.insert(srv.id, Arc::new(srv));
+            s.by_id.insert(srv.id, srv);
         }
         s
+    }
+
+    /// This snapshot with the servers read since (`None`: gone), up to date to `watermark`. It
+    /// keeps the list's time: the relist period still counts from the last full list.
+    fn patched(&self, read: Vec<(i64, Option<Server>)>, watermark: Watermark) -> Self {
+        let mut by_id = self.by_id.clone();
+        for (id, server) in read {
+            match server {
+                Some(s) => by_id.insert(id, Arc::new(s)),
+                None => by_id.remove(&id),
+            };
+        }
+        Self::index(
+            self.generation + 1,
+            self.fetched,
+            by_id.into_values(),
+            Some(watermark),
+        )
+    }
+
+    /// Full-list pages: what reading servers one by one must cost less than.
+    fn list_pages(&self) -> usize {
+        self.by_id.len().div_ceil(50).max(1)
     }
 
     /// Whether the snapshot was listed or confirmed less than `max_age` ago.
@@ -100,10 +140,13 @@ impl Snapshot {
 enum Confirmation {
     /// No server changed since its list: it is the truth again.
     Current,
-    /// A server changed; the probe's answer, for the list that follows.
-    Changed(Option<Watermark>),
-    /// The probe cannot tell (switched off, failed, the snapshot too old or listed while an action
-    /// ran).
+    /// These servers changed, fewer than a list has pages: read them one by one; then the
+    /// snapshot is up to date to the watermark.
+    Servers(BTreeSet<i64>, Watermark),
+    /// More servers changed; the watermark for the list that follows.
+    Changed(Watermark),
+    /// The probe cannot tell (switched off, failed, the snapshot too old, or its page does not
+    /// reach back to the snapshot's watermark).
     Unknown,
 }
 
@@ -201,29 +244,65 @@ impl ServerCache {
         }
         match self.confirm(&s).await {
             Confirmation::Current => Ok(s),
+            Confirmation::Servers(ids, watermark) => self.read_changed(&s, ids, watermark).await,
             Confirmation::Changed(watermark) => self.list(Some(watermark)).await,
             Confirmation::Unknown => self.list(None).await,
         }
     }
 
+    /// Brings `s` up to date by reading the servers that changed (the caller holds the refresh
+    /// lock).
+    async fn read_changed(
+        &self,
+        s: &Snapshot,
+        ids: BTreeSet<i64>,
+        watermark: Watermark,
+    ) -> Result<Arc<Snapshot>, CloudError> {
+        let mut read = Vec::with_capacity(ids.len());
+        for id in ids {
+            read.push((id, self.get_by_id(id).await?));
+        }
+        let snap = Arc::new(s.patched(read, watermark));
+        self.set_current(snap.clone());
+        Ok(snap)
+    }
+
+    fn set_current(&self, snap: Arc<Snapshot>) {
+        *self
+            .inner
+            .current
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(snap);
+    }
+
     /// Whether `s` is still the truth, by one probe (see the module docs).
     async fn confirm(&self, s: &Snapshot) -> Confirmation {
-        let Some(probe) = &self.inner.probe else {
+        let (Some(probe), Some(since)) = (&self.inner.probe, s.watermark) else {
             return Confirmation::Unknown;
         };
-        if s.watermark.is_none() || s.fetched.elapsed() >= self.inner.relist_period {
+        if s.fetched.elapsed() >= self.inner.relist_period {
             return Confirmation::Unknown;
         }
-        match probe.read().await {
-            Ok(now) if now == s.watermark => {
+        let newest = match probe.read().await {
+            Ok(newest) => newest,
+            Err(e) => {
+                tracing::debug!(error = %e, "server change probe failed; listing the servers");
+                return Confirmation::Unknown;
+            }
+        };
+        // Every action up to `since` was reflected already; one still running stays above the
+        // new watermark and is read again next time.
+        let watermark = newest.watermark().max(since);
+        match newest.servers_changed_since(since) {
+            Some(changed) if changed.is_empty() => {
                 s.confirm();
                 Confirmation::Current
             }
-            Ok(now) => Confirmation::Changed(now),
-            Err(e) => {
-                tracing::debug!(error = %e, "server change probe failed; listing the servers");
-                Confirmation::Unknown
+            Some(changed) if changed.len() < s.list_pages() => {
+                Confirmation::Servers(changed, watermark)
             }
+            Some(_) => Confirmation::Changed(watermark),
+            None => Confirmation::Changed(newest.watermark()),
         }
     }
 
@@ -244,19 +323,19 @@ impl ServerCache {
         self.list(None).await
     }
 
-    /// Lists every server (the caller holds the refresh lock). `watermark`: the probe's answer
-    /// just before, if one was made; else the probe is read first, so that an action started
-    /// during the list shows as a change at the next probe.
-    async fn list(
-        &self,
-        watermark: Option<Option<Watermark>>,
-    ) -> Result<Arc<Snapshot>, CloudError> {
+    /// Lists every server (the caller holds the refresh lock). `watermark`: from the probe read
+    /// just before, if one was; else the probe is read first, so that an action started during the
+    /// list shows as a change at the next probe.
+    async fn list(&self, watermark: Option<Watermark>) -> Result<Arc<Snapshot>, CloudError> {
         let watermark = match (watermark, &self.inner.probe) {
-            (Some(w), _) => w,
-            (None, Some(probe)) => probe.read().await.unwrap_or_else(|e| {
-                tracing::debug!(error = %e, "server change probe failed");
-                None
-            }),
+            (Some(w), _) => Some(w),
+            (None, Some(probe)) => match probe.read().await {
+                Ok(newest) => Some(newest.watermark()),
+                Err(e) => {
+                    tracing::debug!(error = %e, "server change probe failed");
+                    None
+                }
+            },
             (None, None) => None,
         };
         let servers =
@@ -264,11 +343,7 @@ impl ServerCache {
                 .await?;
         let generation = self.current().map(|s| s.generation).unwrap_or(0) + 1;
         let snap = Arc::new(Snapshot::build(generation, servers, watermark));
-        *self
-            .inner
-            .current
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Some(snap.clone());
+        self.set_current(snap.clone());
         Ok(snap)
     }
 

@@ -46,6 +46,17 @@ pub struct Action {
     pub progress: u8,
     #[serde(default)]
     pub error: Option<ActionError>,
+    /// What the action acts on.
+    #[serde(default)]
+    pub resources: Vec<ResourceRef>,
+}
+
+/// A resource an action acts on.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct ResourceRef {
+    pub id: i64,
+    #[serde(rename = "type", default)]
+    pub kind: String,
 }
 
 impl Action {

@@ -390,6 +390,59 @@ async fn an_old_server_list_is_confirmed_by_one_call_while_no_server_changed() {
     assert_eq!(lists_and_probes(&p), (3, 0), "period 0: a list each time");
 }
 
+/// A few changed servers in a list of many are read one by one into it (`GET /servers/{id}`), not
+/// listed again: here 120 servers (a list of 3 pages), one powered off and one created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_few_changed_servers_are_read_into_an_old_list_instead_of_listing_all() {
+    let sim = sim_fast().await;
+    let w = sim.client();
+    let mut ids = Vec::new();
+    for i in 0..120 {
+        ids.push(
+            w.create_server(&format!("node-{i}"), "cx22", "fsn1")
+                .await
+                .unwrap(),
+        );
+    }
+    let node = NodeRef::with_provider_id("node-0", format!("hcloud://{}", ids[0]));
+    let p = provider(&sim, |c| c.server_cache.max_age = Duration::ZERO).await;
+    let inst = p.instances();
+    assert!(!inst.instance_shutdown(&node).await.unwrap());
+    assert_eq!(lists_and_probes(&p), (3, 1), "one list of 3 pages");
+
+    w.poweroff(ids[0]).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !inst.instance_shutdown(&node).await.unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the power-off never showed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let new = w.create_server("node-new", "cx22", "fsn1").await.unwrap();
+    let by_name = NodeRef::new("node-new");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = inst.instance_metadata(&by_name).await;
+        if found.is_ok_and(|m| m.provider_id == format!("hcloud://{new}")) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new server never showed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let s = p.stats().snapshot();
+    let reads = s.calls_to("GET", "/servers/{id}");
+    let (lists, probes) = lists_and_probes(&p);
+    eprintln!(
+        "after a power-off and a create: {lists} GET /servers, {probes} probes, {reads} reads"
+    );
+    assert_eq!(lists, 3, "no second list, no name query");
+    assert!(reads >= 2, "the changed servers were read: {reads}");
+}
+
 /// `(GET /servers, GET /servers/actions)` the provider made.
 fn lists_and_probes(p: &HcloudClients) -> (u64, u64) {
     let s = p.stats().snapshot();
