@@ -27,6 +27,8 @@ const FIRST: &str = "0.0.0-test";
 /// cloud-sim's network for the route-controller.
 const NETWORK: &str = "cluster";
 const SECOND: &str = "0.0.0-test.2";
+/// How long the load balancer is watched for writes after the new service-controller read it.
+const SETTLE_SECS: u64 = 15;
 const CONTROLLERS: [&str; 4] = [
     "node-controller",
     "lifecycle-controller",
@@ -50,12 +52,21 @@ fn release(version: &str) {
     eprintln!("release {version}: {:.1?}", started.elapsed());
 }
 
-/// `podman manifest inspect` of a pushed image: its platforms.
+/// `podman manifest inspect` of a pushed image: its platforms, `linux/<arch>`, sorted. podman 4.3
+/// (Debian bookworm's) has no `--tls-verify` for `manifest inspect`: a registries.conf naming
+/// the registry insecure (plain HTTP), as a user of a local registry writes one.
 fn platforms(reference: &str) -> Vec<String> {
     let podman = testenv::ensure_podman().expect("podman");
+    let conf = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        conf.path(),
+        format!("[[registry]]\nlocation = \"{REGISTRY}\"\ninsecure = true\n"),
+    )
+    .unwrap();
     let out = podman
         .command()
-        .args(["manifest", "inspect", "--tls-verify=false", reference])
+        .env("CONTAINERS_REGISTRIES_CONF", conf.path())
+        .args(["manifest", "inspect", reference])
         .output()
         .expect("podman runs");
     assert!(
@@ -70,15 +81,105 @@ fn platforms(reference: &str) -> Vec<String> {
         .iter()
         .map(|m| {
             format!(
-                "{}/{} {} bytes",
+                "{}/{}",
                 m["platform"]["os"].as_str().unwrap_or_default(),
                 m["platform"]["architecture"].as_str().unwrap_or_default(),
-                m["size"]
             )
         })
         .collect();
     found.sort();
     found
+}
+
+/// GET of `/v2/<repository>/manifests/<reference>` from the registry: the content type and the
+/// document.
+fn registry_manifest(repository: &str, reference: &str) -> (String, Value) {
+    let mut c = Command::new("curl");
+    c.args(["-sS", "--fail", "--max-time", "10", "-D", "/dev/stderr"])
+        .args([
+            "-H",
+            "Accept: application/vnd.oci.image.index.v1+json, \
+             application/vnd.oci.image.manifest.v1+json, \
+             application/vnd.docker.distribution.manifest.list.v2+json, \
+             application/vnd.docker.distribution.manifest.v2+json",
+        ])
+        .arg(format!(
+            "http://{REGISTRY}/v2/{repository}/manifests/{reference}"
+        ));
+    let out = c.output().expect("curl runs");
+    assert!(
+        out.status.success(),
+        "GET {repository}:{reference}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let head = String::from_utf8_lossy(&out.stderr);
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_default();
+    (
+        content_type,
+        serde_json::from_slice(&out.stdout).expect("a manifest is JSON"),
+    )
+}
+
+/// Each pushed platform image of `image`: its platform, the bytes a node pulls (config and
+/// compressed layers, from the registry) and its size unpacked (the release's measurement in
+/// `images.txt`, found by the image ID, which is the pushed config's digest).
+fn platform_sizes(image: &str, version: &str) -> Vec<(String, u64, u64)> {
+    let (content_type, index) = registry_manifest(image, version);
+    assert_eq!(
+        content_type, "application/vnd.oci.image.index.v1+json",
+        "{image}:{version} is pushed as an OCI index"
+    );
+    let listing = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/release-artifacts")
+            .join(version)
+            .join("images.txt"),
+    )
+    .expect("the release wrote images.txt");
+    let mut sizes = Vec::new();
+    for m in index["manifests"].as_array().expect("an index") {
+        let platform = format!(
+            "{}/{}",
+            m["platform"]["os"].as_str().unwrap_or_default(),
+            m["platform"]["architecture"].as_str().unwrap_or_default()
+        );
+        let digest = m["digest"].as_str().expect("a digest");
+        let (_, manifest) = registry_manifest(image, digest);
+        let pulled: u64 = manifest["config"]["size"].as_u64().unwrap_or(0)
+            + manifest["layers"]
+                .as_array()
+                .expect("layers")
+                .iter()
+                .map(|l| l["size"].as_u64().unwrap_or(0))
+                .sum::<u64>();
+        let config = manifest["config"]["digest"].as_str().expect("a config");
+        // `<image> <platform> <id> <size> bytes`
+        let unpacked = listing
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 5 && f[0] == image && f[1] == platform && config.ends_with(f[2]))
+                    .then(|| f[3].parse::<u64>().ok())
+                    .flatten()
+            })
+            .unwrap_or_else(|| {
+                panic!("{image} {platform}: config {config} is no image of images.txt:\n{listing}")
+            });
+        sizes.push((platform, pulled, unpacked));
+    }
+    sizes.sort();
+    sizes
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
 }
 
 fn helm(args: &[&str]) -> String {
@@ -112,37 +213,50 @@ fn ready_controllers(image_tag: &str) -> Option<Vec<(String, String)>> {
     (ready.len() == CONTROLLERS.len()).then_some(ready)
 }
 
-/// cloud-sim's request log (method, endpoint template) from `seq` on.
-fn requests_since(sim: &testenv::cluster::CloudSim, seq: u64) -> Vec<(u64, String, String)> {
+/// One request of cloud-sim's log.
+struct Request {
+    seq: u64,
+    method: String,
+    /// The path template, e.g. `/load_balancers/{id}/actions/add_target`.
+    endpoint: String,
+    /// When, `YYYY-MM-DDTHH:MM:SS+00:00`.
+    at: String,
+}
+
+impl Request {
+    fn on_load_balancers(&self) -> bool {
+        self.endpoint.starts_with("/load_balancers")
+    }
+}
+
+/// cloud-sim's request log after `seq`.
+fn requests_since(sim: &testenv::cluster::CloudSim, seq: u64) -> Vec<Request> {
     let base = sim.endpoint.trim_end_matches("/v1");
     let mut c = Command::new("curl");
     c.args(["-sS", "--max-time", "10"])
         .arg(format!("{base}/_sim/requests"));
     let log: Value = serde_json::from_str(&output(c)).expect("JSON");
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     log["requests"]
         .as_array()
-        .cloned()
+        .map(Vec::as_slice)
         .unwrap_or_default()
         .iter()
         .filter_map(|r| {
             let n = r["seq"].as_u64()?;
-            (n > seq).then(|| {
-                (
-                    n,
-                    r["method"].as_str().unwrap_or_default().to_owned(),
-                    r["endpoint"].as_str().unwrap_or_default().to_owned(),
-                )
+            (n > seq).then(|| Request {
+                seq: n,
+                method: text(&r["method"]),
+                endpoint: text(&r["endpoint"]),
+                at: text(&r["at"]),
             })
         })
         .collect()
 }
 
-fn lb_writes(requests: &[(u64, String, String)]) -> Vec<String> {
-    requests
-        .iter()
-        .filter(|(_, m, e)| m != "GET" && e.starts_with("/load_balancers"))
-        .map(|(_, m, e)| format!("{m} {e}"))
-        .collect()
+/// The same second or later: cloud-sim's `…+00:00` and Kubernetes' `…Z` to the second.
+fn not_before(at: &str, since: &str) -> bool {
+    at.get(..19).unwrap_or(at) >= since.get(..19).unwrap_or(since)
 }
 
 #[test]
@@ -169,9 +283,19 @@ fn a_release_installs_from_the_registry_with_no_image_value_and_upgrades_without
         let reference = format!("{REGISTRY}/{image}:{FIRST}");
         let found = platforms(&reference);
         eprintln!("podman manifest inspect {reference}: {found:?}");
-        assert_eq!(found.len(), 2, "{reference}: {found:?}");
-        assert!(found[0].starts_with("linux/amd64 "), "{found:?}");
-        assert!(found[1].starts_with("linux/arm64 "), "{found:?}");
+        assert_eq!(found, ["linux/amd64", "linux/arm64"], "{reference}");
+        for (platform, pulled, unpacked) in platform_sizes(image, FIRST) {
+            eprintln!(
+                "  {image:<21} {platform:<12} {:>5.1} MB unpacked, {:>5.1} MB pulled",
+                mb(unpacked),
+                mb(pulled)
+            );
+            assert!(
+                unpacked <= 25_000_000,
+                "{reference} {platform}: {:.1} MB > 25 MB",
+                mb(unpacked)
+            );
+        }
     }
 
     // The route-controller needs a network: cloud-sim's `cluster`, the node's server in it (as
@@ -269,10 +393,7 @@ fn a_release_installs_from_the_registry_with_no_image_value_and_upgrades_without
     eprintln!("release-web: ingress {ingress}");
 
     release(SECOND);
-    let before = requests_since(&sim, 0)
-        .last()
-        .map(|(n, _, _)| *n)
-        .unwrap_or(0);
+    let before = requests_since(&sim, 0).last().map_or(0, |r| r.seq);
     let upgrade = Instant::now();
     helm(&[
         "upgrade",
@@ -289,6 +410,7 @@ fn a_release_installs_from_the_registry_with_no_image_value_and_upgrades_without
         Duration::from_secs(240),
         || ready_controllers(SECOND),
     );
+    let rolled_in = upgrade.elapsed();
     for (pod, image) in &rolled {
         assert!(
             !pods.iter().any(|(old, _)| old == pod),
@@ -296,26 +418,61 @@ fn a_release_installs_from_the_registry_with_no_image_value_and_upgrades_without
         );
         eprintln!("  {pod}: {image}");
     }
-    // The new service-controller has read the load balancer (it reconciles every Service at start).
+    // The new service-controller has read the load balancer (it reconciles every Service at
+    // start): a read no earlier than its container's start (the old one is gone by then).
+    let service_controller = common::release_pods(common::RELEASE)
+        .into_iter()
+        .find(|p| {
+            p["metadata"]["labels"]["app.kubernetes.io/component"] == "service-controller"
+                && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .expect("the new service-controller pod");
+    let container_started =
+        service_controller["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+            .as_str()
+            .expect("the new service-controller runs")
+            .to_owned();
     wait_for(
         "the new service-controller reading the load balancer",
         Duration::from_secs(120),
         || {
             requests_since(&sim, before)
                 .iter()
-                .any(|(_, m, e)| m == "GET" && e.starts_with("/load_balancers"))
+                .any(|r| {
+                    r.method == "GET"
+                        && r.on_load_balancers()
+                        && not_before(&r.at, &container_started)
+                })
                 .then_some(())
         },
     );
+    // A write would follow that read within a reconcile; give it time to show.
+    std::thread::sleep(Duration::from_secs(SETTLE_SECS));
     let after = requests_since(&sim, before);
-    let writes = lb_writes(&after);
+    let show = |r: &Request| format!("{} {} {}", r.at, r.method, r.endpoint);
+    let lb: Vec<String> = after
+        .iter()
+        .filter(|r| r.on_load_balancers())
+        .map(show)
+        .collect();
+    let writes: Vec<String> = after
+        .iter()
+        .filter(|r| r.on_load_balancers() && r.method != "GET")
+        .map(show)
+        .collect();
     eprintln!(
-        "helm upgrade to {SECOND}: four pods rolled in {:.1?}; cloud-sim saw {} requests, {} \
-         load-balancer writes",
-        upgrade.elapsed(),
+        "helm upgrade to {SECOND}: four pods rolled in {rolled_in:.1?} (new service-controller \
+         started {container_started}); from helm upgrade to {SETTLE_SECS} s after its first \
+         read of the load balancer cloud-sim saw {} requests, {} on load balancers, {} \
+         load-balancer writes:",
         after.len(),
+        lb.len(),
         writes.len()
     );
+    for l in &lb {
+        eprintln!("  {l}");
+    }
     assert!(writes.is_empty(), "load-balancer writes: {writes:?}");
     kubectl(&["delete", "-f", &file.path().display().to_string(), "--wait"]);
+    eprintln!("cluster_release: {:.1?} in all", started.elapsed());
 }
