@@ -177,6 +177,18 @@ impl CloudError {
         self.class() == ErrorClass::Retryable
     }
 
+    /// True when the cloud refused the request for the project's rate limit (429,
+    /// `rate_limit_exceeded`), also after the client's own retries: nothing is wrong with the
+    /// request, and it will pass once the budget refills, so a controller retries it soon rather
+    /// than backing off further with every refusal.
+    pub fn is_rate_limited(&self) -> bool {
+        match self {
+            CloudError::Api(e) => e.status == 429 || e.code == "rate_limit_exceeded",
+            CloudError::RetriesExhausted { last, .. } => last.is_rate_limited(),
+            _ => false,
+        }
+    }
+
     /// True when the object positively does not exist (`NotFound` or an API `not_found`/404).
     pub fn is_not_found(&self) -> bool {
         self.class() == ErrorClass::NotFound

@@ -24,6 +24,12 @@ use prometheus_client::registry::Registry;
 /// How soon deferred work asks again (the budget refills about 1 % of Hetzner's limit a minute).
 pub const ASK_AGAIN_AFTER: Duration = Duration::from_secs(60);
 
+/// How soon work the cloud refused for the rate limit is tried again: not backed off further with
+/// each refusal (the request was fine; the client's limiter paces it to the refill), so urgent
+/// work is served as soon as tokens come back, even while another client of the project spends
+/// most of them.
+pub const RATE_LIMITED_RETRY: Duration = Duration::from_secs(5);
+
 /// Periodic work that only confirms what is known, and can wait for the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Deferrable {

@@ -238,12 +238,18 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<NodeReconciler>) -> Result<Acti
     .await
 }
 
-/// Requeue policy: conflicts retry quickly (the cache catches up); other errors back off per node,
-/// 1 s doubling to 5 min (kube has no per-object backoff of its own).
+/// Requeue policy: conflicts retry quickly (the cache catches up); a refusal for the cloud's rate
+/// limit is tried again soon at a fixed pace; other errors back off per node, 1 s doubling to
+/// 5 min (kube has no per-object backoff of its own).
 pub fn error_policy(node: Arc<Node>, err: &Error, ctx: Arc<NodeReconciler>) -> Action {
     if err.is_conflict() {
         debug!(node = %node.name_any(), "conflict; retrying");
         return Action::requeue(Duration::from_millis(200));
+    }
+    if err.is_rate_limited() {
+        let delay = controller_kit::budget::RATE_LIMITED_RETRY;
+        info!(node = %node.name_any(), retry_in = ?delay, "refused for the cloud's rate limit; trying again soon");
+        return Action::requeue(delay);
     }
     let (n, delay) = ctx.failures.failed(node.name_any());
     warn!(node = %node.name_any(), error = %err, attempt = n, retry_in = ?delay, "reconcile failed");

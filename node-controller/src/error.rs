@@ -69,6 +69,11 @@ impl Error {
     }
 
     /// True for optimistic-concurrency conflicts (retried quickly: the cache catches up).
+    /// The cloud refused a request for the project's rate limit.
+    pub fn is_rate_limited(&self) -> bool {
+        matches!(self, Error::Cloud { source, .. } if source.is_rate_limited())
+    }
+
     pub fn is_conflict(&self) -> bool {
         matches!(self, Error::Kube { source, .. } if is_conflict(source))
     }

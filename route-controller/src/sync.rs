@@ -8,7 +8,7 @@
 //! stay true for the next once our writes are applied to them: the network is read again only
 //! when something says that view may be wrong — a write failed, or the safety resync is due.
 
-use controller_kit::budget::{ASK_AGAIN_AFTER, ApiBudget, Deferrable};
+use controller_kit::budget::{ASK_AGAIN_AFTER, ApiBudget, Deferrable, RATE_LIMITED_RETRY};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -118,11 +118,13 @@ impl RoutePass {
                 routes,
                 fresh: false,
                 doubtful: false,
+                rate_limited: false,
             },
             None => View {
                 routes: self.routes.list_routes_unresolved().await?,
                 fresh: true,
                 doubtful: false,
+                rate_limited: false,
             },
         })
     }
@@ -275,6 +277,13 @@ pub async fn pass(ctx: &RoutePass) -> Result<Option<Instant>, CloudError> {
         return Ok(Some(Instant::now()));
     }
     let retry_deletes = deletes_pending.then(|| Instant::now() + RETRY.delay(1));
+    let retry_deletes = match (retry_deletes, view.rate_limited) {
+        (at, true) => {
+            let soon = Instant::now() + RATE_LIMITED_RETRY;
+            Some(at.map_or(soon, |at| at.min(soon)))
+        }
+        (at, false) => at,
+    };
     Ok(match (ctx.earliest_retry(), retry_deletes) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -288,6 +297,8 @@ struct View {
     fresh: bool,
     /// A write failed: the network may not be what `routes` says.
     doubtful: bool,
+    /// A write was refused for the rate limit: the next pass comes soon.
+    rate_limited: bool,
 }
 
 async fn network_not_found(ctx: &RoutePass, e: &CloudError) {
@@ -385,6 +396,7 @@ async fn create_missing(
                 view.routes.push(route);
             }
             view.doubtful |= made.doubtful;
+            view.rate_limited |= made.rate_limited;
             if made.stopped {
                 doubted = true;
                 continue;
@@ -400,7 +412,7 @@ async fn create_missing(
                         (name, r)
                     });
                 }
-            } else if !blocked {
+            } else if !blocked && !made.rate_limited {
                 ctx.failures.failed(node.to_string());
             }
         }
@@ -447,6 +459,9 @@ struct NodeRoutes {
     stopped: bool,
     /// The cloud refused a route because the network holds as many as it allows.
     full: bool,
+    /// The cloud refused a write for the project's rate limit: the node is tried again soon,
+    /// unwarned and not backed off (the refusal says nothing about it).
+    rate_limited: bool,
 }
 
 /// Creates one node's missing routes one after another against `routes` (read by this pass when
@@ -465,6 +480,7 @@ async fn create_node(
         doubtful: false,
         stopped: false,
         full: false,
+        rate_limited: false,
     };
     for c in creates {
         let started = std::time::Instant::now();
@@ -481,6 +497,13 @@ async fn create_node(
             }
             // Shadow mode: planned, not made; the node waits like one whose create failed.
             Err(e) if e.is_dry_run() => out.ok = false,
+            Err(e) if e.is_rate_limited() => {
+                ctx.metrics.count_write("create", false);
+                debug!(node, error = %e, "creating a route was refused for the rate limit; trying again soon");
+                out.ok = false;
+                out.rate_limited = true;
+                return out;
+            }
             Err(e) if !fresh && puts_routes_in_doubt(&e) => {
                 ctx.metrics.count_write("create", false);
                 out.doubtful = true;

@@ -1,7 +1,7 @@
 //! One Service's reconcile: clean up, or ensure its load balancer, or update its targets, or do
 //! nothing, depending on what changed since this process last applied it (see [`crate::applied`]).
 
-use controller_kit::budget::{ASK_AGAIN_AFTER, ApiBudget, Deferrable};
+use controller_kit::budget::{ASK_AGAIN_AFTER, ApiBudget, Deferrable, RATE_LIMITED_RETRY};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -296,8 +296,9 @@ async fn report_condition(svc: &Service, ctx: &ServiceReconciler, result: &Resul
 }
 
 /// Requeue policy: invalid input waits for the Service to change (its Warning says what to fix);
-/// everything else backs off per Service, 5 s doubling to 5 min (upstream), or longer when the
-/// cloud's rate limit asks for it.
+/// a refusal for the cloud's rate limit is tried again soon, at a fixed pace (see
+/// [`RATE_LIMITED_RETRY`]); everything else backs off per Service, 5 s doubling to 5 min
+/// (upstream), or longer when the cloud's rate limit asks for it.
 pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<ServiceReconciler>) -> Action {
     if err.is_dry_run() {
         // Planned, not made: look again later (the plan keeps one entry per write).
@@ -306,6 +307,13 @@ pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<ServiceReconciler>)
     if err.is_bad_input() {
         warn!(service = %service::key(&svc), error = %err, "invalid load balancer configuration; waiting for the Service to change");
         return Action::await_change();
+    }
+    if err.is_rate_limited() {
+        let delay = err
+            .retry_after()
+            .map_or(RATE_LIMITED_RETRY, |r| r.max(RATE_LIMITED_RETRY));
+        info!(service = %service::key(&svc), retry_in = ?delay, "refused for the cloud's rate limit; trying again soon");
+        return Action::requeue(delay);
     }
     let (n, backoff) = ctx.failures.failed(svc.uid().unwrap_or_default());
     let delay = err.retry_after().map_or(backoff, |r| r.max(backoff));

@@ -66,6 +66,11 @@ impl Error {
     }
 
     /// Delay the cloud asked for (rate limit), if any.
+    /// The cloud refused a request for the project's rate limit.
+    pub fn is_rate_limited(&self) -> bool {
+        matches!(self, Error::Cloud { source, .. } if source.is_rate_limited())
+    }
+
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Error::Cloud { source, .. } if source.class() == ErrorClass::Retryable => {
