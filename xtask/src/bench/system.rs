@@ -792,6 +792,20 @@ fn print_summary(f: &Figures) {
             );
         }
     }
+    // Linear growth shows as the same figure at every size; the slope between two sizes (their
+    // difference over the difference in Nodes) is the marginal cost, without the fixed part.
+    let thousands = (f.nodes + f.robot_nodes) as f64 / 1000.0;
+    let per_thousand: Vec<String> = f
+        .churn
+        .controllers
+        .iter()
+        .chain([&f.churn.sum()])
+        .map(|u| format!("{} {:.1}", u.controller, u.steady_rss_mib / thousands))
+        .collect();
+    println!(
+        "  steady RSS in the churn per 1000 Nodes (MiB): {}",
+        per_thousand.join(", ")
+    );
     let r = &f.robot;
     println!(
         "  Robot webservice, one account for all controllers (limit {} GET /server per hour): \

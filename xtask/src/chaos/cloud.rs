@@ -352,10 +352,14 @@ impl Neighbour {
         let refused = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let client = sim.client();
         let (p, r) = (paused.clone(), refused.clone());
+        // Requests at random times, `per_second` on average (a Poisson process), as a real
+        // client's arrive. One ticking at an exact period would phase-lock to the bucket's refill
+        // here (no network jitter in between): each refilled token would become available the
+        // same few milliseconds before its tick, for ever, and no one else could ever get one.
         let task = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / per_second));
             loop {
-                tick.tick().await;
+                let gap = -(1.0 - fastrand::f64()).ln() / per_second;
+                tokio::time::sleep(Duration::from_secs_f64(gap)).await;
                 if !p.load(Ordering::Relaxed) && client.list_servers().await.is_err() {
                     r.fetch_add(1, Ordering::Relaxed);
                 }

@@ -173,12 +173,9 @@ async fn suite(args: &ChaosArgs, binaries: &[PathBuf]) -> anyhow::Result<Report>
     println!("chaos: controller logs in {}", logs.display());
     let mut scan = secrets::Scanner::default();
     if all || args.scenario == Scenario::Cloud {
-        // The noisy neighbour is not in the quick suite (`cargo xtask test`) until it passes
-        // reliably: on a busy machine a joining Node and a new Service were not always served
-        // within its bound. `--fault noisy` runs it.
         let wanted = |f: &cloud::Fault| match &args.fault {
             Some(w) => f.name.contains(w.as_str()),
-            None => !(args.quick && f.neighbour_per_second.is_some()),
+            None => true,
         };
         for fault in cloud::faults(args).into_iter().filter(wanted) {
             let row = cloud::run(args, binaries, &fault, &logs, &mut scan).await?;
