@@ -357,14 +357,7 @@ async fn an_old_server_list_is_confirmed_by_one_call_while_no_server_changed() {
     assert_eq!(lists_and_probes(&p), (1, 3));
 
     w.poweroff(id).await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !inst.instance_shutdown(&node).await.unwrap() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the power-off never showed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_shut_down(inst.as_ref(), &node).await;
     let (lists, probes) = lists_and_probes(&p);
     assert!(lists >= 2, "the change was listed: {lists}");
     // Settled again: confirmations only.
@@ -411,14 +404,7 @@ async fn a_few_changed_servers_are_read_into_an_old_list_instead_of_listing_all(
     assert_eq!(lists_and_probes(&p), (3, 1), "one list of 3 pages");
 
     w.poweroff(ids[0]).await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !inst.instance_shutdown(&node).await.unwrap() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the power-off never showed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_shut_down(inst.as_ref(), &node).await;
     let new = w.create_server("node-new", "cx22", "fsn1").await.unwrap();
     let by_name = NodeRef::new("node-new");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -441,6 +427,18 @@ async fn a_few_changed_servers_are_read_into_an_old_list_instead_of_listing_all(
     );
     assert_eq!(lists, 3, "no second list, no name query");
     assert!(reads >= 2, "the changed servers were read: {reads}");
+}
+
+/// Polls until the lookups say `node`'s server is off (10 s at most).
+async fn wait_shut_down(inst: &dyn cloud_client::Instances, node: &NodeRef) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !inst.instance_shutdown(node).await.unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the power-off never showed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// `(GET /servers, GET /servers/actions)` the provider made.
