@@ -447,6 +447,18 @@ async fn follow_kube_proxy(svc: &Service, ctx: &ServiceReconciler, nodes: &[LbNo
     true
 }
 
+/// Upstream's Warning for a load balancer without targets, or, for one that targets only the
+/// nodes running the Service's endpoints, that none does.
+fn no_targets_message(svc: &Service, ctx: &ServiceReconciler) -> String {
+    if ctx.lbs.targets_nodes_with_endpoints(&ctx.service_ref(svc)) {
+        "No node runs a serving endpoint of this Service, and its load balancer targets only \
+         such nodes: it has no targets"
+            .into()
+    } else {
+        "There are no available nodes for LoadBalancer".into()
+    }
+}
+
 /// Full ensure. `announce` is false for drift checks, which stay silent unless they repaired
 /// something.
 async fn ensure(
@@ -477,7 +489,7 @@ async fn ensure(
                 svc,
                 reasons::UNAVAILABLE,
                 "EnsureLoadBalancer",
-                "There are no available nodes for LoadBalancer".into(),
+                no_targets_message(svc, ctx),
             )
             .await;
     }
@@ -606,7 +618,7 @@ async fn update_targets(
                 svc,
                 reasons::UNAVAILABLE,
                 "UpdateLoadBalancer",
-                "There are no available nodes for LoadBalancer".into(),
+                no_targets_message(svc, ctx),
             )
             .await;
     } else if outcome.writes > 0 {

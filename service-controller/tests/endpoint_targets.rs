@@ -136,9 +136,16 @@ async fn the_targets_are_the_nodes_running_endpoints_and_flaps_change_them_once_
     );
     assert!(target_writes(&calls) <= 2 * changes as usize, "{calls:?}");
 
-    // Every pod gone: no target.
+    // Every pod gone: no target, and the Warning says why.
     set_endpoints(&fx, "web", &[]).await;
     fx.wait_targets(&svc, &[]).await;
+    let note = fx
+        .wait_event("Service", "web", "UnAvailableLoadBalancer")
+        .await;
+    assert!(
+        note.starts_with("No node runs a serving endpoint"),
+        "{note}"
+    );
 
     // With `Cluster` the annotation means nothing: a Warning, and every node is a target.
     let cluster = fx.service("everywhere", &[80], &[OPT_IN]).await;
