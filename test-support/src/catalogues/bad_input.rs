@@ -243,6 +243,14 @@ pub const CASES: &[Case] = &[
         BOOL,
         R
     ),
+    case!(
+        "b-endpoint-targets",
+        [("target-nodes-with-endpoints", "only")],
+        "target-nodes-with-endpoints",
+        "only",
+        BOOL,
+        R
+    ),
     // Enums.
     case!(
         "e-robot-family",
@@ -819,6 +827,7 @@ pub const ACCEPTED: &[Accepted] = &[
     ),
     accepted!("health-check-http-validate-certificate", BOOLS),
     accepted!("health-check-kube-proxy", BOOLS),
+    accepted!("target-nodes-with-endpoints", BOOLS),
     accepted!(
         "http-status-codes",
         &["2??", "2??,301", "200, 301", "???", "2??,,3??", ""]
