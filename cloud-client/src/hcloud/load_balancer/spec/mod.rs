@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use super::annotations as a;
-use crate::capabilities::{ServiceRef, Warning};
+use crate::capabilities::{ServiceRef, TrafficPolicy, Warning};
 use crate::error::CloudError;
 use crate::hcloud::config::{AddressFamily, LbDefaults};
 use crate::label_selector::LabelSelector;
@@ -418,3 +418,45 @@ fn check_https_certificates(r: &mut Reader<'_>, s: &LbSpec) {
         ));
     }
 }
+
+impl LbSpec {
+    /// Whether the targets are only the nodes with a serving endpoint of the Service: asked for,
+    /// with `externalTrafficPolicy: Local` (with `Cluster` every node forwards, so every node is a
+    /// good target), and on a load balancer of its own (a shared one has one target set for
+    /// Services whose endpoints run on different nodes).
+    pub fn targets_nodes_with_endpoints(&self, svc: &ServiceRef) -> bool {
+        self.target_nodes_with_endpoints
+            && !self.shared
+            && matches!(svc.traffic_policy, TrafficPolicy::Local { .. })
+    }
+
+    /// The Warning for a Service whose own annotation asks for endpoint targets where they cannot
+    /// apply (an env default that does not apply is not worth a Warning on every Service).
+    pub fn endpoint_targets_ignored(&self, svc: &ServiceRef) -> Option<Warning> {
+        let asked = self.target_nodes_with_endpoints
+            && self.source(a::TARGET_NODES_WITH_ENDPOINTS) == Source::Annotation;
+        if !asked || self.targets_nodes_with_endpoints(svc) {
+            return None;
+        }
+        let why = if self.shared {
+            format!(
+                "the load balancer is shared ({}): it has one target set for every Service on it",
+                a::SHARED
+            )
+        } else {
+            "the Service's externalTrafficPolicy is Cluster, where every node forwards to the \
+             endpoints; set it to Local to target only the nodes that run them"
+                .to_owned()
+        };
+        Some(Warning::new(
+            ENDPOINT_TARGETS_IGNORED,
+            format!(
+                "annotation {} is ignored and every eligible node is a target: {why}",
+                a::TARGET_NODES_WITH_ENDPOINTS
+            ),
+        ))
+    }
+}
+
+/// Reason of the Warning for `target-nodes-with-endpoints` where it cannot apply.
+pub const ENDPOINT_TARGETS_IGNORED: &str = "EndpointTargetsIgnored";
