@@ -276,18 +276,15 @@ pub async fn pass(ctx: &RoutePass) -> Result<Option<Instant>, CloudError> {
     if doubtful && !fresh {
         return Ok(Some(Instant::now()));
     }
-    let retry_deletes = deletes_pending.then(|| Instant::now() + RETRY.delay(1));
-    let retry_deletes = match (retry_deletes, view.rate_limited) {
-        (at, true) => {
-            let soon = Instant::now() + RATE_LIMITED_RETRY;
-            Some(at.map_or(soon, |at| at.min(soon)))
-        }
-        (at, false) => at,
-    };
-    Ok(match (ctx.earliest_retry(), retry_deletes) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    })
+    // The next pass: when a failed node's backoff ends, a failed delete is retried, or a write
+    // refused for the rate limit is tried again, whichever comes first.
+    let now = Instant::now();
+    let retry_deletes = deletes_pending.then(|| now + RETRY.delay(1));
+    let retry_rate_limited = view.rate_limited.then(|| now + RATE_LIMITED_RETRY);
+    Ok([ctx.earliest_retry(), retry_deletes, retry_rate_limited]
+        .into_iter()
+        .flatten()
+        .min())
 }
 
 /// The network's routes as one pass sees them.
