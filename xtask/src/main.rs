@@ -10,6 +10,7 @@ mod fleet;
 mod images;
 mod release;
 mod skaffold_build;
+mod test_binaries;
 
 use std::process::ExitCode;
 
@@ -50,9 +51,10 @@ enum Command {
     /// `CLOUD_CONTROLLERS_BUILDER=docker`) and pushes it when `$PUSH_IMAGE` is true.
     SkaffoldBuild(skaffold_build::SkaffoldBuildArgs),
     /// Run the whole test suite: prepares the tools, builds the controller and cloud-sim binaries
-    /// (the chart tests run them), then `cargo test --workspace --all-targets`, the images and the
-    /// chart run from them, the real one-node cluster (as root: helm install, skaffold run/dev),
-    /// the demo, `bench --quick all` and `chaos --quick all`.
+    /// (the chart tests run them), then `cargo test --workspace --all-targets` (its test binaries
+    /// a few at a time), the images and the chart run from them, the real one-node cluster (as
+    /// root: helm install, skaffold run/dev, the release for both platforms installed from the
+    /// node's registry), the demo, `bench --quick all` and `chaos --quick all`.
     Test {
         /// Extra arguments passed to `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -145,6 +147,17 @@ fn prepare() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A heading in `cargo xtask test`'s output, with the time since the process started, so a slow
+/// step is found in the log.
+fn section(title: &str) {
+    static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let started = STARTED.get_or_init(std::time::Instant::now);
+    eprintln!(
+        "\n=== {title} (at {:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 fn cargo() -> std::process::Command {
     std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
@@ -186,13 +199,11 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
 }
 
 fn test(args: &[String]) -> anyhow::Result<ExitCode> {
+    section("the tools the tests use, and the binaries the chart tests run");
     prepare()?;
     build_binaries(args)?;
-    let status = cargo()
-        .args(["test", "--workspace", "--all-targets"])
-        .args(args)
-        .status()?;
-    if !status.success() {
+    section("cargo test --workspace --all-targets (the test binaries, a few at a time)");
+    if !test_binaries::run(args)? {
         return Ok(ExitCode::FAILURE);
     }
     if !images_run_as_the_chart_says(args)? {
@@ -201,16 +212,16 @@ fn test(args: &[String]) -> anyhow::Result<ExitCode> {
     if !real_cluster(args)? {
         return Ok(ExitCode::FAILURE);
     }
-    eprintln!("\n=== the demo, end to end (each step waits for what it shows)");
+    section("the demo, end to end (each step waits for what it shows)");
     demo::run(&demo::DemoArgs {
         keep: false,
         profile: "dev".into(),
     })?;
-    eprintln!("\n=== cargo xtask bench --quick all (figures are printed, never asserted)");
+    section("cargo xtask bench --quick all (figures are printed, never asserted)");
     bench_report_is_well_formed()?;
-    eprintln!(
-        "\n=== cargo xtask chaos --quick all (fails on a duplicate, leak, wrong deletion, crash, \
-         unconverged world, or the token in any log, Event or metric)"
+    section(
+        "cargo xtask chaos --quick all (fails on a duplicate, leak, wrong deletion, crash, \
+         unconverged world, or the token in any log, Event or metric)",
     );
     chaos::run(&chaos::ChaosArgs {
         scenario: chaos::Scenario::All,
@@ -228,14 +239,14 @@ fn test(args: &[String]) -> anyhow::Result<ExitCode> {
 /// Builds the images, then runs the chart's rendered Deployments from them (`chart-tests`' ignored
 /// image-mode tests, which need the images).
 fn images_run_as_the_chart_says(args: &[String]) -> anyhow::Result<bool> {
-    eprintln!("\n=== cargo xtask images --rebuild-check (podman, from the Dockerfile)");
+    section("cargo xtask images --rebuild-check (podman, from the Dockerfile)");
     images::run(&images::ImagesArgs {
         profile: "dev-image".into(),
         tag: images::TEST_TAG.into(),
         rebuild_check: true,
         push: None,
     })?;
-    eprintln!("\n=== the rendered chart run from the images");
+    section("the rendered chart run from the images");
     let status = cargo()
         .args(["test", "-p", "chart-tests", "--test", "run_images"])
         .args(lock_flags(args))
@@ -248,9 +259,10 @@ fn images_run_as_the_chart_says(args: &[String]) -> anyhow::Result<bool> {
 /// The real one-node cluster's tests, one after the other (they share its fixed ports): `up` and
 /// `down` leave the host as it was, kubelet's cgroup v1 refusal is explained, `helm install` with
 /// the checks and failure modes of docs/real-cluster.md, a kubelet node IP the cloud does not
-/// know, and skaffold run/dev. They need root.
+/// know, skaffold run/dev, and the release: both platforms built (the arm64 binaries run under
+/// qemu), pushed to the node's registry and installed from it. They need root.
 fn real_cluster(args: &[String]) -> anyhow::Result<bool> {
-    eprintln!("\n=== a real one-node cluster: up/down, helm install, skaffold run and dev");
+    section("a real one-node cluster: up/down, helm install, skaffold run and dev, the release");
     if !is_root() {
         eprintln!("SKIPPED: the real cluster needs root (mounts, iptables, cgroups)");
         return Ok(true);
@@ -263,11 +275,15 @@ fn real_cluster(args: &[String]) -> anyhow::Result<bool> {
         );
         return Ok(true);
     }
-    let tests: [(&str, &str); 4] = [
+    let tests: [(&str, &str); 6] = [
         ("testenv", "cluster"),
         ("xtask", "cluster_chart"),
         ("xtask", "cluster_node_ip"),
         ("xtask", "cluster_skaffold"),
+        // Both platforms' images (arm64 cross-compiled), the arm64 binaries under qemu.
+        ("xtask", "release_platforms"),
+        // The release pushed to the node's registry, installed and upgraded from it.
+        ("xtask", "cluster_release"),
     ];
     for (package, test) in tests {
         let started = std::time::Instant::now();

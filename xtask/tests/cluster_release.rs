@@ -11,9 +11,10 @@
 //! `cluster down` at the end, also when a check fails.
 //!
 //! Needs root and builds both platforms' images (the `dev-image` profile, as `cargo xtask test`
-//! builds): `cargo test -p xtask --test cluster_release -- --ignored --nocapture`. Not in `cargo
-//! xtask test`: 3 min 50 s warm, but a cold cache compiles the workspace for arm64 (figures in
-//! docs/images-and-dev-loop.md, "The release installed from the registry").
+//! builds): `cargo test -p xtask --test cluster_release -- --ignored --nocapture`; `cargo xtask
+//! test` runs it after `release_platforms`, so the images are built once. A cold cache compiles
+//! the workspace for arm64 (figures in docs/images-and-dev-loop.md, "The release installed from
+//! the registry").
 
 mod common;
 
