@@ -435,7 +435,7 @@ impl ChurnPlan {
                     }
                 }
                 Step::CreateService(i) => {
-                    create_service(&cluster.client, i).await?;
+                    create_service(cluster, i).await?;
                 }
                 Step::DeleteService(i) => {
                     services

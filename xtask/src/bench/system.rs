@@ -37,6 +37,9 @@ use crate::demo::world::{NETWORK, UNINITIALIZED};
 use crate::fleet::{self, Fleet};
 
 pub(super) const POOL_LABEL: &str = "bench.cloud-controllers.dev/pool";
+const LB_TYPE: &str = "load-balancer.hetzner.cloud/type";
+/// Hetzner's load balancer types and how many targets each holds (`GET /load_balancer_types`).
+const LB_TYPES: [(&str, usize); 3] = [("lb11", 25), ("lb21", 75), ("lb31", 150)];
 pub(super) const NAMESPACE: &str = "default";
 /// Nodes registered (or Services created) at once.
 pub(super) const PARALLEL: usize = 32;
@@ -228,6 +231,20 @@ impl Cluster<'_> {
             pod_cidr: Some(pod_cidr(i)),
             ..KubeletNode::new(name)
         }
+    }
+
+    /// The smallest load balancer type whose targets hold a pool with room for the churn's
+    /// joins (a tenth more), as an operator sizes it; `None` while the default lb11 does. Past
+    /// lb31's 150 the pools are more than any type holds, and the Services say so
+    /// (`TargetsLeftOut`).
+    pub(super) fn load_balancer_type(&self) -> Option<&'static str> {
+        let pool = (self.live.len() + self.robot.len()).div_ceil(self.pools.max(1));
+        let needed = pool + pool.div_ceil(10);
+        LB_TYPES
+            .iter()
+            .find(|(_, targets)| needed <= *targets)
+            .or(LB_TYPES.last())
+            .and_then(|(name, _)| (*name != "lb11").then_some(*name))
     }
 
     /// Dedicated server `j`'s Node, as its kubelet registers it with `--node-ip` on a vSwitch; its
@@ -574,7 +591,7 @@ pub(super) async fn register_all(cluster: &Cluster<'_>, s: usize) -> anyhow::Res
         .await
         .context("registering the Nodes")?;
     futures::stream::iter(0..s)
-        .map(|i| create_service(&cluster.client, i))
+        .map(|i| create_service(cluster, i))
         .buffer_unordered(PARALLEL)
         .try_collect::<Vec<()>>()
         .await?;
@@ -603,9 +620,15 @@ async fn robot_servers(sim: &cloud_sim::Sim, r: usize) -> anyhow::Result<Vec<Str
         .await
 }
 
-pub(super) async fn create_service(client: &Client, i: usize) -> anyhow::Result<()> {
-    let svc = crate::demo::world::pool_service(i, POOL_LABEL, &format!("p{i}"));
-    Api::<Service>::namespaced(client.clone(), NAMESPACE)
+pub(super) async fn create_service(cluster: &Cluster<'_>, i: usize) -> anyhow::Result<()> {
+    let mut svc = crate::demo::world::pool_service(i, POOL_LABEL, &format!("p{i}"));
+    if let Some(lb_type) = cluster.load_balancer_type() {
+        svc.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(LB_TYPE.into(), lb_type.into());
+    }
+    Api::<Service>::namespaced(cluster.client.clone(), NAMESPACE)
         .create(&PostParams::default(), &svc)
         .await
         .with_context(|| format!("creating Service svc-{i}"))?;
@@ -775,16 +798,19 @@ fn print_summary(f: &Figures) {
         ("churn", &f.churn),
         ("restart", &f.restart),
     ] {
-        let seconds = phase.seconds.unwrap_or(0.0).max(0.001);
         for u in phase.controllers.iter().chain([&phase.sum()]) {
+            // A phase that never ended has no length to share the CPU seconds over.
+            let cpu_share = phase.seconds.map_or("–".into(), |seconds| {
+                format!("{:.2}%", u.cpu_s * 100.0 / seconds.max(0.001))
+            });
             println!(
-                "  {:<9} {:<21} {:>5.1} MiB {:>5.1} MiB {:>7.2} {:>5.2}% {:>7} {:>6} {:>8} {:>8}",
+                "  {:<9} {:<21} {:>5.1} MiB {:>5.1} MiB {:>7.2} {:>6} {:>7} {:>6} {:>8} {:>8}",
                 name,
                 u.controller,
                 u.peak_rss_mib,
                 u.steady_rss_mib,
                 u.cpu_s,
-                u.cpu_s * 100.0 / seconds,
+                cpu_share,
                 u.cloud_calls,
                 u.robot_calls,
                 u.kube_requests,
