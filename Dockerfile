@@ -93,6 +93,13 @@ RUN --mount=type=cache,id=cloud-controllers-cargo-registry,target=/usr/local/car
 
 # Shared by the final stages: CA certificates, tzdata, user 65532, no shell, no libc.
 FROM gcr.io/distroless/static-debian12:nonroot AS runtime
+# The platform is in an instruction so that it is in the layer cache's key: buildah (podman 4.3)
+# reuses a cached layer when its parent layer and instruction match, whatever the platform, and the
+# base's amd64 and arm64 images share their one layer (the same files). Without this line, an
+# arm64 build reused an amd64 build's runtime stage, or the reverse, and its image claimed the
+# other platform in its config.
+ARG TARGETARCH
+LABEL io.cloud-controllers.platform="linux/${TARGETARCH}"
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG SOURCE=https://github.com/cloud-controllers/cloud-controllers

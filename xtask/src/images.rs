@@ -73,7 +73,7 @@ pub fn run(args: &ImagesArgs) -> anyhow::Result<Vec<Built>> {
         let name = format!("localhost/{image}:{}", args.tag);
         let build = build(&podman, &repo, image, &name, &args.profile)?;
         let size = image_size(&podman, &name)?;
-        let binary_size = binary_size(&podman, &name, image)?;
+        let binary_size = binary_of(&podman, &name, image)?.size;
         let start = start_time(&podman, &name)?;
         eprintln!("built {name} in {:.1} s", build.as_secs_f64());
         let pushed = match &args.push {
@@ -264,12 +264,18 @@ pub(crate) fn image_size(podman: &testenv::Podman, name: &str) -> anyhow::Result
     Ok(podman_output(podman, &["image", "inspect", "--format", "{{.Size}}", name])?.parse()?)
 }
 
-/// The size of `/usr/local/bin/<binary>` in the image, copied out of a container never started.
-pub(crate) fn binary_size(
+/// `/usr/local/bin/<binary>` in an image, copied out of a container never started.
+pub(crate) struct Binary {
+    pub size: u64,
+    /// The architecture its ELF header names (`amd64`, `arm64`; `None`: another, or not ELF).
+    pub arch: Option<&'static str>,
+}
+
+pub(crate) fn binary_of(
     podman: &testenv::Podman,
     name: &str,
     binary: &str,
-) -> anyhow::Result<u64> {
+) -> anyhow::Result<Binary> {
     let id = podman_output(podman, &["create", name])?;
     let out =
         std::env::temp_dir().join(format!("cloud-controllers-{binary}-{}", std::process::id()));
@@ -284,8 +290,38 @@ pub(crate) fn binary_size(
     podman_output(podman, &["rm", &id])?;
     copied?;
     let size = std::fs::metadata(&out)?.len();
+    let mut header = [0u8; 20];
+    let arch = std::io::Read::read_exact(&mut std::fs::File::open(&out)?, &mut header)
+        .ok()
+        .and_then(|()| elf_arch(&header));
     std::fs::remove_file(&out)?;
-    Ok(size)
+    Ok(Binary { size, arch })
+}
+
+/// The architecture of a little-endian ELF file from its header's `e_machine`.
+fn elf_arch(header: &[u8; 20]) -> Option<&'static str> {
+    if &header[..4] != b"\x7fELF" {
+        return None;
+    }
+    match u16::from_le_bytes([header[18], header[19]]) {
+        0x3e => Some("amd64"),
+        0xb7 => Some("arm64"),
+        _ => None,
+    }
+}
+
+/// The platform an image's config claims, `os/architecture`.
+pub(crate) fn image_platform(podman: &testenv::Podman, name: &str) -> anyhow::Result<String> {
+    podman_output(
+        podman,
+        &[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Os}}/{{.Architecture}}",
+            name,
+        ],
+    )
 }
 
 /// `podman run … --version` as the chart runs it (read-only root, uid 65532, no capabilities):
@@ -378,4 +414,23 @@ pub(crate) fn build_context(repo: &Path) -> anyhow::Result<Vec<PathBuf>> {
         .collect();
     paths.extend(["Dockerfile", ".dockerignore"].map(|p| repo.join(p)));
     Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::elf_arch;
+
+    #[test]
+    fn elf_headers_name_their_architecture() {
+        let mut header = [0u8; 20];
+        header[..4].copy_from_slice(b"\x7fELF");
+        header[18] = 0x3e;
+        assert_eq!(elf_arch(&header), Some("amd64"));
+        header[18] = 0xb7;
+        assert_eq!(elf_arch(&header), Some("arm64"));
+        header[18] = 0x28; // 32-bit ARM
+        assert_eq!(elf_arch(&header), None);
+        header[0] = b'#';
+        assert_eq!(elf_arch(&header), None);
+    }
 }

@@ -361,7 +361,18 @@ pub fn run(args: &ReleaseArgs) -> anyhow::Result<()> {
             crate::images::run_build(cmd, &format!("{image}-{arch}"))?;
             let id = image_id(&podman, &local).context("the image just built")?;
             let size = crate::images::image_size(&podman, &local)?;
-            let binary_size = crate::images::binary_size(&podman, &local, image)?;
+            let binary = crate::images::binary_of(&podman, &local, image)?;
+            let platform = crate::images::image_platform(&podman, &local)?;
+            // What a node pulls by platform must run there: a cache that mixed platforms up
+            // (see the Dockerfile's runtime stage) is caught here, before anything is pushed.
+            ensure!(
+                platform == format!("linux/{arch}") && binary.arch == Some(*arch),
+                "{local}: built for linux/{arch}, but its config claims {platform} and its binary \
+                 is {}; remove it (podman rmi {local}) and the cached layers it came from \
+                 (podman image prune), then run again",
+                binary.arch.unwrap_or("not an amd64 or arm64 ELF file")
+            );
+            let binary_size = binary.size;
             let rebuilt = before.as_deref() != Some(id.as_str());
             eprintln!(
                 "release: {local} {} ({:.1} MB, binary {:.1} MB)",
