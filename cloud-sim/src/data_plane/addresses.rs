@@ -4,24 +4,57 @@
 //! IP targets) are usually not assigned to any interface here, so nothing could listen on them.
 //! An address that is assigned on this host (binding `ip:0` succeeds) stands for itself: that is
 //! how the real-node cluster works, whose node's IP is real. Any other address gets a loopback
-//! address of its own, handed out in order from `127.1.0.1` upward: Linux routes all of
-//! 127.0.0.0/8 to the loopback interface and lets non-root processes bind any of it.
+//! address of its own, handed out in order from `127.B.0.1` upward, `B` a /16 block this process
+//! holds alone ([`loopback_base`]): Linux routes all of 127.0.0.0/8 to the loopback interface and
+//! lets non-root processes bind any of it.
 //!
 //! Tests bind the stand-in for a node (its NodePort, kube-proxy) to `local(server_ip)`, and the
 //! data plane connects to `local(target_ip)`: both sides agree through this table.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
-
-/// The first loopback address handed out.
-const LOOPBACK_BASE: Ipv4Addr = Ipv4Addr::new(127, 1, 0, 1);
+use std::sync::{Mutex, OnceLock};
 
 /// Loopback addresses handed out so far, by every simulator in this process. Shared on purpose:
 /// tests run many simulators side by side in one process, and each one's first server has the
 /// same simulated address (100.64.0.1); distinct loopback addresses keep their responders apart.
 static NEXT_LOOPBACK: AtomicU32 = AtomicU32::new(0);
+
+/// The /16 blocks of 127.0.0.0/8 a process may claim: `127.1.0.0/16` to `127.254.0.0/16`.
+const BLOCKS: u32 = 254;
+
+/// The first loopback address this process hands out: `127.B.0.1`, in a /16 block no other
+/// process holds. Test binaries run side by side, and each binds fixed ports (a node's kube-proxy
+/// health port) on the addresses it is handed: two processes counting from the same address
+/// collided (`Address already in use`). A block is held with a lock on a file named after it,
+/// which the kernel drops when the process ends, however it ends.
+fn loopback_base() -> Ipv4Addr {
+    static BASE: OnceLock<Ipv4Addr> = OnceLock::new();
+    *BASE.get_or_init(|| {
+        match claim_block(&std::env::temp_dir(), std::process::id()) {
+            Some((block, lock)) => {
+                // Held until the process exits.
+                std::mem::forget(lock);
+                Ipv4Addr::new(127, block, 0, 1)
+            }
+            // Every block held (or no temporary directory): share the first, as before blocks.
+            None => Ipv4Addr::new(127, 1, 0, 1),
+        }
+    })
+}
+
+/// The first block from `seed` on whose lock file in `dir` no one else holds a lock, and the
+/// locked file.
+fn claim_block(dir: &std::path::Path, seed: u32) -> Option<(u8, std::fs::File)> {
+    (0..BLOCKS).find_map(|i| {
+        let block = 1 + (seed + i) % BLOCKS;
+        let path = dir.join(format!("cloud-sim-loopback-127.{block}.lock"));
+        let file = std::fs::File::create(path).ok()?;
+        file.try_lock().ok()?;
+        Some((u8::try_from(block).ok()?, file))
+    })
+}
 
 #[derive(Debug, Default)]
 pub struct AddressMap {
@@ -48,7 +81,7 @@ impl AddressMap {
         } else {
             loop {
                 let n = NEXT_LOOPBACK.fetch_add(1, Ordering::Relaxed);
-                let candidate = IpAddr::V4(Ipv4Addr::from(u32::from(LOOPBACK_BASE) + n));
+                let candidate = IpAddr::V4(Ipv4Addr::from(u32::from(loopback_base()) + n));
                 if !inner.locals.contains(&candidate) && !inner.map.contains_key(&candidate) {
                     break candidate;
                 }
@@ -77,6 +110,22 @@ fn on_this_host(ip: IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_block_held_by_another_is_skipped_and_freed_when_its_holder_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, held) = claim_block(dir.path(), 4).unwrap();
+        assert_eq!(first, 5);
+        // Another open file of the same name cannot lock it while `held` lives (as another
+        // process could not): the next block is claimed.
+        let (second, _also_held) = claim_block(dir.path(), 4).unwrap();
+        assert_eq!(second, 6);
+        drop(held);
+        assert_eq!(claim_block(dir.path(), 4).unwrap().0, 5);
+        // Blocks wrap around within 127.1 to 127.254, never 127.0 (127.0.0.1's) or 127.255.
+        assert_eq!(claim_block(dir.path(), BLOCKS - 1).unwrap().0, 254);
+        assert_eq!(claim_block(dir.path(), BLOCKS).unwrap().0, 1);
+    }
 
     #[test]
     fn unassigned_addresses_get_distinct_loopback_addresses_and_keep_them() {
