@@ -138,13 +138,12 @@ fn test_binary(line: &str) -> Option<TestBinary> {
     let executable = PathBuf::from(message["executable"].as_str()?);
     let manifest = Path::new(message["manifest_path"].as_str()?);
     let package_dir = manifest.parent()?.to_path_buf();
-    // `path+file:///…/name#0.1.0` or `…#name@0.1.0`: the package's name is the manifest's.
-    let package = package_name(manifest).unwrap_or_else(|| {
-        package_dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    });
+    // `path+file:///…/dir#0.1.0` (the package is named as its directory) or `…#name@0.1.0`.
+    let (_, version) = message["package_id"].as_str()?.rsplit_once('#')?;
+    let package = match version.split_once('@') {
+        Some((name, _)) => name.to_owned(),
+        None => package_dir.file_name()?.to_string_lossy().into_owned(),
+    };
     let kind = message["target"]["kind"][0].as_str().unwrap_or("lib");
     let target = message["target"]["name"].as_str().unwrap_or_default();
     Some(TestBinary {
@@ -153,15 +152,6 @@ fn test_binary(line: &str) -> Option<TestBinary> {
         package,
         package_dir,
     })
-}
-
-fn package_name(manifest: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(manifest).ok()?;
-    let package = text.split("[package]").nth(1)?;
-    let line = package
-        .lines()
-        .find(|l| l.trim_start().starts_with("name"))?;
-    Some(line.split('"').nth(1)?.to_owned())
 }
 
 /// Runs one binary as `cargo test` does (in its package's directory, with cargo's variables),
@@ -244,6 +234,7 @@ mod tests {
         let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
         let line = serde_json::json!({
             "reason": "compiler-artifact",
+            "package_id": format!("path+file://{}#0.1.0", env!("CARGO_MANIFEST_DIR")),
             "manifest_path": manifest,
             "target": {"kind": ["test"], "name": "cluster_chart"},
             "profile": {"test": true},
@@ -254,6 +245,10 @@ mod tests {
         assert_eq!(binary.name, "xtask test cluster_chart");
         assert_eq!(binary.package, "xtask");
         assert_eq!(binary.package_dir, Path::new(env!("CARGO_MANIFEST_DIR")));
+
+        // A package named otherwise than its directory says so in its id.
+        let renamed = line.replace("#0.1.0", "#other-name@0.1.0");
+        assert_eq!(test_binary(&renamed).unwrap().package, "other-name");
 
         // The binaries `cargo xtask test` builds for the chart tests are not test binaries.
         let bin = line.replace(r#""test":true"#, r#""test":false"#);
