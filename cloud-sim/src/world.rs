@@ -136,6 +136,8 @@ pub struct SimClient {
     token: String,
     poll: Duration,
     action_deadline: Duration,
+    /// `key=value` added to every request's query ([`SimClient::tagged`]).
+    tag: Option<String>,
 }
 
 type Result<T, E = SimClientError> = std::result::Result<T, E>;
@@ -156,6 +158,16 @@ impl SimClient {
             token: token.to_owned(),
             poll: Duration::from_millis(10),
             action_deadline: Duration::from_secs(30),
+            tag: None,
+        }
+    }
+
+    /// A copy that adds `query` (`key=value`) to every request it sends, its action polls too:
+    /// a benchmark tags its own calls so that the request log tells them from the controllers'.
+    pub fn tagged(&self, query: &str) -> SimClient {
+        SimClient {
+            tag: Some(query.to_owned()),
+            ..self.clone()
         }
     }
 
@@ -174,6 +186,11 @@ impl SimClient {
         path: &str,
         body: Option<Value>,
     ) -> Result<RawResponse> {
+        let path = match &self.tag {
+            Some(tag) if path.contains('?') => format!("{path}&{tag}"),
+            Some(tag) => format!("{path}?{tag}"),
+            None => path.to_owned(),
+        };
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.base))

@@ -14,9 +14,12 @@
 //! An hour is simulated by running every period the controllers have `--time-scale` times faster
 //! (the flags and variables are printed): a run of 3600 / scale seconds covers every periodic task
 //! as often as an hour does. The calls counted in that window are the calls per hour.
+//!
+//! `--hccm PATH` then runs the same world again under HCCM (one process, every controller of it,
+//! its periods scaled alike) and prints its hours beside ours.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -26,10 +29,9 @@ use kube::api::DeleteParams;
 use serde::Serialize;
 
 use super::routes::{CLUSTER_CIDR, servers};
-use super::system::{
-    Cluster, Counters, NAMESPACE, Samples, counters, create_service, register_all, wait_converged,
-};
-use super::{BenchArgs, Calls, Env};
+use super::system::{Cluster, NAMESPACE, counters, create_service, register_all, wait_converged};
+use super::{BenchArgs, Calls, Controller, Env, Manager};
+use crate::demo::world::NETWORK;
 use crate::fleet::{self, Fleet};
 
 /// Hetzner's budget per project: 3600 requests an hour.
@@ -42,6 +44,12 @@ const PERIODS: &[(&str, &str, Duration)] = &[
         Duration::from_secs(300),
     ),
     (
+        // The fleet passes 1 s (a demo's NotReady Nodes go at once); a real hour has the default.
+        "lifecycle-controller",
+        "--node-monitor-period",
+        Duration::from_secs(5),
+    ),
+    (
         "service-controller",
         "--load-balancer-drift-check-period",
         Duration::from_secs(600),
@@ -52,7 +60,15 @@ const PERIODS: &[(&str, &str, Duration)] = &[
         Duration::from_secs(300),
     ),
 ];
-/// The variables this bench scales, at their defaults (every controller gets them).
+/// HCCM's periods this bench scales, at HCCM's defaults (`--hccm`): its route controller's,
+/// its lifecycle controller's and its node controller's status updates.
+const HCCM_PERIODS: &[(&str, Duration)] = &[
+    ("--node-status-update-frequency", Duration::from_secs(300)),
+    ("--route-reconciliation-period", Duration::from_secs(10)),
+    ("--node-monitor-period", Duration::from_secs(5)),
+];
+/// The variables this bench scales, at their defaults (every controller gets them; HCCM reads
+/// the first).
 const VARIABLES: &[(&str, Duration)] = &[
     ("HCLOUD_SERVER_CACHE_MAX_AGE", Duration::from_secs(10)),
     (
@@ -66,14 +82,19 @@ const SERVICE_LIFE: Duration = Duration::from_secs(600);
 /// Services created (and deleted) per hour of churn.
 const CHURN_SERVICES: usize = 10;
 
-/// What one size measured.
+/// What one size measured under one manager.
 #[derive(Debug, Serialize)]
 pub struct Figures {
+    /// `ours` or `HCCM`.
+    pub manager: &'static str,
     pub nodes: usize,
     pub services: usize,
     pub time_scale: u32,
     /// cloud-sim's routes-per-network limit for this run (a real network holds 100).
     pub max_routes_per_network: usize,
+    /// Whether the Nodes were routed: always for ours; for HCCM only where a real network holds
+    /// a route per Node (its route controller reads every route's server on each pass).
+    pub routes: bool,
     pub converge_s: Option<f64>,
     pub idle: Hour,
     pub churn: Hour,
@@ -113,7 +134,10 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Vec<F
     let mut all = Vec::new();
     for (n, s) in sizes(args) {
         anyhow::ensure!(n >= s && s > 0, "--nodes must be at least --services (> 0)");
-        all.push(run_one(args, binaries, n, s, scale).await?);
+        all.push(run_one(args, Start::Ours(binaries), n, s, scale).await?);
+        if let Some(hccm) = &args.hccm {
+            all.push(run_one(args, Start::Hccm(hccm), n, s, scale).await?);
+        }
     }
     print_summary(&all);
     Ok(all)
@@ -123,9 +147,80 @@ fn scaled(d: Duration, scale: u32) -> String {
     format!("{}ms", (d / scale).as_millis().max(1))
 }
 
+/// What to start on the world: our four controllers, or HCCM.
+#[derive(Clone, Copy)]
+enum Start<'a> {
+    Ours(&'a [PathBuf]),
+    Hccm(&'a Path),
+}
+
+/// The managers of a run, started.
+enum Running {
+    Ours(Fleet),
+    Hccm(Controller),
+}
+
+impl Running {
+    fn name(&self) -> &'static str {
+        match self {
+            Running::Ours(_) => "ours",
+            Running::Hccm(_) => "HCCM",
+        }
+    }
+
+    /// Cloud calls so far per controller process. HCCM counts none itself: every call the sim
+    /// counted is its (the bench's own are tagged and left out).
+    async fn calls(&self, sim: &cloud_sim::Sim) -> Vec<(String, u64)> {
+        match self {
+            Running::Ours(fleet) => fleet
+                .replicas
+                .iter()
+                .zip(counters(fleet).await)
+                .map(|(r, c)| (r.spec.name.to_string(), c.cloud_calls))
+                .collect(),
+            Running::Hccm(_) => vec![(
+                "hcloud-cloud-controller-manager".into(),
+                Calls::of(sim).total,
+            )],
+        }
+    }
+
+    /// Fails if a controller exited.
+    fn ensure_running(&mut self) -> anyhow::Result<()> {
+        match self {
+            Running::Ours(fleet) => {
+                let exits = fleet.reap();
+                anyhow::ensure!(
+                    exits.is_empty(),
+                    "a controller exited: {exits:?}\n{}",
+                    fleet.log_tails(20)
+                );
+            }
+            Running::Hccm(hccm) => {
+                if let Some(status) = hccm.try_wait()? {
+                    let log = super::hccm_log("*");
+                    anyhow::bail!("HCCM exited: {status} (its log: {})", log.display());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn stop(self) {
+        match self {
+            Running::Ours(mut fleet) => {
+                for i in 0..fleet.replicas.len() {
+                    fleet.kill(i).await;
+                }
+            }
+            Running::Hccm(hccm) => hccm.stop().await,
+        }
+    }
+}
+
 async fn run_one(
     args: &BenchArgs,
-    binaries: &[PathBuf],
+    start: Start<'_>,
     n: usize,
     s: usize,
     scale: u32,
@@ -142,6 +237,10 @@ async fn run_one(
     .await?;
     let network = crate::demo::world::network(&env.sim).await?;
     let created = servers(&env, n, network).await?;
+    // HCCM's route controller reads each route's server on every pass: past a real network's
+    // route limit (where no real cluster routes through the network anyway) it runs without.
+    let default_routes = cloud_sim::SimConfig::default().max_routes_per_network;
+    let routed = matches!(start, Start::Ours(_)) || n <= default_routes;
     let mut cluster = Cluster {
         client: env.client.clone(),
         sim: &env.sim,
@@ -150,6 +249,7 @@ async fn run_one(
         live: Vec::new(),
         robot: Vec::new(),
         next: n,
+        routed,
     };
     let controller_args: Vec<(&str, String)> = PERIODS
         .iter()
@@ -161,61 +261,63 @@ async fn run_one(
         .chain(args.env.iter().cloned())
         .collect();
     let dir = env.plane.dir().join("bench-budget");
-    let mut fleet = Fleet::start(
-        &env.plane,
-        &env.client,
-        &env.sim,
-        binaries,
-        fleet::Options {
-            replicas: 1,
-            stable_identities: false,
-            rust_log: "warn",
-            cluster_cidr: CLUSTER_CIDR,
-            extra_args: &args.extra,
-            controller_args: &controller_args,
-            extra_env: &extra_env,
-            wrapper: args.wrapper.as_deref(),
-            dir: &dir,
-        },
-    )
-    .await?;
+    let (mut running, scaled_settings) = match start {
+        Start::Ours(binaries) => {
+            let fleet = Fleet::start(
+                &env.plane,
+                &env.client,
+                &env.sim,
+                binaries,
+                fleet::Options {
+                    replicas: 1,
+                    stable_identities: false,
+                    rust_log: "warn",
+                    cluster_cidr: CLUSTER_CIDR,
+                    extra_args: &args.extra,
+                    controller_args: &controller_args,
+                    extra_env: &extra_env,
+                    wrapper: args.wrapper.as_deref(),
+                    dir: &dir,
+                },
+            )
+            .await?;
+            let settings = controller_args
+                .iter()
+                .map(|(c, f)| format!("{c} {f}"))
+                .chain(extra_env.iter().map(|(k, v)| format!("{k}={v}")))
+                .collect::<Vec<_>>();
+            (Running::Ours(fleet), settings)
+        }
+        Start::Hccm(binary) => {
+            let (hccm, settings) = start_hccm(&env, args, binary, routed, scale)?;
+            (Running::Hccm(hccm), settings)
+        }
+    };
     println!(
-        "bench budget: {n} Nodes, {s} LoadBalancer Services; one hour simulated in {} s (time \
-         scale {scale}: {}{}{}); cloud-sim's route limit raised from {} to {max_routes} (logs in \
-         {})",
+        "bench budget ({}): {n} Nodes, {s} LoadBalancer Services; one hour simulated in {} s \
+         (time scale {scale}: {}); {}",
+        running.name(),
         hour.as_secs(),
-        controller_args
-            .iter()
-            .map(|(c, f)| format!("{c} {f}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        if extra_env.is_empty() { "" } else { ", " },
-        extra_env
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        cloud_sim::SimConfig::default().max_routes_per_network,
-        dir.display()
+        scaled_settings.join(", "),
+        if routed {
+            format!("cloud-sim's route limit raised from {default_routes} to {max_routes}")
+        } else {
+            format!("no routes: a real network holds {default_routes}")
+        },
     );
+    if let Running::Ours(_) = running {
+        println!("  logs in {}", dir.display());
+    }
 
     // Converge.
     let started = Instant::now();
-    let mut samples = Samples::new(&fleet, started);
     cluster.live = created
         .into_iter()
         .enumerate()
         .map(|(i, srv)| (cluster.kubelet(i, srv.name, srv.ip), srv.id))
         .collect();
     register_all(&cluster, s).await?;
-    let converged = wait_converged(
-        &env,
-        &fleet,
-        &cluster,
-        &mut samples,
-        Duration::from_secs(900),
-    )
-    .await?;
+    let converged = wait_converged(&env, &cluster, Duration::from_secs(900), || ()).await?;
     let converge_s = converged.then(|| started.elapsed().as_secs_f64());
     match converge_s {
         Some(t) => println!("  converged in {t:.1} s"),
@@ -223,47 +325,87 @@ async fn run_one(
     }
     // Past the first round of every periodic task (they start with the process).
     let longest = PERIODS.iter().map(|(_, _, d)| *d).max().unwrap_or_default() / scale;
-    watch(&mut fleet, longest).await?;
+    watch(&mut running, longest).await?;
 
     // 1. Idle.
-    let mark = Mark::take(&env.sim, &fleet).await;
-    watch(&mut fleet, hour).await?;
-    let idle = mark.hour(&env.sim, &fleet, &BTreeMap::new()).await;
+    let mark = Mark::take(&env.sim, &running).await;
+    watch(&mut running, hour).await?;
+    let idle = mark.hour(&env.sim, &running).await;
     print_hour("idle", &idle);
 
     // 2. Churn.
     let plan = ChurnPlan::new(n, s, hour, scale);
-    let mark = Mark::take(&env.sim, &fleet).await;
-    let own_calls = plan.run(&mut cluster, &mut fleet).await?;
-    watch(&mut fleet, hour.saturating_sub(mark.at.elapsed())).await?;
-    let mut churn = mark.hour(&env.sim, &fleet, &own_calls).await;
+    let mark = Mark::take(&env.sim, &running).await;
+    plan.run(&mut cluster, &mut running).await?;
+    watch(&mut running, hour.saturating_sub(mark.at.elapsed())).await?;
+    let mut churn = mark.hour(&env.sim, &running).await;
     churn.events = plan.describe();
     print_hour("churn", &churn);
-    for i in 0..fleet.replicas.len() {
-        fleet.kill(i).await;
-    }
+    let manager = running.name();
+    running.stop().await;
     Ok(Figures {
+        manager,
         nodes: n,
         services: s,
         time_scale: scale,
         max_routes_per_network: max_routes,
+        routes: routed,
         converge_s,
         idle,
         churn,
     })
 }
 
+/// HCCM on the world with every controller of it, as its own deployment runs it (the network
+/// `NETWORK`, load balancers in fsn1), its periods and server cache scaled like ours. Returns the
+/// process and the scaled settings.
+fn start_hccm(
+    env: &Env,
+    args: &BenchArgs,
+    binary: &Path,
+    routed: bool,
+    scale: u32,
+) -> anyhow::Result<(Controller, Vec<String>)> {
+    let periods: Vec<String> = HCCM_PERIODS
+        .iter()
+        .map(|(flag, d)| format!("{flag}={}", scaled(*d, scale)))
+        .collect();
+    let cluster_cidr = format!("--cluster-cidr={CLUSTER_CIDR}");
+    let routes = format!("--configure-cloud-routes={routed}");
+    let flags: Vec<&str> = periods
+        .iter()
+        .map(String::as_str)
+        .chain([
+            cluster_cidr.as_str(),
+            "--allocate-node-cidrs=true",
+            routes.as_str(),
+        ])
+        .collect();
+    let (cache_var, cache_default) = VARIABLES[0];
+    let cache = scaled(cache_default, scale);
+    let environment = [
+        ("HCLOUD_NETWORK", NETWORK),
+        (
+            "HCLOUD_NETWORK_ROUTES_ENABLED",
+            if routed { "true" } else { "false" },
+        ),
+        ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
+        (cache_var, cache.as_str()),
+    ];
+    let hccm = env.spawn(args, Manager::Hccm(binary), "*", &flags, &environment)?;
+    let settings = periods
+        .into_iter()
+        .chain([format!("{cache_var}={cache}")])
+        .collect();
+    Ok((hccm, settings))
+}
+
 /// Keeps an eye on the controllers for `d`: none may exit.
-async fn watch(fleet: &mut Fleet, d: Duration) -> anyhow::Result<()> {
+async fn watch(running: &mut Running, d: Duration) -> anyhow::Result<()> {
     let until = Instant::now() + d;
     while Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(500).min(until - Instant::now())).await;
-        let exits = fleet.reap();
-        anyhow::ensure!(
-            exits.is_empty(),
-            "a controller exited: {exits:?}\n{}",
-            fleet.log_tails(20)
-        );
+        running.ensure_running()?;
     }
     Ok(())
 }
@@ -271,41 +413,35 @@ async fn watch(fleet: &mut Fleet, d: Duration) -> anyhow::Result<()> {
 /// The counters when a phase began.
 struct Mark {
     at: Instant,
-    controllers: Vec<Counters>,
+    controllers: Vec<(String, u64)>,
     calls: Calls,
 }
 
 impl Mark {
-    async fn take(sim: &cloud_sim::Sim, fleet: &Fleet) -> Mark {
+    async fn take(sim: &cloud_sim::Sim, running: &Running) -> Mark {
         Mark {
             at: Instant::now(),
-            controllers: counters(fleet).await,
+            controllers: running.calls(sim).await,
             calls: Calls::of(sim),
         }
     }
 
-    /// The calls since the mark, without `own_calls` (the bench's own, per endpoint).
-    async fn hour(
-        &self,
-        sim: &cloud_sim::Sim,
-        fleet: &Fleet,
-        own_calls: &BTreeMap<String, u64>,
-    ) -> Hour {
-        let after = counters(fleet).await;
+    /// The calls since the mark (the bench's own are tagged, and not counted).
+    async fn hour(&self, sim: &cloud_sim::Sim, running: &Running) -> Hour {
+        let after = running.calls(sim).await;
         let calls = Calls::of(sim);
-        let per_controller: Vec<(String, u64)> = fleet
-            .replicas
+        let per_controller: Vec<(String, u64)> = self
+            .controllers
             .iter()
-            .zip(self.controllers.iter().zip(&after))
-            .map(|(r, (b, a))| (r.spec.name.to_string(), a.cloud_calls - b.cloud_calls))
+            .zip(after)
+            .map(|((name, b), (_, a))| (name.clone(), a.saturating_sub(*b)))
             .collect();
         let per_endpoint = calls
             .by_endpoint
             .iter()
             .filter_map(|(k, v)| {
                 let before = self.calls.by_endpoint.get(k).copied().unwrap_or(0);
-                let own = own_calls.get(k).copied().unwrap_or(0);
-                let d = v.saturating_sub(before + own);
+                let d = v.saturating_sub(before);
                 (d > 0).then(|| (k.clone(), d))
             })
             .collect();
@@ -396,32 +532,18 @@ impl ChurnPlan {
         ]
     }
 
-    /// Runs the steps at their times; returns the bench's own Cloud calls per endpoint (creating
-    /// and deleting servers), which are not the controllers'.
-    async fn run(
-        &self,
-        cluster: &mut Cluster<'_>,
-        fleet: &mut Fleet,
-    ) -> anyhow::Result<BTreeMap<String, u64>> {
+    /// Runs the steps at their times.
+    async fn run(&self, cluster: &mut Cluster<'_>, running: &mut Running) -> anyhow::Result<()> {
         let start = Instant::now();
-        let mut own = BTreeMap::new();
         let mut rebooted = Vec::new();
         let services: Api<Service> = Api::namespaced(cluster.client.clone(), NAMESPACE);
         for (at, step) in self.steps() {
             tokio::time::sleep_until((start + at).into()).await;
-            let exits = fleet.reap();
-            anyhow::ensure!(
-                exits.is_empty(),
-                "a controller exited during the churn: {exits:?}\n{}",
-                fleet.log_tails(20)
-            );
+            running.ensure_running()?;
             match step {
                 Step::Replace => {
                     cluster.remove().await?;
                     cluster.join().await?;
-                    for endpoint in ["DELETE /servers/{id}", "POST /servers", "GET /servers/{id}"] {
-                        *own.entry(endpoint.to_string()).or_default() += 1;
-                    }
                 }
                 Step::RebootDown(i) => {
                     // From the newest end: a replacement takes the oldest, never a rebooting one.
@@ -445,7 +567,7 @@ impl ChurnPlan {
                 }
             }
         }
-        Ok(own)
+        Ok(())
     }
 }
 
@@ -468,16 +590,19 @@ fn print_hour(name: &str, h: &Hour) {
 }
 
 fn print_summary(all: &[Figures]) {
-    println!("\nbench budget: Cloud API calls per hour, the four controllers together");
+    println!("\nbench budget: Cloud API calls per hour, the four controllers together (or HCCM)");
     println!(
-        "| Nodes | Services | idle calls/h | idle % of budget | churn calls/h | churn % of budget |"
+        "| manager | Nodes | Services | routes | idle calls/h | idle % of budget | churn calls/h | \
+         churn % of budget |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for f in all {
         println!(
-            "| {} | {} | {} | {:.1} % | {} | {:.1} % |",
+            "| {} | {} | {} | {} | {} | {:.1} % | {} | {:.1} % |",
+            f.manager,
             f.nodes,
             f.services,
+            if f.routes { "yes" } else { "no" },
             f.idle.total,
             f.idle.share(),
             f.churn.total,

@@ -129,7 +129,7 @@ pub struct BenchArgs {
     pub env: Vec<(String, String)>,
     /// hcloud-cloud-controller-manager's binary: `nodes`, `services` and `routes` then also run
     /// it (with only the matching controller enabled) on the same scenario and print its figures
-    /// beside ours.
+    /// beside ours; `budget` runs it with all of them on the same world after ours.
     #[arg(long)]
     pub hccm: Option<PathBuf>,
     /// Run the controller under a wrapper, e.g. `--wrapper=heaptrack` (the RSS figures are then
@@ -479,9 +479,7 @@ impl Env {
         let process = env
             .iter()
             .fold(process, |l, (k, v)| l.env(k, v))
-            .output(Output::Log(
-                std::env::temp_dir().join(format!("bench-hccm-{hccm_controller}.log")),
-            ))
+            .output(Output::Log(hccm_log(hccm_controller)))
             .spawn()?;
         Ok(Controller { process })
     }
@@ -524,12 +522,27 @@ impl Env {
     }
 }
 
+/// Where HCCM's log goes when it runs `hccm_controller` (`*`: all of them).
+pub fn hccm_log(hccm_controller: &str) -> PathBuf {
+    let name = if hccm_controller == "*" {
+        "all"
+    } else {
+        hccm_controller
+    };
+    std::env::temp_dir().join(format!("bench-hccm-{name}.log"))
+}
+
 /// A controller binary running as a child process (killed when dropped).
 pub struct Controller {
     process: Process,
 }
 
 impl Controller {
+    /// How the process ended, if it has.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.process.try_wait()
+    }
+
     /// The process's memory and threads now.
     pub fn memory(&self) -> Memory {
         self.process.memory()
