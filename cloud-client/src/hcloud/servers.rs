@@ -9,15 +9,17 @@
 //! A snapshot past its max age is first confirmed by one call, when it can be (see
 //! [`change_probe`](super::change_probe)): if no server action started since its list began, it
 //! is still the truth and counts as fresh again; if actions name fewer servers than a list has
-//! pages, those servers are read one by one (`GET /servers/{id}`) into it. A full list is made
-//! when more changed, when the snapshot is older than the relist period
-//! (`HCLOUD_SERVER_CACHE_RELIST_PERIOD`, 1 h; what no action records, such as a rename, shows
-//! then), or when the probe cannot answer.
+//! pages, those servers are marked stale and the rest counts as fresh. A stale server is read
+//! (`GET /servers/{id}`) into the snapshot when a lookup lands on it, not before: each process
+//! reads only the changed servers it asks about (lifecycle-controller never reads a new server,
+//! node-controller never a deleted one). A full list is made when more changed, when the snapshot
+//! is older than the relist period (`HCLOUD_SERVER_CACHE_RELIST_PERIOD`, 1 h; what no action
+//! records, such as a rename, shows then), or when the probe cannot answer.
 //!
 //! A miss is never trusted from an old snapshot: unless the snapshot is younger than `miss_fresh`
-//! (an id is asked whatever the snapshot's age, since lists lag behind creates), the server itself
-//! is read (`GET /servers/{id}`, `GET /servers?name=`; a private IP: one fresh
-//! list) before "not found" is reported. That is what keeps a stale cache from ever deleting a
+//! and has no stale server (an id is asked whatever the snapshot's age, since lists lag behind
+//! creates), the server itself is read (`GET /servers/{id}`, `GET /servers?name=`; a private IP:
+//! the stale servers, then one fresh list) before "not found" is reported. That is what keeps a stale cache from ever deleting a
 //! Node, and a new Node costs one call, not a list of every server.
 
 use std::collections::{BTreeSet, HashMap};
@@ -42,8 +44,12 @@ pub(crate) struct Snapshot {
     pub fetched: Instant,
     /// Every server action up to it is reflected; `None`: unknown (no probe).
     watermark: Option<Watermark>,
-    /// When the snapshot was last known to be the truth: its list, or a probe since.
+    /// When the snapshot was last known to be the truth but for `stale`: its list, or a probe
+    /// since.
     confirmed: Mutex<Instant>,
+    /// Servers that changed (or were created) since the list, not read yet: an entry here may be
+    /// out of date or missing.
+    stale: BTreeSet<i64>,
     by_id: HashMap<i64, Arc<Server>>,
     by_name: HashMap<String, i64>,
     by_private_ip: HashMap<String, i64>,
@@ -57,6 +63,7 @@ impl Snapshot {
             now,
             servers.into_iter().map(Arc::new),
             watermark,
+            BTreeSet::new(),
         )
     }
 
@@ -65,12 +72,14 @@ impl Snapshot {
         fetched: Instant,
         servers: impl ExactSizeIterator<Item = Arc<Server>>,
         watermark: Option<Watermark>,
+        stale: BTreeSet<i64>,
     ) -> Self {
         let mut s = Snapshot {
             generation,
             fetched,
             watermark,
             confirmed: Mutex::new(Instant::now()),
+            stale,
             by_id: HashMap::with_capacity(servers.len()),
             by_name: HashMap::with_capacity(servers.len()),
             by_private_ip: HashMap::new(),
@@ -87,22 +96,31 @@ impl Snapshot {
         s
     }
 
-    /// This snapshot with the servers read since (`None`: gone), up to date to `watermark`. It
-    /// keeps the list's time: the relist period still counts from the last full list.
-    fn patched(&self, read: Vec<(i64, Option<Server>)>, watermark: Watermark) -> Self {
+    /// This snapshot with the servers read since (`None`: gone) and `stale` the servers still
+    /// to read, up to date to `watermark`. It keeps the list's time (the relist period still
+    /// counts from the last full list) and when it was last confirmed.
+    fn patched(
+        &self,
+        read: Vec<(i64, Option<Arc<Server>>)>,
+        stale: BTreeSet<i64>,
+        watermark: Option<Watermark>,
+    ) -> Self {
         let mut by_id = self.by_id.clone();
         for (id, server) in read {
             match server {
-                Some(s) => by_id.insert(id, Arc::new(s)),
+                Some(s) => by_id.insert(id, s),
                 None => by_id.remove(&id),
             };
         }
-        Self::index(
+        let patched = Self::index(
             self.generation + 1,
             self.fetched,
             by_id.into_values(),
-            Some(watermark),
-        )
+            watermark,
+            stale,
+        );
+        *patched.confirmed.lock().unwrap_or_else(|e| e.into_inner()) = self.confirmed_at();
+        patched
     }
 
     /// Full-list pages: what reading servers one by one must cost less than.
@@ -110,13 +128,13 @@ impl Snapshot {
         self.by_id.len().div_ceil(50).max(1)
     }
 
+    fn confirmed_at(&self) -> Instant {
+        *self.confirmed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether the snapshot was listed or confirmed less than `max_age` ago.
     fn is_current(&self, max_age: Duration) -> bool {
-        self.confirmed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .elapsed()
-            < max_age
+        self.confirmed_at().elapsed() < max_age
     }
 
     fn confirm(&self) {
@@ -140,8 +158,8 @@ impl Snapshot {
 enum Confirmation {
     /// No server changed since its list: it is the truth again.
     Current,
-    /// These servers changed, fewer than a list has pages: read them one by one; then the
-    /// snapshot is up to date to the watermark.
+    /// These servers changed, fewer (with those still stale) than a list has pages: the rest is
+    /// the truth to the watermark, they are read when asked for.
     Servers(BTreeSet<i64>, Watermark),
     /// More servers changed; the watermark for the list that follows.
     Changed(Watermark),
@@ -164,6 +182,15 @@ impl ServerKey<'_> {
             ServerKey::Id(id) => s.by_id(*id),
             ServerKey::Name(n) => s.by_name(n),
             ServerKey::PrivateIp(ip) => s.by_private_ip(ip),
+        }
+    }
+
+    /// Whether `server` is the one this key asks for.
+    fn matches(&self, server: &Server) -> bool {
+        match self {
+            ServerKey::Id(id) => server.id == *id,
+            ServerKey::Name(n) => server.name == *n,
+            ServerKey::PrivateIp(ip) => server.private_net.iter().any(|p| p.ip == *ip),
         }
     }
 }
@@ -244,27 +271,57 @@ impl ServerCache {
         }
         match self.confirm(&s).await {
             Confirmation::Current => Ok(s),
-            Confirmation::Servers(ids, watermark) => self.read_changed(&s, ids, watermark).await,
+            Confirmation::Servers(ids, watermark) => {
+                let stale = s.stale.union(&ids).copied().collect();
+                let snap = Arc::new(s.patched(Vec::new(), stale, Some(watermark)));
+                snap.confirm();
+                self.set_current(snap.clone());
+                Ok(snap)
+            }
             Confirmation::Changed(watermark) => self.list(Some(watermark)).await,
             Confirmation::Unknown => self.list(None).await,
         }
     }
 
-    /// Brings `s` up to date by reading the servers that changed (the caller holds the refresh
-    /// lock).
-    async fn read_changed(
-        &self,
-        s: &Snapshot,
-        ids: BTreeSet<i64>,
-        watermark: Watermark,
-    ) -> Result<Arc<Snapshot>, CloudError> {
-        let mut read = Vec::with_capacity(ids.len());
-        for id in ids {
-            read.push((id, self.get_by_id(id).await?));
+    /// Reads stale server `id` into the snapshot; `None`: it is gone.
+    async fn read_stale(&self, id: i64) -> Result<Option<Arc<Server>>, CloudError> {
+        let server = self.get_by_id(id).await?.map(Arc::new);
+        self.settle(vec![(id, server.clone())]);
+        Ok(server)
+    }
+
+    /// Reads every stale server into the snapshot (before a lookup by private IP trusts a miss:
+    /// a changed server may have the address now).
+    async fn read_all_stale(&self, s: &Snapshot) -> Result<Arc<Snapshot>, CloudError> {
+        let mut read = Vec::with_capacity(s.stale.len());
+        for &id in &s.stale {
+            read.push((id, self.get_by_id(id).await?.map(Arc::new)));
         }
-        let snap = Arc::new(s.patched(read, watermark));
-        self.set_current(snap.clone());
-        Ok(snap)
+        self.settle(read);
+        Ok(self.current().expect("a snapshot was there"))
+    }
+
+    /// Puts servers read one by one into the current snapshot, if they are still stale in it (a
+    /// list made since is newer than the reads).
+    fn settle(&self, read: Vec<(i64, Option<Arc<Server>>)>) {
+        let mut current = self
+            .inner
+            .current
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some(s) = current.as_ref() else { return };
+        let read: Vec<_> = read
+            .into_iter()
+            .filter(|(id, _)| s.stale.contains(id))
+            .collect();
+        if read.is_empty() {
+            return;
+        }
+        let mut stale = s.stale.clone();
+        for (id, _) in &read {
+            stale.remove(id);
+        }
+        *current = Some(Arc::new(s.patched(read, stale, s.watermark)));
     }
 
     fn set_current(&self, snap: Arc<Snapshot>) {
@@ -298,7 +355,7 @@ impl ServerCache {
                 s.confirm();
                 Confirmation::Current
             }
-            Some(changed) if changed.len() < s.list_pages() => {
+            Some(changed) if changed.union(&s.stale).count() < s.list_pages() => {
                 Confirmation::Servers(changed, watermark)
             }
             Some(_) => Confirmation::Changed(watermark),
@@ -418,27 +475,58 @@ impl ServerCache {
         key: &ServerKey<'_>,
         max_age: Duration,
     ) -> Result<Option<Arc<Server>>, CloudError> {
-        let snap = self.snapshot(max_age).await?;
-        if let Some(s) = key.find(&snap) {
-            return Ok(Some(s));
+        let mut snap = self.snapshot(max_age).await?;
+        match key.find(&snap) {
+            Some(s) if !snap.stale.contains(&s.id) => return Ok(Some(s)),
+            // Changed since the list: read it. Gone, that is the answer for its id; renamed or
+            // readdressed, the name or address may be another server's now: a miss.
+            Some(s) => {
+                let read = self.read_stale(s.id).await?;
+                if let ServerKey::Id(_) = key {
+                    return Ok(read);
+                }
+                if let Some(read) = read
+                    && key.matches(&read)
+                {
+                    return Ok(Some(read));
+                }
+            }
+            None => {}
         }
-        // An id is always asked (lists lag behind creates); otherwise a miss in a list this fresh
-        // is final.
-        if snap.fetched.elapsed() < self.inner.miss_fresh && !matches!(key, ServerKey::Id(_)) {
+        if let ServerKey::PrivateIp(_) = key
+            && !snap.stale.is_empty()
+        {
+            snap = self.read_all_stale(&snap).await?;
+            if let Some(s) = key.find(&snap) {
+                return Ok(Some(s));
+            }
+        }
+        // An id is always asked (lists lag behind creates); otherwise a miss in a list this fresh,
+        // with nothing stale, is final.
+        if snap.fetched.elapsed() < self.inner.miss_fresh
+            && snap.stale.is_empty()
+            && !matches!(key, ServerKey::Id(_))
+        {
             return Ok(None);
         }
         // Confirm the miss with data younger than the miss itself: the server itself by id or
-        // name (one call, and no list lag), a private IP by a fresh list (the API has no filter
-        // for it; concurrent misses share one refresh).
-        match key {
-            ServerKey::Id(id) => Ok(self.get_by_id(*id).await?.map(Arc::new)),
-            ServerKey::Name(name) => Ok(self.get_by_name(name).await?.map(Arc::new)),
+        // name (one call, and no list lag; a stale one goes into the snapshot), a private IP by a
+        // fresh list (the API has no filter for it; concurrent misses share one refresh).
+        let found = match key {
+            ServerKey::Id(id) => self.get_by_id(*id).await?.map(Arc::new),
+            ServerKey::Name(name) => self.get_by_name(name).await?.map(Arc::new),
             ServerKey::PrivateIp(_) => {
                 let snap = self
                     .refresh_after(Some(snap.generation), self.inner.miss_fresh)
                     .await?;
-                Ok(key.find(&snap))
+                return Ok(key.find(&snap));
             }
+        };
+        match (key, &found) {
+            (ServerKey::Id(id), None) => self.settle(vec![(*id, None)]),
+            (_, Some(s)) => self.settle(vec![(s.id, Some(s.clone()))]),
+            _ => {}
         }
+        Ok(found)
     }
 }

@@ -383,8 +383,9 @@ async fn an_old_server_list_is_confirmed_by_one_call_while_no_server_changed() {
     assert_eq!(lists_and_probes(&p), (3, 0), "period 0: a list each time");
 }
 
-/// A few changed servers in a list of many are read one by one into it (`GET /servers/{id}`), not
-/// listed again: here 120 servers (a list of 3 pages), one powered off and one created.
+/// A few changed servers in a list of many are read one by one into it (`GET /servers/{id}`, a
+/// new one by its name), not listed again: here 120 servers (a list of 3 pages), one powered off
+/// and one created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_few_changed_servers_are_read_into_an_old_list_instead_of_listing_all() {
     let sim = sim_fast().await;
@@ -421,12 +422,58 @@ async fn a_few_changed_servers_are_read_into_an_old_list_instead_of_listing_all(
     }
     let s = p.stats().snapshot();
     let reads = s.calls_to("GET", "/servers/{id}");
-    let (lists, probes) = lists_and_probes(&p);
+    let (_, probes) = lists_and_probes(&p);
+    let (pages, by_name) = list_pages_and_name_queries(&sim);
     eprintln!(
-        "after a power-off and a create: {lists} GET /servers, {probes} probes, {reads} reads"
+        "after a power-off and a create: {pages} list pages, {by_name} name queries, {probes} \
+         probes, {reads} reads"
     );
-    assert_eq!(lists, 3, "no second list, no name query");
-    assert!(reads >= 2, "the changed servers were read: {reads}");
+    assert_eq!(pages, 3, "no second list");
+    assert!(
+        reads + by_name >= 2,
+        "the changed servers were read: {reads} by id, {by_name} by name"
+    );
+}
+
+/// A changed server is read when a lookup asks for it, not when the probe names it: with two of
+/// 120 servers powered off, a lookup of a third reads neither, a lookup of one of them reads that
+/// one, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_server_is_read_only_when_a_lookup_asks_for_it() {
+    let sim = sim_fast().await;
+    let w = sim.client();
+    let mut ids = Vec::new();
+    for i in 0..120 {
+        ids.push(
+            w.create_server(&format!("node-{i}"), "cx22", "fsn1")
+                .await
+                .unwrap(),
+        );
+    }
+    let node =
+        |i: usize| NodeRef::with_provider_id(format!("node-{i}"), format!("hcloud://{}", ids[i]));
+    let p = provider(&sim, |c| c.server_cache.max_age = Duration::ZERO).await;
+    let inst = p.instances();
+    assert!(!inst.instance_shutdown(&node(0)).await.unwrap());
+    let reads = || p.stats().snapshot().calls_to("GET", "/servers/{id}");
+    assert_eq!((lists_and_probes(&p), reads()), ((3, 1), 0));
+
+    // `poweroff` returns when its action has finished: the next probe names both servers.
+    w.poweroff(ids[1]).await.unwrap();
+    w.poweroff(ids[2]).await.unwrap();
+    assert!(!inst.instance_shutdown(&node(0)).await.unwrap());
+    assert_eq!(
+        (lists_and_probes(&p), reads()),
+        ((3, 2), 0),
+        "a probe and no read for an unchanged server"
+    );
+    assert!(inst.instance_shutdown(&node(1)).await.unwrap());
+    assert_eq!(reads(), 1, "the changed server asked for is read");
+    assert!(inst.instance_shutdown(&node(1)).await.unwrap());
+    assert_eq!(reads(), 1, "and kept: not read again");
+    assert!(inst.instance_shutdown(&node(2)).await.unwrap());
+    assert_eq!(reads(), 2);
+    assert_eq!(lists_and_probes(&p).0, 3, "no second list");
 }
 
 /// Polls until the lookups say `node`'s server is off (10 s at most).
@@ -439,6 +486,17 @@ async fn wait_shut_down(inst: &dyn cloud_client::Instances, node: &NodeRef) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// `(full-list pages, name queries)` of `GET /servers` in the sim's request log.
+fn list_pages_and_name_queries(sim: &cloud_sim::Sim) -> (u64, u64) {
+    let servers: Vec<_> = sim
+        .request_log()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.endpoint == "/servers")
+        .collect();
+    let by_name = servers.iter().filter(|r| r.uri.contains("name=")).count() as u64;
+    (servers.len() as u64 - by_name, by_name)
 }
 
 /// `(GET /servers, GET /servers/actions)` the provider made.
