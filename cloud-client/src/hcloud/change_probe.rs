@@ -6,7 +6,8 @@
 //! its alias IPs changed, a Primary IP assigned or unassigned. A list carries a [`Watermark`]:
 //! every action up to it had finished before the list began. While no action is newer, the list is
 //! still the truth, and a full list (⌈servers / 50⌉ calls) is skipped for one call; when a few
-//! are newer, the servers they name are read one by one instead.
+//! are newer, the servers they name are read one by one when asked for instead. Where more actions
+//! came than a page holds, older pages are read while they cost less than half a list.
 //!
 //! What no action records (a rename or a label change through `PUT /servers/{id}`) is caught by the
 //! full list the server cache makes anyway once its list is older than
@@ -18,9 +19,8 @@ use crate::error::CloudError;
 use crate::hcloud::transport::{Req, Transport};
 use crate::hcloud::wire::ActionsResponse;
 
-/// How many of the newest actions are read: one page whatever the number, and enough to name the
-/// servers behind a few changes.
-const NEWEST: u32 = 25;
+/// Actions per page: the API's largest page, since a page costs one call whatever its size.
+const PER_PAGE: u32 = 50;
 
 /// An action id: every server action up to it had finished when the probe was read (0: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -31,7 +31,7 @@ pub(crate) struct Watermark(i64);
 pub(crate) struct Newest {
     /// `(action id, running, servers it acts on)`.
     actions: Vec<(i64, bool, Vec<i64>)>,
-    /// The page was full: older actions may exist that it does not show.
+    /// The last page read was full: older actions may exist that it does not show.
     full: bool,
 }
 
@@ -70,18 +70,40 @@ impl ChangeProbe {
         Self { transport }
     }
 
+    /// The newest page of server actions: what a list about to be made will reflect.
     pub(crate) async fn read(&self) -> Result<Newest, CloudError> {
-        let req = Req::get("/servers/actions", "/servers/actions")
-            .query("sort", "id:desc")
-            .query("per_page", NEWEST.to_string());
-        let page: ActionsResponse = self.transport.call(&req).await?;
-        Ok(newest(&page))
+        self.read_since(Watermark(i64::MAX), 1).await
+    }
+
+    /// The server actions newer than `since`, reading older pages while a full one does not
+    /// reach back to it, at most `max_pages` (each page a call: past that, a list is cheaper).
+    /// New actions arriving meanwhile push older ones onto later pages: a page may repeat an
+    /// action, never skip one.
+    pub(crate) async fn read_since(
+        &self,
+        since: Watermark,
+        max_pages: usize,
+    ) -> Result<Newest, CloudError> {
+        let mut all = Newest::default();
+        for page in 1..=max_pages.max(1) {
+            let req = Req::get("/servers/actions", "/servers/actions")
+                .query("sort", "id:desc")
+                .query("per_page", PER_PAGE.to_string())
+                .query("page", page.to_string());
+            let read = newest(&self.transport.call::<ActionsResponse>(&req).await?);
+            all.actions.extend(read.actions);
+            all.full = read.full;
+            if !all.full || all.actions.iter().any(|a| a.0 <= since.0) {
+                break;
+            }
+        }
+        Ok(all)
     }
 }
 
 fn newest(page: &ActionsResponse) -> Newest {
     Newest {
-        full: page.actions.len() >= NEWEST as usize,
+        full: page.actions.len() >= PER_PAGE as usize,
         actions: page
             .actions
             .iter()
@@ -152,7 +174,7 @@ mod tests {
         );
         assert_eq!(p.servers_changed_since(Watermark(9)), Some(BTreeSet::new()));
         // A full page that does not reach back: older changes may be missing.
-        let full: Vec<(i64, &str, i64)> = (100..125).map(|i| (i, "success", i)).collect();
+        let full: Vec<(i64, &str, i64)> = (100..150).map(|i| (i, "success", i)).collect();
         assert_eq!(
             newest(&page(&full)).servers_changed_since(Watermark(50)),
             None

@@ -291,8 +291,13 @@ impl ServerCache {
     }
 
     /// Reads every stale server into the snapshot (before a lookup by private IP trusts a miss:
-    /// a changed server may have the address now).
+    /// a changed server may have the address now), or lists them all if that costs less.
     async fn read_all_stale(&self, s: &Snapshot) -> Result<Arc<Snapshot>, CloudError> {
+        if s.stale.len() >= s.list_pages() {
+            return self
+                .refresh_after(Some(s.generation), self.inner.miss_fresh)
+                .await;
+        }
         let mut read = Vec::with_capacity(s.stale.len());
         for &id in &s.stale {
             read.push((id, self.get_by_id(id).await?.map(Arc::new)));
@@ -340,7 +345,8 @@ impl ServerCache {
         if s.fetched.elapsed() >= self.inner.relist_period {
             return Confirmation::Unknown;
         }
-        let newest = match probe.read().await {
+        // Older pages of actions while they cost less than half a list.
+        let newest = match probe.read_since(since, s.list_pages() / 2).await {
             Ok(newest) => newest,
             Err(e) => {
                 tracing::debug!(error = %e, "server change probe failed; listing the servers");
@@ -355,7 +361,9 @@ impl ServerCache {
                 s.confirm();
                 Confirmation::Current
             }
-            Some(changed) if changed.union(&s.stale).count() < s.list_pages() => {
+            // Servers still stale from earlier probes do not count: they cost nothing until a
+            // lookup reads them, and each would cost that read whatever this probe says.
+            Some(changed) if changed.len() < s.list_pages() => {
                 Confirmation::Servers(changed, watermark)
             }
             Some(_) => Confirmation::Changed(watermark),

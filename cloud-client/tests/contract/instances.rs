@@ -476,6 +476,38 @@ async fn a_changed_server_is_read_only_when_a_lookup_asks_for_it() {
     assert_eq!(lists_and_probes(&p).0, 3, "no second list");
 }
 
+/// More actions since the list than a page of them holds (60 power changes on two servers) are
+/// read from older pages of the action list, not answered by a full list, while those pages cost
+/// less than half a list: here 300 servers, a list of 6 pages, 2 pages of actions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_reads_older_pages_of_actions_rather_than_listing_again() {
+    let sim = sim_fast().await;
+    let w = sim.client();
+    let ids = w.create_servers(300, "node", "cx22", "fsn1").await.unwrap();
+    let node = |i: usize| {
+        NodeRef::with_provider_id(format!("node-{}", i + 1), format!("hcloud://{}", ids[i]))
+    };
+    let p = provider(&sim, |c| c.server_cache.max_age = Duration::ZERO).await;
+    let inst = p.instances();
+    assert!(!inst.instance_shutdown(&node(2)).await.unwrap());
+    assert_eq!(lists_and_probes(&p), (6, 1), "one list of 6 pages");
+
+    for _ in 0..15 {
+        for id in &ids[..2] {
+            w.poweroff(*id).await.unwrap();
+            w.poweron(*id).await.unwrap();
+        }
+    }
+    assert!(!inst.instance_shutdown(&node(2)).await.unwrap());
+    assert_eq!(
+        lists_and_probes(&p),
+        (6, 3),
+        "two pages of actions named the two servers; no second list"
+    );
+    assert!(!inst.instance_shutdown(&node(0)).await.unwrap());
+    assert_eq!(p.stats().snapshot().calls_to("GET", "/servers/{id}"), 1);
+}
+
 /// Polls until the lookups say `node`'s server is off (10 s at most).
 async fn wait_shut_down(inst: &dyn cloud_client::Instances, node: &NodeRef) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
