@@ -19,8 +19,9 @@
 //! A miss is never trusted from an old snapshot: unless the snapshot is younger than `miss_fresh`
 //! and has no stale server (an id is asked whatever the snapshot's age, since lists lag behind
 //! creates), the server itself is read (`GET /servers/{id}`, `GET /servers?name=`; a private IP:
-//! the stale servers, then one fresh list) before "not found" is reported. That is what keeps a stale cache from ever deleting a
-//! Node, and a new Node costs one call, not a list of every server.
+//! the stale servers, then one fresh list) before "not found" is reported. That is what keeps a
+//! stale cache from ever deleting a Node, and a new Node costs one call, not a list of every
+//! server.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -158,8 +159,8 @@ impl Snapshot {
 enum Confirmation {
     /// No server changed since its list: it is the truth again.
     Current,
-    /// These servers changed, fewer (with those still stale) than a list has pages: the rest is
-    /// the truth to the watermark, they are read when asked for.
+    /// These servers changed, fewer than a list has pages: the rest is the truth to the
+    /// watermark, they are read when asked for.
     Servers(BTreeSet<i64>, Watermark),
     /// More servers changed; the watermark for the list that follows.
     Changed(Watermark),
@@ -303,7 +304,10 @@ impl ServerCache {
             read.push((id, self.get_by_id(id).await?.map(Arc::new)));
         }
         self.settle(read);
-        Ok(self.current().expect("a snapshot was there"))
+        match self.current() {
+            Some(current) => Ok(current),
+            None => self.refresh_after(None, self.inner.miss_fresh).await,
+        }
     }
 
     /// Puts servers read one by one into the current snapshot, if they are still stale in it (a
@@ -498,6 +502,7 @@ impl ServerCache {
                 {
                     return Ok(Some(read));
                 }
+                snap = self.current().unwrap_or(snap);
             }
             None => {}
         }
