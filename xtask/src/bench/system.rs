@@ -249,6 +249,31 @@ impl Cluster<'_> {
             .and_then(|(name, _)| (*name != "lb11").then_some(*name))
     }
 
+    /// Targets the load balancers hold together once converged: each Service's pool of Nodes,
+    /// up to what its type holds (Cloud and dedicated alike count).
+    fn expected_targets(&self) -> usize {
+        let capacity = LB_TYPES
+            .iter()
+            .find(|(name, _)| *name == self.load_balancer_type().unwrap_or("lb11"))
+            .map_or(LB_TYPES[0].1, |(_, targets)| *targets);
+        let mut pools = vec![0usize; self.pools];
+        let labels = self
+            .live
+            .iter()
+            .map(|(k, _)| &k.labels)
+            .chain(self.robot.iter().map(|k| &k.labels));
+        for labels in labels {
+            let pool = labels
+                .iter()
+                .find(|(k, _)| k.as_str() == POOL_LABEL)
+                .and_then(|(_, v)| v.strip_prefix('p')?.parse::<usize>().ok());
+            if let Some(slot) = pool.and_then(|p| pools.get_mut(p)) {
+                *slot += 1;
+            }
+        }
+        pools.iter().map(|p| (*p).min(capacity)).sum()
+    }
+
     /// Dedicated server `j`'s Node, as its kubelet registers it with `--node-ip` on a vSwitch; its
     /// pod CIDR from the top of the cluster CIDR, clear of the Cloud Nodes'.
     fn robot_kubelet(&self, j: usize, name: String) -> KubeletNode {
@@ -635,9 +660,10 @@ pub(super) async fn create_service(cluster: &Cluster<'_>, i: usize) -> anyhow::R
     Ok(())
 }
 
-/// Polls until every live Node is initialized, every Cloud one routed (if the cluster is), no other Node is left,
-/// every Service has an ingress and every dedicated server is an IP target, sampling memory
-/// meanwhile; `false` after `timeout`.
+/// Polls until every live Node is initialized, every Cloud one routed (if the cluster is), no
+/// other Node is left, every Service has an ingress, every dedicated server is an IP target and
+/// every load balancer targets its pool up to what its type holds, sampling memory meanwhile;
+/// `false` after `timeout`.
 pub(super) async fn wait_converged(
     env: &Env,
     cluster: &Cluster<'_>,
@@ -670,6 +696,13 @@ pub(super) async fn wait_converged(
             .iter()
             .map(|lb| lb.target_ips.len())
             .sum();
+        let targets = ip_targets
+            + inventory
+                .load_balancers
+                .iter()
+                .map(|lb| lb.target_servers.len())
+                .sum::<usize>();
+        let expected_targets = cluster.expected_targets();
         let (cloud, dedicated) = (cluster.live.len(), cluster.robot.len());
         let live = cloud + dedicated;
         if listed.len() == live
@@ -677,6 +710,7 @@ pub(super) async fn wait_converged(
             && (!cluster.routed || (routed == cloud && routes == cloud))
             && served == total
             && ip_targets == dedicated
+            && targets == expected_targets
         {
             return Ok(true);
         }
@@ -684,7 +718,7 @@ pub(super) async fn wait_converged(
             println!(
                 "  not converged: {} Nodes ({live} live), {initialized} initialized, {routed} \
                  routed, {routes} routes, {served}/{total} Services served, {ip_targets}/\
-                 {dedicated} dedicated servers targeted",
+                 {dedicated} dedicated servers targeted, {targets}/{expected_targets} targets",
                 listed.len()
             );
             return Ok(false);
