@@ -442,16 +442,10 @@ async fn a_few_changed_servers_are_read_into_an_old_list_instead_of_listing_all(
 async fn a_changed_server_is_read_only_when_a_lookup_asks_for_it() {
     let sim = sim_fast().await;
     let w = sim.client();
-    let mut ids = Vec::new();
-    for i in 0..120 {
-        ids.push(
-            w.create_server(&format!("node-{i}"), "cx22", "fsn1")
-                .await
-                .unwrap(),
-        );
-    }
-    let node =
-        |i: usize| NodeRef::with_provider_id(format!("node-{i}"), format!("hcloud://{}", ids[i]));
+    let ids = w.create_servers(120, "node", "cx22", "fsn1").await.unwrap();
+    let node = |i: usize| {
+        NodeRef::with_provider_id(format!("node-{}", i + 1), format!("hcloud://{}", ids[i]))
+    };
     let p = provider(&sim, |c| c.server_cache.max_age = Duration::ZERO).await;
     let inst = p.instances();
     assert!(!inst.instance_shutdown(&node(0)).await.unwrap());
