@@ -26,6 +26,14 @@ const PER_PAGE: u32 = 50;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Watermark(i64);
 
+#[cfg(test)]
+impl Watermark {
+    /// The watermark at action `id`, for tests of what holds one.
+    pub(crate) fn at(id: i64) -> Watermark {
+        Watermark(id)
+    }
+}
+
 /// The newest server actions, as one probe read them.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Newest {

@@ -124,6 +124,28 @@ impl Snapshot {
         patched
     }
 
+    /// This snapshot with servers read one by one after `seen` was current: only those still
+    /// stale, and only if no probe or list came since (`None`: nothing to change). A probe after
+    /// the reads may have marked a server stale for a change the reads did not see; settling it
+    /// would hide that change until the next full list.
+    fn settled(&self, seen: &Snapshot, read: Vec<(i64, Option<Arc<Server>>)>) -> Option<Self> {
+        if self.watermark != seen.watermark || self.fetched != seen.fetched {
+            return None;
+        }
+        let read: Vec<_> = read
+            .into_iter()
+            .filter(|(id, _)| self.stale.contains(id))
+            .collect();
+        if read.is_empty() {
+            return None;
+        }
+        let mut stale = self.stale.clone();
+        for (id, _) in &read {
+            stale.remove(id);
+        }
+        Some(self.patched(read, stale, self.watermark))
+    }
+
     /// Full-list pages: what reading servers one by one must cost less than.
     fn list_pages(&self) -> usize {
         self.by_id.len().div_ceil(50).max(1)
@@ -284,10 +306,10 @@ impl ServerCache {
         }
     }
 
-    /// Reads stale server `id` into the snapshot; `None`: it is gone.
-    async fn read_stale(&self, id: i64) -> Result<Option<Arc<Server>>, CloudError> {
+    /// Reads stale server `id` of snapshot `s` into the snapshot; `None`: it is gone.
+    async fn read_stale(&self, s: &Snapshot, id: i64) -> Result<Option<Arc<Server>>, CloudError> {
         let server = self.get_by_id(id).await?.map(Arc::new);
-        self.settle(vec![(id, server.clone())]);
+        self.settle(s, vec![(id, server.clone())]);
         Ok(server)
     }
 
@@ -303,34 +325,24 @@ impl ServerCache {
         for &id in &s.stale {
             read.push((id, self.get_by_id(id).await?.map(Arc::new)));
         }
-        self.settle(read);
+        self.settle(s, read);
         match self.current() {
             Some(current) => Ok(current),
             None => self.refresh_after(None, self.inner.miss_fresh).await,
         }
     }
 
-    /// Puts servers read one by one into the current snapshot, if they are still stale in it (a
-    /// list made since is newer than the reads).
-    fn settle(&self, read: Vec<(i64, Option<Arc<Server>>)>) {
+    /// Puts servers read one by one, after `seen` was current, into the current snapshot (see
+    /// [`Snapshot::settled`]).
+    fn settle(&self, seen: &Snapshot, read: Vec<(i64, Option<Arc<Server>>)>) {
         let mut current = self
             .inner
             .current
             .write()
             .unwrap_or_else(|e| e.into_inner());
-        let Some(s) = current.as_ref() else { return };
-        let read: Vec<_> = read
-            .into_iter()
-            .filter(|(id, _)| s.stale.contains(id))
-            .collect();
-        if read.is_empty() {
-            return;
+        if let Some(settled) = current.as_ref().and_then(|s| s.settled(seen, read)) {
+            *current = Some(Arc::new(settled));
         }
-        let mut stale = s.stale.clone();
-        for (id, _) in &read {
-            stale.remove(id);
-        }
-        *current = Some(Arc::new(s.patched(read, stale, s.watermark)));
     }
 
     fn set_current(&self, snap: Arc<Snapshot>) {
@@ -493,7 +505,7 @@ impl ServerCache {
             // Changed since the list: read it. Gone, that is the answer for its id; renamed or
             // readdressed, the name or address may be another server's now: a miss.
             Some(s) => {
-                let read = self.read_stale(s.id).await?;
+                let read = self.read_stale(&snap, s.id).await?;
                 if let ServerKey::Id(_) = key {
                     return Ok(read);
                 }
@@ -536,10 +548,62 @@ impl ServerCache {
             }
         };
         match (key, &found) {
-            (ServerKey::Id(id), None) => self.settle(vec![(*id, None)]),
-            (_, Some(s)) => self.settle(vec![(s.id, Some(s.clone()))]),
+            (ServerKey::Id(id), None) => self.settle(&snap, vec![(*id, None)]),
+            (_, Some(s)) => self.settle(&snap, vec![(s.id, Some(s.clone()))]),
             _ => {}
         }
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(id: i64, name: &str) -> Server {
+        Server {
+            id,
+            name: name.into(),
+            ..Server::default()
+        }
+    }
+
+    /// A snapshot of servers 1 and 2 up to `watermark`, with `stale` marked.
+    fn snapshot(watermark: i64, stale: &[i64]) -> Snapshot {
+        let listed = Snapshot::build(1, vec![server(1, "a"), server(2, "b")], None);
+        listed.patched(
+            Vec::new(),
+            stale.iter().copied().collect(),
+            Some(Watermark::at(watermark)),
+        )
+    }
+
+    #[test]
+    fn a_read_settles_a_stale_server_while_no_probe_came_since() {
+        let seen = snapshot(10, &[1, 2]);
+        let settled = seen
+            .settled(&seen, vec![(1, Some(Arc::new(server(1, "renamed"))))])
+            .expect("server 1 was stale");
+        assert_eq!(settled.stale, BTreeSet::from([2]));
+        assert_eq!(
+            settled.by_id(1).map(|s| s.name.clone()).as_deref(),
+            Some("renamed")
+        );
+        assert!(settled.by_name("a").is_none());
+        // Gone: out of the snapshot.
+        let settled = seen.settled(&seen, vec![(2, None)]).expect("stale");
+        assert!(settled.by_id(2).is_none());
+        // Not stale: nothing to change.
+        assert!(snapshot(10, &[]).settled(&seen, vec![(1, None)]).is_none());
+    }
+
+    #[test]
+    fn a_read_made_before_a_later_probe_does_not_settle() {
+        let seen = snapshot(10, &[1]);
+        // A probe after the read named server 1 again for a newer action: the read may predate
+        // it, so server 1 stays stale and is read again when asked for.
+        let current = snapshot(11, &[1]);
+        assert!(current.settled(&seen, vec![(1, None)]).is_none());
+        assert_eq!(current.stale, BTreeSet::from([1]));
     }
 }
