@@ -17,6 +17,10 @@ use crate::error::ApiError;
 /// the real API's wording for the caller (see [`ApiError::rate_limited`]).
 pub const RATE_LIMIT_ECHO: &str = "(the real rate-limit message for the caller)";
 
+/// A request carrying this header (any value) is left alone by every rule: it is the test
+/// harness changing the world (a server that joins mid-scenario), not a caller under test.
+pub const UNFAULTED_HEADER: &str = "x-sim-unfaulted";
+
 /// One fault rule. `endpoint` is `"METHOD /template"` as the counters name it
 /// (`"POST /load_balancers/{id}/actions/add_target"`); a trailing `*` matches a prefix
 /// (`"POST /load_balancers/*"`); `None` matches every API request (Cloud and Robot).

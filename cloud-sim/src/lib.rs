@@ -69,7 +69,7 @@ pub use config::{
 pub use counters::RequestLogEntry;
 pub use data_plane::{ConnectionCounts, ListenerInfo, TargetFault};
 pub use error::StartError;
-pub use faults::{FaultKind, FaultRule, Faults};
+pub use faults::{FaultKind, FaultRule, Faults, UNFAULTED_HEADER};
 pub use inventory::{Inventory, LoadBalancerItem, RouteItem, ServerItem};
 pub use label_selector::Selector;
 pub use rate_limit::{RateLimitStatus, RobotRateLimitStatus};

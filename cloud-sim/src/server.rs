@@ -132,7 +132,7 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
     } else if let Err(e) = authorize(&app, &req) {
         e.into_response()
     } else {
-        let decision = app.faults.decide(&counters::key(&method, &endpoint));
+        let decision = fault_decision(&app, &req, &method, &endpoint);
         if injected_wait(&decision).await {
             ApiError::new(504, "timeout", "injected timeout").into_response()
         } else if let Some(e) = decision.error {
@@ -169,6 +169,15 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
     }
     record(&app, method, endpoint, uri, &resp, started);
     resp
+}
+
+/// What the fault rules do to this request: nothing to the harness's own
+/// ([`faults::UNFAULTED_HEADER`]).
+fn fault_decision(app: &AppInner, req: &Request, method: &str, endpoint: &str) -> faults::Decision {
+    if req.headers().contains_key(faults::UNFAULTED_HEADER) {
+        return faults::Decision::default();
+    }
+    app.faults.decide(&counters::key(method, endpoint))
 }
 
 /// Counts a finished API request and logs it.
@@ -225,7 +234,7 @@ async fn robot_pipeline(
     } else if let Some(st) = limited() {
         RobotError::rate_limited(st.max_request, st.interval).into_response()
     } else {
-        let decision = app.faults.decide(&counters::key(&method, &endpoint));
+        let decision = fault_decision(&app, &req, &method, &endpoint);
         if injected_wait(&decision).await {
             RobotError::new(504, "TIMEOUT", "injected timeout").into_response()
         } else if let Some(e) = decision.error {

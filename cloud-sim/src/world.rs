@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::data_plane::{ListenerInfo, TargetFault};
+use crate::faults::UNFAULTED_HEADER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimClientError {
@@ -138,6 +139,8 @@ pub struct SimClient {
     action_deadline: Duration,
     /// `key=value` added to every request's query ([`SimClient::tagged`]).
     tag: Option<String>,
+    /// Sends [`UNFAULTED_HEADER`] ([`SimClient::unfaulted`]).
+    unfaulted: bool,
 }
 
 type Result<T, E = SimClientError> = std::result::Result<T, E>;
@@ -159,6 +162,7 @@ impl SimClient {
             poll: Duration::from_millis(10),
             action_deadline: Duration::from_secs(30),
             tag: None,
+            unfaulted: false,
         }
     }
 
@@ -167,6 +171,17 @@ impl SimClient {
     pub fn tagged(&self, query: &str) -> SimClient {
         SimClient {
             tag: Some(query.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// A copy whose requests the fault rules leave alone ([`UNFAULTED_HEADER`]): a harness that
+    /// builds or changes a world while faults are injected must not fail of the faults it is
+    /// there to aim at the controllers. The rate limit still counts them, as any other client of
+    /// the project.
+    pub fn unfaulted(&self) -> SimClient {
+        SimClient {
+            unfaulted: true,
             ..self.clone()
         }
     }
@@ -195,6 +210,9 @@ impl SimClient {
             .http
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(&self.token);
+        if self.unfaulted {
+            req = req.header(UNFAULTED_HEADER, "true");
+        }
         if let Some(b) = body {
             req = req.json(&b);
         }

@@ -48,6 +48,43 @@ async fn forced_errors_for_the_next_n_calls_of_one_endpoint() {
 }
 
 #[tokio::test]
+async fn the_harness_passes_every_rule_and_is_still_counted() {
+    let sim = Sim::start().await;
+    let w = sim.client();
+    sim.faults()
+        .error_rate(None, 1.0, 429, "rate_limit_exceeded");
+    assert_error(
+        &send(&w, Method::GET, "/servers", None).await,
+        429,
+        "rate_limit_exceeded",
+    );
+    // Creating a server takes a POST and polls of its action: none may fail.
+    let harness = w.unfaulted();
+    let id = harness
+        .create_server("joins", "cx22", "fsn1")
+        .await
+        .unwrap();
+    assert_eq!(harness.get_server(id).await.unwrap()["id"], id);
+    assert_error(
+        &send(&w, Method::GET, &format!("/servers/{id}"), None).await,
+        429,
+        "rate_limit_exceeded",
+    );
+    // The rate limit is not a fault rule: one call a (simulated) hour, and the second is refused.
+    sim.faults().clear();
+    sim.set_rate_limit(1, 1);
+    assert_eq!(
+        send(&harness, Method::GET, "/servers", None).await.status,
+        200
+    );
+    assert_error(
+        &send(&harness, Method::GET, "/servers", None).await,
+        429,
+        "rate_limit_exceeded",
+    );
+}
+
+#[tokio::test]
 async fn error_rate_and_wildcards() {
     let sim = Sim::start().await;
     let w = sim.client();

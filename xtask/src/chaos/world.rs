@@ -167,8 +167,8 @@ impl ChaosCluster {
         Ok(names)
     }
 
-    /// Deletes a server as its owner would; its Node stays until the lifecycle controller sees it
-    /// NotReady without a server (the caller stops its "kubelet").
+    /// Deletes a server as its owner would (untouched by fault rules); its Node stays until the
+    /// lifecycle controller sees it NotReady without a server (the caller stops its "kubelet").
     pub async fn remove_server(&mut self, name: &str) -> anyhow::Result<()> {
         let server = self
             .servers
@@ -176,6 +176,7 @@ impl ChaosCluster {
             .with_context(|| format!("no server {name}"))?;
         self.sim
             .client()
+            .unfaulted()
             .delete_server(server.id)
             .await
             .map_err(|e| anyhow::anyhow!("deleting server {name}: {e}"))

@@ -33,9 +33,10 @@ pub async fn network(sim: &cloud_sim::Sim) -> anyhow::Result<u64> {
         .map_err(|e| anyhow::anyhow!("creating the network: {e}"))
 }
 
-/// Creates server `demo-<i>` attached to `network`; odd ones in fsn1, even ones in nbg1.
+/// Creates server `demo-<i>` attached to `network`; odd ones in fsn1, even ones in nbg1. Fault
+/// rules leave its calls alone (a server joining mid-chaos must join), the rate limit does not.
 pub async fn server(sim: &cloud_sim::Sim, network: u64, i: usize) -> anyhow::Result<Server> {
-    let client = sim.client();
+    let client = sim.client().unfaulted();
     let name = format!("demo-{i}");
     let (location, server_type) = if i % 2 == 1 {
         ("fsn1", "cx22")
