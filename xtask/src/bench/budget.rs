@@ -32,7 +32,7 @@ use super::routes::{CLUSTER_CIDR, servers};
 use super::system::{Cluster, NAMESPACE, counters, create_service, register_all, wait_converged};
 use super::{BenchArgs, Calls, Controller, Env, Manager};
 use crate::demo::world::NETWORK;
-use crate::fleet::{self, Fleet};
+use crate::fleet::Fleet;
 
 /// Hetzner's budget per project: 3600 requests an hour.
 pub const BUDGET_PER_HOUR: u64 = 3600;
@@ -169,8 +169,8 @@ impl Running {
     }
 
     /// Cloud calls so far per controller process. HCCM counts none itself: every call the sim
-    /// counted is its (the bench's own are tagged and left out).
-    async fn calls(&self, sim: &cloud_sim::Sim) -> Vec<(String, u64)> {
+    /// counted (`all`) is its (the bench's own are tagged and left out).
+    async fn calls(&self, all: &Calls) -> Vec<(String, u64)> {
         match self {
             Running::Ours(fleet) => fleet
                 .replicas
@@ -178,10 +178,7 @@ impl Running {
                 .zip(counters(fleet).await)
                 .map(|(r, c)| (r.spec.name.to_string(), c.cloud_calls))
                 .collect(),
-            Running::Hccm(_) => vec![(
-                "hcloud-cloud-controller-manager".into(),
-                Calls::of(sim).total,
-            )],
+            Running::Hccm(_) => vec![("hcloud-cloud-controller-manager".into(), all.total)],
         }
     }
 
@@ -268,17 +265,7 @@ async fn run_one(
                 &env.client,
                 &env.sim,
                 binaries,
-                fleet::Options {
-                    replicas: 1,
-                    stable_identities: false,
-                    rust_log: "warn",
-                    cluster_cidr: CLUSTER_CIDR,
-                    extra_args: &args.extra,
-                    controller_args: &controller_args,
-                    extra_env: &extra_env,
-                    wrapper: args.wrapper.as_deref(),
-                    dir: &dir,
-                },
+                args.fleet_options(&controller_args, &extra_env, &dir),
             )
             .await?;
             let settings = controller_args
@@ -419,17 +406,18 @@ struct Mark {
 
 impl Mark {
     async fn take(sim: &cloud_sim::Sim, running: &Running) -> Mark {
+        let calls = Calls::of(sim);
         Mark {
             at: Instant::now(),
-            controllers: running.calls(sim).await,
-            calls: Calls::of(sim),
+            controllers: running.calls(&calls).await,
+            calls,
         }
     }
 
     /// The calls since the mark (the bench's own are tagged, and not counted).
     async fn hour(&self, sim: &cloud_sim::Sim, running: &Running) -> Hour {
-        let after = running.calls(sim).await;
         let calls = Calls::of(sim);
+        let after = running.calls(&calls).await;
         let per_controller: Vec<(String, u64)> = self
             .controllers
             .iter()

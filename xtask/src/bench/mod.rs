@@ -144,6 +144,29 @@ pub struct BenchArgs {
     pub plot: Option<PathBuf>,
 }
 
+impl BenchArgs {
+    /// How a whole-system bench starts the four controllers: one replica each, logging warnings,
+    /// routing the bench's pod CIDRs, with this run's `--arg`s and `--wrapper`.
+    fn fleet_options<'a>(
+        &'a self,
+        controller_args: &'a [(&'a str, String)],
+        extra_env: &'a [(String, String)],
+        dir: &'a Path,
+    ) -> crate::fleet::Options<'a> {
+        crate::fleet::Options {
+            replicas: 1,
+            stable_identities: false,
+            rust_log: "warn",
+            cluster_cidr: routes::CLUSTER_CIDR,
+            extra_args: &self.extra,
+            controller_args,
+            extra_env,
+            wrapper: self.wrapper.as_deref(),
+            dir,
+        }
+    }
+}
+
 fn parse_env(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))

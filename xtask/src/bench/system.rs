@@ -31,7 +31,7 @@ use serde_json::json;
 use testenv::KubeletNode;
 
 use super::plot::Series;
-use super::routes::{CLUSTER_CIDR, MAX_NODES, pod_cidr, servers};
+use super::routes::{MAX_NODES, pod_cidr, servers};
 use super::{BenchArgs, Env, PROBE_QUERY, mib};
 use crate::demo::world::{NETWORK, UNINITIALIZED};
 use crate::fleet::{self, Fleet};
@@ -386,17 +386,7 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
         &env.client,
         &env.sim,
         binaries,
-        fleet::Options {
-            replicas: 1,
-            stable_identities: false,
-            rust_log: "warn",
-            cluster_cidr: CLUSTER_CIDR,
-            extra_args: &args.extra,
-            controller_args: &[],
-            extra_env: &extra_env,
-            wrapper: args.wrapper.as_deref(),
-            dir: &dir,
-        },
+        args.fleet_options(&[], &extra_env, &dir),
     )
     .await?;
     println!(
