@@ -162,6 +162,7 @@ pub async fn run(
         ctx.metrics.clone(),
         settings.filter,
         usize::from(cfg.concurrent_node_syncs),
+        settings.monitor_period,
     ));
     let (store, writer) = reflector::store::<SlimNode>();
     let reflector = slimmed(

@@ -2,6 +2,13 @@
 //! the shutdown taint; for NotReady nodes the cloud decides: positively gone → delete the Node;
 //! powered off → shutdown taint. Cloud errors never delete anything. Many nodes are checked in
 //! parallel (bounded), served by cloud-client's shared server snapshot.
+//!
+//! Unlike upstream, a NotReady Node whose server was there is not asked about at every pass: its
+//! next check comes 2 monitor periods later, then 4, 8, at most 12 (1 min at the default 5 s).
+//! The first check of a Node that went NotReady is at once, so a server deleted before its Node
+//! stopped reporting (an autoscaler's scale-down, `hcloud server delete`) is found as soon as
+//! before; a reboot of 2 minutes costs 4 checks instead of 12 (docs/benchmarks.md, "At the
+//! cloud's ceilings").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +46,9 @@ pub struct Monitor {
     pub concurrency: usize,
     /// Per-node backoff after cloud errors: the next pass, then 2 s doubling to 5 min.
     failures: PerObject<String>,
+    /// NotReady nodes whose server was found (running or off), and when each is due again: 2
+    /// monitor periods, doubling to 12. Forgotten when the Node is Ready.
+    rechecks: PerObject<String>,
 }
 
 impl std::fmt::Debug for Monitor {
@@ -81,6 +91,8 @@ pub enum Outcome {
     Running,
     /// NotReady, server powered off (taint present/added).
     Shutdown,
+    /// NotReady, its server found at a recent check: not asked about again yet.
+    NotDue,
     /// Node deleted (server gone).
     Deleted,
     /// Skipped: cloud or API error, or backing off.
@@ -88,7 +100,7 @@ pub enum Outcome {
 }
 
 impl Monitor {
-    /// A monitor.
+    /// A monitor whose [`pass`](Self::pass) runs every `monitor_period`.
     pub fn new(
         client: kube::Client,
         instances: Arc<dyn Instances>,
@@ -96,6 +108,7 @@ impl Monitor {
         kit: KitMetrics,
         filter: NodeFilter,
         concurrency: usize,
+        monitor_period: Duration,
     ) -> Self {
         Self {
             nodes: Api::all(client),
@@ -108,6 +121,7 @@ impl Monitor {
                 Duration::from_secs(1),
                 Duration::from_secs(300),
             )),
+            rechecks: PerObject::new(Backoff::new(2 * monitor_period, 12 * monitor_period)),
         }
     }
 
@@ -159,10 +173,14 @@ impl Monitor {
                     Err(e) => warn!(error = %e, "removing the shutdown taint failed"),
                 }
             }
+            self.rechecks.succeeded(&name);
             return Outcome::Ready;
         }
         if self.failures.waiting(&name) {
             return Outcome::Error;
+        }
+        if self.rechecks.waiting(&name) {
+            return Outcome::NotDue;
         }
         let node_ref = NodeRef::with_provider_id(name.clone(), provider_id.unwrap_or_default());
         let exists = match self.instances.instance_exists(&node_ref).await {
@@ -225,11 +243,8 @@ impl Monitor {
             };
             let why = format!("Node {name}: its server does not exist in the cloud");
             let deleted = cloud_client::shadow::with_reason(why, self.nodes.delete(&name, &dp));
-            return match deleted.await {
-                Ok(_) => {
-                    self.failures.succeeded(&name);
-                    Outcome::Deleted
-                }
+            let outcome = match deleted.await {
+                Ok(_) => Outcome::Deleted,
                 Err(kube::Error::Api(s)) if s.code == 404 => Outcome::Deleted,
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     info!("node changed since it was read; re-evaluating on the next pass");
@@ -247,10 +262,17 @@ impl Monitor {
                     Outcome::Error
                 }
             };
+            if outcome == Outcome::Deleted {
+                // A Node of the same name that registers later starts afresh.
+                self.failures.succeeded(&name);
+                self.rechecks.succeeded(&name);
+            }
+            return outcome;
         }
         match self.instances.instance_shutdown(&node_ref).await {
             Ok(true) => {
                 self.failures.succeeded(&name);
+                self.rechecks.failed(name.clone());
                 if !taints(node).iter().any(is_shutdown_taint) {
                     let mut t = taints(node);
                     t.push(Taint {
@@ -267,6 +289,7 @@ impl Monitor {
             }
             Ok(false) => {
                 self.failures.succeeded(&name);
+                self.rechecks.failed(name.clone());
                 Outcome::Running
             }
             Err(e) => {

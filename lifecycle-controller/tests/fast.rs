@@ -3,6 +3,7 @@
 //! end-to-end test in `lifecycle_e2e.rs` it mirrors.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use controller_kit::metrics::Registries;
 use controller_kit::slim_node::SlimNode;
@@ -14,7 +15,17 @@ use serde_json::json;
 use test_support::fakes::memory_cloud::{Call, Fault, MemoryCloud, Op, Server};
 use test_support::fakes::mock_kube::{ApiServerVerifier, mock_client};
 
+/// A monitor that asks the cloud at every check (its rechecks are due at once).
 fn monitor(cloud: &Arc<MemoryCloud>, filter: NodeFilter) -> (Monitor, ApiServerVerifier) {
+    monitor_every(cloud, filter, Duration::ZERO)
+}
+
+/// A monitor whose passes run every `period` (a NotReady Node with a server is due again after 2).
+fn monitor_every(
+    cloud: &Arc<MemoryCloud>,
+    filter: NodeFilter,
+    period: Duration,
+) -> (Monitor, ApiServerVerifier) {
     let (client, api) = mock_client();
     let instances = cloud
         .cloud()
@@ -27,6 +38,7 @@ fn monitor(cloud: &Arc<MemoryCloud>, filter: NodeFilter) -> (Monitor, ApiServerV
         KitMetrics::register("lifecycle-controller", &mut Registries::default().ours),
         filter,
         4,
+        period,
     );
     (monitor, api)
 }
@@ -183,6 +195,59 @@ async fn a_running_server_leaves_its_not_ready_node_alone() {
         .await;
     assert_eq!(outcome, Outcome::Running);
     assert_eq!(ops(&memory), [Op::InstanceExists, Op::InstanceShutdown]);
+}
+
+/// A NotReady Node whose server was there is asked about again only when due (2 periods, then
+/// doubling); once Ready it is forgotten, and its next NotReady check is at once.
+#[tokio::test]
+async fn a_not_ready_node_with_its_server_is_not_asked_about_again_until_due() {
+    let memory = MemoryCloud::new();
+    let pid = memory.provider_id(memory.add_server(Server::new("n")));
+    let (monitor, mut api) = monitor_every(&memory, NodeFilter::default(), Duration::from_secs(60));
+    let down = node("n", "False", &pid);
+    let outcome = api.run(monitor.check(&down), async |_| {}).await;
+    assert_eq!(outcome, Outcome::Running);
+    memory.clear_calls();
+    for _ in 0..3 {
+        let outcome = api.run(monitor.check(&down), async |_| {}).await;
+        assert_eq!(outcome, Outcome::NotDue);
+    }
+    assert!(memory.calls().is_empty(), "{:?}", ops(&memory));
+
+    // Ready (a reboot ended), then NotReady again: checked at once.
+    let up = node("n", "True", &pid);
+    assert_eq!(
+        api.run(monitor.check(&up), async |_| {}).await,
+        Outcome::Ready
+    );
+    let outcome = api.run(monitor.check(&down), async |_| {}).await;
+    assert_eq!(outcome, Outcome::Running);
+    assert_eq!(ops(&memory), [Op::InstanceExists, Op::InstanceShutdown]);
+}
+
+/// A recheck comes due: the server deleted meanwhile is found, and the Node deleted.
+#[tokio::test]
+async fn a_due_recheck_finds_a_server_deleted_since() {
+    let memory = MemoryCloud::new();
+    let id = memory.add_server(Server::new("n"));
+    let pid = memory.provider_id(id);
+    let period = Duration::from_millis(20);
+    let (monitor, mut api) = monitor_every(&memory, NodeFilter::default(), period);
+    let down = node("n", "False", &pid);
+    let outcome = api.run(monitor.check(&down), async |_| {}).await;
+    assert_eq!(outcome, Outcome::Running);
+    memory.delete_server(id);
+    let outcome = api.run(monitor.check(&down), async |_| {}).await;
+    assert_eq!(outcome, Outcome::NotDue);
+    // Due 2 periods after the check: waiting out a delay, not another party.
+    tokio::time::sleep(3 * period).await;
+    let outcome = api
+        .run(monitor.check(&down), async |api| {
+            api.expect_event("Normal", "DeletingNode").await;
+            api.expect("DELETE", "/api/v1/nodes/n").await.ok(&down);
+        })
+        .await;
+    assert_eq!(outcome, Outcome::Deleted);
 }
 
 /// Mirrors `cloud_errors_never_delete_a_node`.
