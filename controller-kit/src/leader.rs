@@ -5,7 +5,8 @@
 //! - The leader renews `renew_deadline` after each renewal (grace = duration − renew deadline).
 //! - [`Leadership::lost`] resolves when another holder took the Lease, or renewals failed for longer
 //!   than the renew deadline; the runtime then stops reconciling and exits non-zero.
-//! - [`Leadership::release`] frees the Lease on graceful shutdown.
+//! - [`Leadership::release`] frees the Lease on graceful shutdown; so does a shutdown that comes
+//!   while an attempt to take it is in flight, if the attempt's write landed.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,10 @@ use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::LeaderElection;
+
+/// How long a shutdown lets an attempt to take the Lease finish: a write's round trip, not the
+/// wait for another holder's Lease to expire.
+const ATTEMPT_END: Duration = Duration::from_secs(1);
 
 /// Acquires the Lease of one controller.
 #[derive(Clone)]
@@ -55,6 +60,31 @@ impl LeaderGate {
         (duration, grace)
     }
 
+    /// A shutdown cut an attempt to take the Lease short without its answer: its write may have
+    /// landed, leaving the Lease naming this process until it expires. Reads the Lease and gives
+    /// it back if so, so a successor need not wait a lease duration.
+    async fn release_if_taken(&self) {
+        use k8s_openapi::api::coordination::v1::Lease;
+        let leases = kube::Api::<Lease>::namespaced(self.client.clone(), &self.cfg.namespace);
+        let read =
+            tokio::time::timeout(Duration::from_secs(5), leases.get_opt(&self.cfg.lease_name));
+        let holder = match read.await {
+            Ok(Ok(lease)) => lease.and_then(|l| l.spec).and_then(|s| s.holder_identity),
+            _ => return,
+        };
+        if holder.as_deref() != Some(self.cfg.identity.as_str()) {
+            return;
+        }
+        if let Ok(Ok(manager)) = tokio::time::timeout(Duration::from_secs(5), self.build()).await {
+            Leadership {
+                manager,
+                cfg: self.cfg.clone(),
+            }
+            .release()
+            .await;
+        }
+    }
+
     async fn build(&self) -> Result<LeaseManager, kube_lease_manager::LeaseManagerError> {
         let (duration, grace) = self.durations();
         LeaseManagerBuilder::new(self.client.clone(), &self.cfg.lease_name)
@@ -77,11 +107,34 @@ impl LeaderGate {
                 Ok(manager) => {
                     // `changed()` locks a free/expired Lease, or sleeps until the holder's lease would
                     // expire; cut that sleep at the retry period and re-read the Lease instead.
-                    let outcome = tokio::select! {
-                        _ = shutdown.cancelled() => return None,
-                        r = manager.changed() => Some(r),
-                        _ = tokio::time::sleep(self.cfg.retry_period) => None,
+                    let (outcome, cancelled) = {
+                        let attempt = manager.changed();
+                        tokio::pin!(attempt);
+                        tokio::select! {
+                            r = &mut attempt => (Some(r), false),
+                            _ = tokio::time::sleep(self.cfg.retry_period) => (None, false),
+                            // A write in flight may land now: let the attempt end (one that waits
+                            // for another holder's Lease to expire ends at the bound instead).
+                            _ = shutdown.cancelled() => {
+                                (tokio::time::timeout(ATTEMPT_END, attempt).await.ok(), true)
+                            }
+                        }
                     };
+                    if cancelled {
+                        match outcome {
+                            Some(Ok(true)) => {
+                                Leadership {
+                                    manager,
+                                    cfg: self.cfg.clone(),
+                                }
+                                .release()
+                                .await
+                            }
+                            Some(Ok(false)) => {}
+                            Some(Err(_)) | None => self.release_if_taken().await,
+                        }
+                        return None;
+                    }
                     match outcome {
                         Some(Ok(true)) => {
                             tracing::info!(lease = %self.cfg.lease_name, namespace = %self.cfg.namespace,

@@ -191,3 +191,85 @@ async fn a_lease_the_chart_rendered_is_acquired_at_once_with_get_and_patch_only(
         .await
         .expect("releasing a deleted Lease returns");
 }
+
+/// A shutdown that comes while an attempt to take a free Lease is in flight never leaves the
+/// Lease naming a process that returned "cancelled" (a successor would wait a lease duration for
+/// a process long gone); and a standby that stops never frees the holder's Lease. The shutdown
+/// comes at delays spread over an attempt's round trip, so some land between its write and the
+/// answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_during_an_attempt_leaves_the_lease_free_or_held_by_the_holder() {
+    let k = testenv::kube().await;
+    let admin = k.client().await;
+    let ns = unique("leader-cut");
+    create(
+        &Api::<Namespace>::all(admin.clone()),
+        serde_json::json!({"metadata": {"name": ns}}),
+    )
+    .await;
+    let lease_name = "cloud-controller-manager-route-controller";
+    let leases = Api::<Lease>::namespaced(admin.clone(), &ns);
+    create(
+        &leases,
+        serde_json::json!({"metadata": {"name": lease_name}}),
+    )
+    .await;
+    let holder = |leases: Api<Lease>| async move {
+        leases
+            .get(lease_name)
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.holder_identity)
+    };
+
+    let (mut cancelled, mut acquired) = (0, 0);
+    for i in 0..40u64 {
+        let gate = LeaderGate::new(admin.clone(), election(&ns, lease_name, "pod-a"));
+        let shutdown = CancellationToken::new();
+        let cut = shutdown.clone();
+        let delay = Duration::from_micros(i * 500);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            cut.cancel();
+        });
+        match tokio::time::timeout(Duration::from_secs(10), gate.acquire(&shutdown))
+            .await
+            .expect("acquire returns once cancelled")
+        {
+            Some(leadership) => {
+                acquired += 1;
+                leadership.release().await;
+            }
+            None => {
+                cancelled += 1;
+                assert_eq!(
+                    holder(leases.clone()).await,
+                    None,
+                    "cancelled after {delay:?}: the Lease still names the stopped process"
+                );
+            }
+        }
+    }
+    assert!(
+        cancelled > 0,
+        "no attempt was cut short ({acquired} acquired)"
+    );
+
+    // A standby stops while pod-b holds the Lease: pod-b keeps it.
+    let b = acquire_at_once(&LeaderGate::new(
+        admin.clone(),
+        election(&ns, lease_name, "pod-b"),
+    ))
+    .await;
+    let shutdown = CancellationToken::new();
+    let cut = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cut.cancel();
+    });
+    let standby = LeaderGate::new(admin.clone(), election(&ns, lease_name, "pod-a"));
+    assert!(standby.acquire(&shutdown).await.is_none());
+    assert_eq!(holder(leases.clone()).await.as_deref(), Some("pod-b"));
+    b.release().await;
+}
