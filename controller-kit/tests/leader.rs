@@ -47,6 +47,16 @@ fn election(ns: &str, lease: &str, identity: &str) -> LeaderElection {
     }
 }
 
+/// Who holds the Lease now.
+async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
+    leases
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.holder_identity)
+}
+
 /// `acquire`, which must succeed before the retry period has passed once.
 async fn acquire_at_once(gate: &LeaderGate) -> controller_kit::Leadership {
     let started = Instant::now();
@@ -148,16 +158,7 @@ async fn a_lease_the_chart_rendered_is_acquired_at_once_with_get_and_patch_only(
     );
     let b = LeaderGate::new(client, election(&ns, lease_name, "pod-b"));
     let leadership = acquire_at_once(&b).await;
-    assert_eq!(
-        leases
-            .get(lease_name)
-            .await
-            .unwrap()
-            .spec
-            .and_then(|s| s.holder_identity)
-            .as_deref(),
-        Some("pod-b")
-    );
+    assert_eq!(holder(&leases, lease_name).await.as_deref(), Some("pod-b"));
     // helm uninstall deletes the Role and the Lease while the holders stop. Without the Role the
     // release is refused and returns; the Lease stays as it was until helm deletes it ...
     Api::<RoleBinding>::namespaced(admin.clone(), &ns)
@@ -168,13 +169,7 @@ async fn a_lease_the_chart_rendered_is_acquired_at_once_with_get_and_patch_only(
         .await
         .expect("a refused release returns");
     assert_eq!(
-        leases
-            .get(lease_name)
-            .await
-            .unwrap()
-            .spec
-            .and_then(|s| s.holder_identity)
-            .as_deref(),
+        holder(&leases, lease_name).await.as_deref(),
         Some("pod-b"),
         "the RoleBinding was gone: nothing could be released"
     );
@@ -214,14 +209,6 @@ async fn a_shutdown_during_an_attempt_leaves_the_lease_free_or_held_by_the_holde
         serde_json::json!({"metadata": {"name": lease_name}}),
     )
     .await;
-    let holder = |leases: Api<Lease>| async move {
-        leases
-            .get(lease_name)
-            .await
-            .unwrap()
-            .spec
-            .and_then(|s| s.holder_identity)
-    };
 
     let (mut cancelled, mut acquired) = (0, 0);
     for i in 0..40u64 {
@@ -244,7 +231,7 @@ async fn a_shutdown_during_an_attempt_leaves_the_lease_free_or_held_by_the_holde
             None => {
                 cancelled += 1;
                 assert_eq!(
-                    holder(leases.clone()).await,
+                    holder(&leases, lease_name).await,
                     None,
                     "cancelled after {delay:?}: the Lease still names the stopped process"
                 );
@@ -270,6 +257,6 @@ async fn a_shutdown_during_an_attempt_leaves_the_lease_free_or_held_by_the_holde
     });
     let standby = LeaderGate::new(admin.clone(), election(&ns, lease_name, "pod-a"));
     assert!(standby.acquire(&shutdown).await.is_none());
-    assert_eq!(holder(leases.clone()).await.as_deref(), Some("pod-b"));
+    assert_eq!(holder(&leases, lease_name).await.as_deref(), Some("pod-b"));
     b.release().await;
 }
