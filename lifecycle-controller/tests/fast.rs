@@ -84,6 +84,22 @@ fn ops(cloud: &MemoryCloud) -> Vec<Op> {
     cloud.calls().into_iter().map(|c| c.op).collect()
 }
 
+/// A check of `node` that deletes it: the `DeletingNode` Event, then the DELETE, answered.
+async fn check_deleting(
+    monitor: &Monitor,
+    api: &mut ApiServerVerifier,
+    node: &SlimNode,
+) -> Outcome {
+    let name = node.metadata.name.clone().unwrap();
+    api.run(monitor.check(node), async |api| {
+        api.expect_event("Normal", "DeletingNode").await;
+        api.expect("DELETE", &format!("/api/v1/nodes/{name}"))
+            .await
+            .ok(node);
+    })
+    .await
+}
+
 /// A server that existed and is gone: its providerID.
 fn gone_server(cloud: &MemoryCloud, name: &str) -> String {
     let id = cloud.add_server(Server::new(name));
@@ -241,13 +257,10 @@ async fn a_due_recheck_finds_a_server_deleted_since() {
     assert_eq!(outcome, Outcome::NotDue);
     // Due 2 periods after the check: waiting out a delay, not another party.
     tokio::time::sleep(3 * period).await;
-    let outcome = api
-        .run(monitor.check(&down), async |api| {
-            api.expect_event("Normal", "DeletingNode").await;
-            api.expect("DELETE", "/api/v1/nodes/n").await.ok(&down);
-        })
-        .await;
-    assert_eq!(outcome, Outcome::Deleted);
+    assert_eq!(
+        check_deleting(&monitor, &mut api, &down).await,
+        Outcome::Deleted
+    );
 }
 
 /// Mirrors `cloud_errors_never_delete_a_node`.
@@ -263,13 +276,10 @@ async fn cloud_errors_never_delete_and_the_next_answer_does() {
 
     // The cloud answers again: the first failure is retried at once, and the gone server deletes.
     memory.heal();
-    let outcome = api
-        .run(monitor.check(&n), async |api| {
-            api.expect_event("Normal", "DeletingNode").await;
-            api.expect("DELETE", "/api/v1/nodes/n").await.ok(&n);
-        })
-        .await;
-    assert_eq!(outcome, Outcome::Deleted);
+    assert_eq!(
+        check_deleting(&monitor, &mut api, &n).await,
+        Outcome::Deleted
+    );
 }
 
 /// Mirrors `lagging_server_lists_never_delete_a_node`: without a providerID only a name can be
