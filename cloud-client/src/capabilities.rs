@@ -378,6 +378,18 @@ pub struct LoadBalancerStatus {
 /// `LoadBalancerReady` condition, since those nodes get no traffic from it.
 pub const TARGETS_LEFT_OUT: &str = "TargetsLeftOut";
 
+/// The reason of the Service-level [`Warning`] a provider gives when some eligible nodes are in
+/// another zone than the load balancer, which cannot reach them: like [`TARGETS_LEFT_OUT`], the
+/// controller says it in `LoadBalancerReady`.
+pub const NODES_OUTSIDE_ZONE: &str = "NodesOutsideLoadBalancerZone";
+
+/// [`NODES_OUTSIDE_ZONE`] when not one node is left as a target: `LoadBalancerReady` is False.
+pub const NO_NODE_IN_ZONE: &str = "NoNodeInLoadBalancerZone";
+
+/// The reasons of the warnings that say some eligible nodes get no traffic from the load
+/// balancer, in the order the condition prefers them.
+pub const LEFT_OUT_REASONS: [&str; 3] = [NO_NODE_IN_ZONE, NODES_OUTSIDE_ZONE, TARGETS_LEFT_OUT];
+
 /// Something the user should see as a Warning Event on the Service (or Node); the operation continued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {

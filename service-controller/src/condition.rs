@@ -101,6 +101,15 @@ impl Want {
         self
     }
 
+    /// Ensured, but the load balancer serves no node, for the reason the provider gave.
+    pub fn not_serving(reason: &'static str, message: String) -> Want {
+        Want {
+            ready: false,
+            reason,
+            message,
+        }
+    }
+
     /// Ensured, but no node is eligible as a target.
     pub fn unavailable() -> Want {
         Want {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cloud_client::{LbNode, LoadBalancers, ServiceRef, TARGETS_LEFT_OUT, Warning};
+use cloud_client::{LEFT_OUT_REASONS, LbNode, LoadBalancers, NO_NODE_IN_ZONE, ServiceRef, Warning};
 use controller_kit::backoff::{Backoff, PerObject};
 use controller_kit::{Events, KitMetrics, Reporters};
 use k8s_openapi::api::core::v1::Service;
@@ -54,10 +54,11 @@ pub struct ServiceReconciler {
     refuse_unenforced_source_ranges: bool,
     /// Whether kube-proxy answers the health checks that would ask it (see [`kube_proxy_probe`]).
     kube_proxy: KubeProxyProbe,
-    /// Per Service UID, the provider's last word on nodes its load balancer cannot hold
-    /// ([`TARGETS_LEFT_OUT`]): kept until an ensure or target update says otherwise, since an
-    /// unchanged Service is not ensured again.
-    left_out: Mutex<HashMap<String, String>>,
+    /// Per Service UID, the provider's last word on eligible nodes its load balancer leaves out
+    /// ([`LEFT_OUT_REASONS`]: a type's target limit, another zone): the first reason and every
+    /// such message, kept until an ensure or target update says otherwise, since an unchanged
+    /// Service is not ensured again.
+    left_out: Mutex<HashMap<String, (&'static str, String)>>,
     /// Whether drift checks may run now (see `controller_kit::budget`).
     budget: ApiBudget,
     /// The nodes running each Service's endpoints, for load balancers that target only those.
@@ -145,17 +146,27 @@ impl ServiceReconciler {
         self
     }
 
-    /// Remembers what the provider said, this time, about nodes the load balancer cannot hold.
+    /// Remembers what the provider said, this time, about nodes the load balancer leaves out.
     fn note_left_out(&self, uid: &str, warnings: &[Warning]) {
         let mut left_out = self.left_out.lock().unwrap_or_else(PoisonError::into_inner);
-        match warnings.iter().find(|w| w.reason == TARGETS_LEFT_OUT) {
-            Some(w) => left_out.insert(uid.to_owned(), w.message.clone()),
+        let said = LEFT_OUT_REASONS.iter().filter_map(|reason| {
+            let w = warnings.iter().find(|w| w.reason == *reason)?;
+            Some((*reason, w.message.as_str()))
+        });
+        let mut first = None;
+        let mut messages = Vec::new();
+        for (reason, message) in said {
+            first.get_or_insert(reason);
+            messages.push(message);
+        }
+        match first {
+            Some(reason) => left_out.insert(uid.to_owned(), (reason, messages.join(". "))),
             None => left_out.remove(uid),
         };
     }
 
-    /// The nodes `uid`'s load balancer leaves out, as the provider said it.
-    fn left_out(&self, uid: &str) -> Option<String> {
+    /// Why and which nodes `uid`'s load balancer leaves out, as the provider said it.
+    fn left_out(&self, uid: &str) -> Option<(&'static str, String)> {
         self.left_out
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -272,8 +283,10 @@ async fn report_condition(svc: &Service, ctx: &ServiceReconciler, result: &Resul
                 if want.ready && ctx.kube_proxy.is_falling_back(&uid) {
                     want.because(reasons::KUBE_PROXY_UNREACHABLE)
                         .noting(kube_proxy_probe::FALLING_BACK_NOTE)
-                } else if let Some(note) = left_out.filter(|_| want.ready) {
-                    want.because(TARGETS_LEFT_OUT).noting(&note)
+                } else if let Some((NO_NODE_IN_ZONE, note)) = left_out {
+                    Want::not_serving(NO_NODE_IN_ZONE, note)
+                } else if let Some((reason, note)) = left_out.filter(|_| want.ready) {
+                    want.because(reason).noting(&note)
                 } else {
                     want
                 }

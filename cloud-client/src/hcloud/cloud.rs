@@ -88,6 +88,7 @@ impl HcloudClients {
             HcloudLoadBalancers::new(
                 transport.clone(),
                 actions.clone(),
+                servers.clone(),
                 network_id,
                 config.load_balancers.defaults.clone(),
             )

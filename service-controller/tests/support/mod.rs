@@ -26,6 +26,8 @@ use test_support::e2e::{NodeSpecT, create_node, eventually, unique};
 pub use test_support::e2e::T;
 pub const LB_UID_LABEL: &str = "hcloud-ccm/service-uid";
 pub const PREFIX: &str = "load-balancer.hetzner.cloud/";
+/// The label that places a Node in its server's location.
+pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
 
 /// A load balancer HCCM built for a Service ([`Fixture::hccm_service`]).
 #[derive(Debug, Clone)]
@@ -169,10 +171,19 @@ impl Fixture {
         out
     }
 
-    /// One server and its Node with `labels`.
+    /// One server in fsn1 and its Node with `labels`.
     pub async fn node(&self, labels: BTreeMap<String, String>) -> TestNode {
+        self.node_in("fsn1", labels).await
+    }
+
+    /// One server in `location` and its Node with `labels`, and the region label the
+    /// node-controller gives it (unless `labels` has one).
+    pub async fn node_in(&self, location: &str, mut labels: BTreeMap<String, String>) -> TestNode {
         let name = unique("node");
-        let server = self.server(&name).await;
+        let server = self.server_in(&name, location).await;
+        labels
+            .entry(REGION_LABEL.into())
+            .or_insert_with(|| location.into());
         create_node(
             &self.admin,
             &self.run,

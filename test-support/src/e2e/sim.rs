@@ -11,9 +11,20 @@ pub struct TestServer {
 
 /// Creates a running `cx22` server in `fsn1` named `name`.
 pub async fn create_server(sim: &cloud_sim::Sim, name: &str) -> TestServer {
+    create_server_in(sim, name, "fsn1").await
+}
+
+/// Creates a running server in `location` named `name`: a `cx22` in eu-central, else a `cpx11`
+/// (the CX line is sold in eu-central only).
+pub async fn create_server_in(sim: &cloud_sim::Sim, name: &str, location: &str) -> TestServer {
     let client = sim.client();
+    let server_type = if ["fsn1", "nbg1", "hel1"].contains(&location) {
+        "cx22"
+    } else {
+        "cpx11"
+    };
     let id = client
-        .create_server(name, "cx22", "fsn1")
+        .create_server(name, server_type, location)
         .await
         .expect("create server");
     let v = client.get_server(id).await.expect("get server");

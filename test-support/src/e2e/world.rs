@@ -111,6 +111,11 @@ impl TestRun {
         crate::e2e::sim::create_server(&self.sim, name).await
     }
 
+    /// A running server in `location` named `name` (see [`create_server_in`](crate::e2e::sim::create_server_in)).
+    pub async fn server_in(&self, name: &str, location: &str) -> TestServer {
+        crate::e2e::sim::create_server_in(&self.sim, name, location).await
+    }
+
     /// Events about `kind` `name`.
     pub async fn events_of(&self, kind: &str, name: &str) -> Vec<Event> {
         Api::<Event>::all(self.admin.clone())

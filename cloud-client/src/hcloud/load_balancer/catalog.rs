@@ -7,7 +7,7 @@
 //! later works without a release. The fetched catalog is cached; a miss refreshes it at most every
 //! [`MISS_REFRESH`].
 
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -32,6 +32,9 @@ const KNOWN_LOCATIONS: &[(&str, &str)] = &[
 ];
 /// Hetzner's load balancer types as of 2026-08.
 const KNOWN_LB_TYPES: &[&str] = &["lb11", "lb21", "lb31"];
+
+/// The built-in entries, made once.
+static BUILTIN: LazyLock<Entries> = LazyLock::new(Entries::builtin);
 
 /// A value missing from the cached catalog refetches it only when the cache is older than this,
 /// so a Service with a typo costs no call per reconcile.
@@ -200,19 +203,52 @@ impl Catalog {
     /// catalog, fetching it when there is none or it is older than [`MISS_REFRESH`]. Returns the
     /// check's error when the value is in neither.
     pub async fn check(&self, t: &Transport, check: &Check<'_>) -> Result<(), CloudError> {
-        let builtin = check(&Entries::builtin());
+        self.first_found(t, check).await
+    }
+
+    /// The network zone of `location` as the catalog reports it; `None` when no location of
+    /// that name exists (a miss refetches the catalog as [`check`](Self::check) does).
+    pub async fn zone_of(
+        &self,
+        t: &Transport,
+        location: &str,
+    ) -> Result<Option<String>, CloudError> {
+        let found = self
+            .first_found(t, &|e: &Entries| {
+                e.zone_of(location)
+                    .map(str::to_owned)
+                    .ok_or_else(|| CloudError::NotFound {
+                        what: format!("location {location}"),
+                        tried: vec!["the catalog".into()],
+                    })
+            })
+            .await;
+        match found {
+            Ok(zone) => Ok(Some(zone)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What `find` answers from the built-in entries, else from the fetched catalog.
+    async fn first_found<T>(
+        &self,
+        t: &Transport,
+        find: &(dyn Fn(&Entries) -> Result<T, CloudError> + Send + Sync + '_),
+    ) -> Result<T, CloudError> {
+        let builtin = find(&BUILTIN);
         if builtin.is_ok() {
             return builtin;
         }
         let cached = self.cached();
         if let Some((at, entries)) = &cached {
-            let r = check(entries);
+            let r = find(entries);
             if r.is_ok() || at.elapsed() < MISS_REFRESH {
                 return r;
             }
         }
         let entries = fetch(t).await?;
-        let r = check(&entries);
+        let r = find(&entries);
         *self.fetched.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), entries));
         r
     }

@@ -7,7 +7,8 @@
 //! [`find`] (the LB: remembered, by label, or adopted by name) and [`tenancy`] (whose it is) →
 //! [`holding`] (own: alone, or a member of a shared LB; [`sharing`] checks who may join and what
 //! each owns, and [`locks`] lets one reconcile at a time write a shared LB) →
-//! [`certificates`] and [`catalog`] (what the spec names must exist) →
+//! [`certificates`] and [`catalog`] (what the spec names must exist) → [`zones`] (which nodes
+//! the load balancer can reach) →
 //! [`plan`] (desired vs. actual → [`ops::Op`]s, pure) → [`ops`] (each op as its HTTP request) →
 //! [`apply`] (the requests, one at a time, actions waited for) → settle (the one step that tells
 //! the [`Finder`] what it now knows of the LB) → [`status`].
@@ -31,6 +32,7 @@ pub mod sharing;
 pub mod spec;
 pub mod status;
 pub mod tenancy;
+pub mod zones;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -47,6 +49,7 @@ use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
 use crate::hcloud::config::LbDefaults;
 use crate::hcloud::provider_id::ProviderId;
+use crate::hcloud::servers::ServerCache;
 use crate::hcloud::transport::Transport;
 use crate::hcloud::wire::LoadBalancer;
 use crate::robot::RobotClient;
@@ -76,16 +79,20 @@ pub struct HcloudLoadBalancers {
     robot: Option<RobotClient>,
     /// One reconcile at a time writes a shared load balancer (see [`Holding::lock_name`]).
     turns: Locks,
+    /// Where a node without a region label is ([`zones`]).
+    servers: ServerCache,
 }
 
 impl HcloudLoadBalancers {
     pub(crate) fn new(
         transport: Transport,
         actions: ActionWaiter,
+        servers: ServerCache,
         network: Option<i64>,
         defaults: LbDefaults,
     ) -> Self {
         Self {
+            servers,
             network,
             defaults,
             catalog: catalog::Catalog::default(),
@@ -141,7 +148,19 @@ impl HcloudLoadBalancers {
         services.services =
             plan::with_certificates(std::mem::take(&mut services.services), &certs, &by_port);
         let robot = self.robot_targets(svc, spec, nodes).await?;
-        let mut targets = plan::desired_targets(spec, nodes, &robot);
+        let t = &self.transport;
+        let lb_zone = zones::lb_zone(&self.catalog, t, spec, lb).await?;
+        let reach = zones::reach(
+            &self.catalog,
+            t,
+            &self.servers,
+            lb_zone,
+            spec,
+            nodes,
+            &robot.dcs,
+        )
+        .await?;
+        let mut targets = plan::desired_targets(spec, nodes, &robot, &reach);
         warnings.append(&mut services.warnings);
         warnings.append(&mut targets.warnings);
         Ok(Desired { services, targets })
@@ -182,6 +201,7 @@ impl HcloudLoadBalancers {
                         .and_then(crate::hcloud::external_ipv6::first_address),
                 };
                 robot.public_ips.insert(s.server_number, addresses);
+                robot.dcs.insert(s.server_number, s.dc);
             }
         }
         Ok(robot)

@@ -7,6 +7,7 @@ use crate::capabilities::{IpFamilies, LbNode, TARGETS_LEFT_OUT, Warning};
 use crate::hcloud::load_balancer::annotations as a;
 use crate::hcloud::load_balancer::ops::Op;
 use crate::hcloud::load_balancer::spec::LbSpec;
+use crate::hcloud::load_balancer::zones::{Reach, Verdict};
 use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::wire::LoadBalancer;
 
@@ -31,6 +32,8 @@ pub struct RobotTargets {
     pub enabled: bool,
     /// Server number → its public addresses, from the Robot API (empty without credentials).
     pub public_ips: BTreeMap<i64, RobotAddresses>,
+    /// Server number → its data center (e.g. `FSN1-DC10`), from the same list.
+    pub dcs: BTreeMap<i64, String>,
     /// Whether the Robot API could be asked (credentials given).
     pub api: bool,
     /// Which of a dedicated server's addresses are targets: the `robot-target-address-family`
@@ -67,9 +70,18 @@ fn describe(family: IpFamilies) -> &'static str {
 /// as HCCM targets them (the server's public IPv4 from the Robot API; with `use-private-ip`, the
 /// Node's InternalIP, e.g. its vSwitch address). Nodes rejected by the node selector are dropped
 /// silently; foreign providerIDs, and Robot ones without Robot support, with a warning (HCCM's
-/// `UnknownProviderIDPrefix`); nodes without providerID (not initialized yet) are skipped.
-pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode], robot: &RobotTargets) -> DesiredTargets {
+/// `UnknownProviderIDPrefix`); nodes without providerID (not initialized yet) are skipped. Nodes
+/// the load balancer cannot reach (another network zone, see [`Reach`]) are left out, and one
+/// Service-level warning names them.
+pub fn desired_targets(
+    spec: &LbSpec,
+    nodes: &[LbNode],
+    robot: &RobotTargets,
+    reach: &Reach,
+) -> DesiredTargets {
     let mut d = DesiredTargets::default();
+    let mut outside = Vec::new();
+    let mut reachable = 0;
     for n in nodes {
         if let Some(sel) = &spec.node_selector
             && !sel.matches(&n.labels)
@@ -79,7 +91,18 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode], robot: &RobotTargets) ->
         let Some(pid) = n.provider_id.as_deref().filter(|p| !p.is_empty()) else {
             continue;
         };
-        match ProviderId::parse(pid) {
+        let parsed = ProviderId::parse(pid);
+        if matches!(parsed, Ok(ProviderId::Cloud(_))) || robot.enabled {
+            match reach.verdict(&n.name) {
+                Verdict::Reachable => reachable += 1,
+                Verdict::Unknown => continue,
+                Verdict::Outside(location, zone) => {
+                    outside.push((n.name.clone(), location.to_owned(), zone.to_owned()));
+                    continue;
+                }
+            }
+        }
+        match parsed {
             Ok(ProviderId::Cloud(id)) => {
                 if d.nodes.insert(id, n.name.clone()).is_none() {
                     d.servers.push(id);
@@ -106,6 +129,7 @@ pub fn desired_targets(spec: &LbSpec, nodes: &[LbNode], robot: &RobotTargets) ->
             )),
         }
     }
+    d.warnings.extend(reach.warning(&outside, reachable));
     d
 }
 

@@ -4,6 +4,7 @@
 use super::*;
 use crate::capabilities::{LbNode, PortProtocol, ServicePort, ServiceRef, TrafficPolicy};
 use crate::hcloud::config::LbDefaults;
+use crate::hcloud::load_balancer::zones::Reach;
 use crate::hcloud::wire::{HealthCheck, HealthCheckHttp, IdRef, LbService, LbTarget, LbType};
 use serde_json::json;
 
@@ -48,7 +49,12 @@ fn node(i: i64) -> LbNode {
 
 fn targets(ids: impl IntoIterator<Item = i64>) -> DesiredTargets {
     let nodes: Vec<LbNode> = ids.into_iter().map(node).collect();
-    desired_targets(&LbSpec::default(), &nodes, &RobotTargets::default())
+    desired_targets(
+        &LbSpec::default(),
+        &nodes,
+        &RobotTargets::default(),
+        &Reach::everywhere(),
+    )
 }
 
 fn input<'a>(services: &'a DesiredServices, targets: &'a DesiredTargets) -> PlanInput<'a> {
@@ -521,6 +527,7 @@ fn node_selector_and_foreign_ids() {
         &spec,
         &[edge, robot, aws, node(4)],
         &RobotTargets::default(),
+        &Reach::everywhere(),
     );
     assert_eq!(t.servers, [1]);
     assert_eq!(t.nodes[&1], "n1");
@@ -582,9 +589,11 @@ fn robot_targets_follow_the_family() {
             },
         )]),
         family: IpFamilies { ipv4, ipv6 },
+        dcs: BTreeMap::new(),
     };
-    let ips =
-        |spec: &LbSpec, r: &RobotTargets| desired_targets(spec, std::slice::from_ref(&node), r).ips;
+    let ips = |spec: &LbSpec, r: &RobotTargets| {
+        desired_targets(spec, std::slice::from_ref(&node), r, &Reach::everywhere()).ips
+    };
     let public = LbSpec::default();
     assert_eq!(ips(&public, &robot(true, false)), ["203.0.113.7"]);
     assert_eq!(ips(&public, &robot(false, true)), ["2001:db8:7::1"]);
@@ -601,7 +610,77 @@ fn robot_targets_follow_the_family() {
     // No address of the family: said, not guessed.
     let mut v4_only = robot(false, true);
     v4_only.public_ips.get_mut(&7).unwrap().ipv6 = None;
-    let d = desired_targets(&public, std::slice::from_ref(&node), &v4_only);
+    let d = desired_targets(
+        &public,
+        std::slice::from_ref(&node),
+        &v4_only,
+        &Reach::everywhere(),
+    );
     assert!(d.ips.is_empty());
     assert_eq!(d.warnings[0].reason, "RobotTargetFamilyMissing");
+}
+
+/// A node of another network zone is no target, in the create as in an update; a node whose
+/// location is not known yet is neither a target nor reported; dedicated servers follow the rule.
+#[test]
+fn nodes_outside_the_load_balancers_zone_are_left_out_and_named() {
+    let zone = |n: &str, l: &str, z: &str| (n.to_string(), (l.to_string(), z.to_string()));
+    let reach = Reach::new(
+        "eu-central",
+        [
+            zone("n1", "fsn1", "eu-central"),
+            zone("n2", "nbg1", "eu-central"),
+            zone("n3", "ash", "us-east"),
+            zone("n5", "ash", "us-east"),
+        ],
+    );
+    let mut robot_node = node(5);
+    robot_node.provider_id = Some("hrobot://7".into());
+    let robot = RobotTargets {
+        enabled: true,
+        api: true,
+        family: crate::capabilities::IpFamilies {
+            ipv4: true,
+            ipv6: false,
+        },
+        public_ips: [(
+            7,
+            RobotAddresses {
+                ipv4: Some("203.0.113.7".into()),
+                ipv6: None,
+            },
+        )]
+        .into(),
+        dcs: BTreeMap::new(),
+    };
+    let nodes = [node(1), node(2), node(3), node(4), robot_node];
+    let t = desired_targets(&LbSpec::default(), &nodes, &robot, &reach);
+    assert_eq!(t.servers, [1, 2], "n3 is in us-east, n4 not located yet");
+    assert!(t.ips.is_empty(), "the dedicated server is in ash");
+    let [w] = &t.warnings[..] else {
+        panic!("one warning: {:?}", t.warnings)
+    };
+    assert_eq!(w.reason, crate::capabilities::NODES_OUTSIDE_ZONE);
+    assert!(w.message.contains("2 of 4 nodes"), "{}", w.message);
+    assert!(
+        w.message.contains("in us-east: n3 (ash), n5 (ash)"),
+        "{}",
+        w.message
+    );
+
+    // Every node elsewhere: no target, and the warning says none is left.
+    let t = desired_targets(&LbSpec::default(), &[node(3)], &robot, &reach);
+    assert!(t.servers.is_empty());
+    assert_eq!(t.warnings[0].reason, crate::capabilities::NO_NODE_IN_ZONE);
+
+    // The create carries only the zone's servers.
+    let s = svc(&[]);
+    let spec = spec_of(&s);
+    let desired = Desired {
+        services: desired_services(&spec, &s.ports),
+        targets: desired_targets(&spec, &nodes, &robot, &reach),
+    };
+    let placement = crate::hcloud::load_balancer::spec::Placement::Location("fsn1".into());
+    let (new, _) = plan_create(&spec, BTreeMap::new(), placement, None, &desired);
+    assert_eq!(new.targets, Some(vec![1, 2]));
 }

@@ -1,0 +1,196 @@
+//! A cluster across network zones: a load balancer reaches only the servers of its own network
+//! zone, and Hetzner refuses a whole request that names another's. The nodes of other zones are
+//! left out before any write, and the Service says which and what to do.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::DeleteParams;
+use support::{Fixture, PREFIX, REGION_LABEL, TestNode};
+use test_support::e2e::{NodeSpecT, T, create_node, eventually, unique};
+
+/// Waits until the Service's condition has `status` and `reason`; returns its message.
+async fn wait_condition(fx: &Fixture, name: &str, status: &str, reason: &str) -> String {
+    eventually(&format!("{name}: {status}/{reason}"), T, || async {
+        let svc = fx.get(name).await?;
+        let c = service_controller::condition::current(&svc)?;
+        (c.status == status && c.reason == reason).then(|| c.message.clone())
+    })
+    .await
+}
+
+/// The Warning Events on the fixture's Service `name` with `reason`, as (count, note).
+async fn warnings(fx: &Fixture, name: &str, reason: &str) -> Vec<(i32, String)> {
+    fx.events_of("Service", name)
+        .await
+        .into_iter()
+        .filter(|e| {
+            let namespace = e.regarding.as_ref().and_then(|r| r.namespace.as_deref());
+            namespace == Some(fx.ns.as_str()) && e.reason.as_deref() == Some(reason)
+        })
+        .map(|e| {
+            let count = e.series.as_ref().map_or(1, |s| s.count);
+            (count, e.note.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// The load balancer's writes and reads of `lb` since `mark`.
+fn calls_to_lb(fx: &Fixture, mark: &cloud_client::StatsSnapshot) -> Vec<(String, String)> {
+    fx.calls_since(mark)
+        .into_iter()
+        .filter(|(_, endpoint)| endpoint.starts_with("/load_balancers"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_of_another_zone_are_left_out_before_any_write_and_named() {
+    let fx = Fixture::start().await;
+    let fsn = fx.node_in("fsn1", BTreeMap::new()).await;
+    let nbg = fx.node_in("nbg1", BTreeMap::new()).await;
+    let ash = fx.node_in("ash", BTreeMap::new()).await;
+
+    // The create carries the eu-central nodes only: one write, nothing refused.
+    let mark = fx.mark();
+    let svc = fx.service("web", &[80], &[]).await;
+    let message = wait_condition(&fx, "web", "True", "NodesOutsideLoadBalancerZone").await;
+    fx.wait_targets(&svc, &[fsn.server, nbg.server]).await;
+    let writes = fx.writes_since(&mark);
+    assert_eq!(
+        writes,
+        [("POST".to_string(), "/load_balancers".to_string())],
+        "one create, no refused write"
+    );
+    for part in [
+        "1 of 3 nodes",
+        "network zone eu-central",
+        &format!("in us-east: {} (ash)", ash.name),
+        &format!("{PREFIX}location"),
+        &format!("{PREFIX}network-zone"),
+        &format!("{PREFIX}node-selector"),
+    ] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+    let said = warnings(&fx, "web", "NodesOutsideLoadBalancerZone").await;
+    assert_eq!(said.len(), 1, "one Warning: {said:?}");
+    assert!(said[0].1.contains(&ash.name), "{said:?}");
+
+    // A node joining in the other zone costs the load balancer nothing; the Service names it.
+    let mark = fx.mark();
+    let ash2 = fx.node_in("ash", BTreeMap::new()).await;
+    eventually("the second ash node named", T, || async {
+        let svc = fx.get("web").await?;
+        let c = service_controller::condition::current(&svc)?;
+        c.message.contains(&ash2.name).then_some(())
+    })
+    .await;
+    assert_eq!(calls_to_lb(&fx, &mark), [], "0 calls to the load balancer");
+
+    // A node without the region label is placed by its server's location.
+    let unlabelled = unlabelled_node(&fx, "ash").await;
+    eventually("the unlabelled ash node named", T, || async {
+        let svc = fx.get("web").await?;
+        let c = service_controller::condition::current(&svc)?;
+        (c.message.contains(&unlabelled.name) && c.message.contains("3 of 5 nodes")).then_some(())
+    })
+    .await;
+
+    // A node joining in the zone becomes a target.
+    let nbg2 = fx.node_in("nbg1", BTreeMap::new()).await;
+    fx.wait_targets(&svc, &[fsn.server, nbg.server, nbg2.server])
+        .await;
+    let svc = fx.get("web").await.unwrap();
+    assert_eq!(
+        support::target_servers(&fx.lb_of(&svc).await),
+        [fsn.server, nbg.server, nbg2.server].into(),
+        "never an ash server"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_with_every_node_elsewhere_is_made_and_says_so() {
+    let fx = Fixture::start().await;
+    let ash = fx.node_in("ash", BTreeMap::new()).await;
+    let mark = fx.mark();
+    let svc = fx.service("web", &[80], &[]).await;
+    let message = wait_condition(&fx, "web", "False", "NoNodeInLoadBalancerZone").await;
+    assert!(
+        message.contains("none of the 1 nodes") && message.contains(&ash.name),
+        "{message}"
+    );
+    let svc = fx.wait_ingress(&svc.metadata.name.clone().unwrap()).await;
+    assert!(support::target_ids(&fx.lb_of(&svc).await).is_empty());
+    assert_eq!(fx.writes_since(&mark).len(), 1, "the create alone");
+
+    // The first node in the zone: served.
+    let fsn = fx.node_in("fsn1", BTreeMap::new()).await;
+    fx.wait_targets(&svc, &[fsn.server]).await;
+    wait_condition(&fx, "web", "True", "NodesOutsideLoadBalancerZone").await;
+}
+
+/// A server rebuilt in another location under the same name: its new Node leaves the load
+/// balancer's targets and is named as outside its zone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_rebuilt_in_another_zone_leaves_the_targets() {
+    let fx = Fixture::start().await;
+    let stays = fx.node_in("fsn1", BTreeMap::new()).await;
+    let moves = fx.node_in("nbg1", BTreeMap::new()).await;
+    let svc = fx.service("web", &[80], &[]).await;
+    fx.wait_targets(&svc, &[stays.server, moves.server]).await;
+    wait_condition(&fx, "web", "True", "EnsuredLoadBalancer").await;
+
+    // The server is deleted, its Node with it, and a server of the same name comes up in ash.
+    Api::<Node>::all(fx.admin.clone())
+        .delete(&moves.name, &DeleteParams::default())
+        .await
+        .expect("delete the node");
+    fx.sim
+        .client()
+        .delete_server(moves.server)
+        .await
+        .expect("delete the server");
+    let rebuilt = fx.server_in(&moves.name, "ash").await;
+    create_node(
+        &fx.admin,
+        &fx.run,
+        &moves.name,
+        NodeSpecT {
+            provider_id: Some(format!("hcloud://{}", rebuilt.id)),
+            labels: [(REGION_LABEL.to_string(), "ash".to_string())].into(),
+            ready: Some(true),
+            ..Default::default()
+        },
+    )
+    .await;
+    fx.wait_targets(&svc, &[stays.server]).await;
+    let message = wait_condition(&fx, "web", "True", "NodesOutsideLoadBalancerZone").await;
+    assert!(
+        message.contains(&format!("{} (ash)", moves.name)),
+        "{message}"
+    );
+}
+
+/// A server in `location` and its Ready Node without a region label (a Node no cloud controller
+/// initialized: its providerID came from the kubelet's flags).
+async fn unlabelled_node(fx: &Fixture, location: &str) -> TestNode {
+    let name = unique("node");
+    let server = fx.server_in(&name, location).await;
+    create_node(
+        &fx.admin,
+        &fx.run,
+        &name,
+        NodeSpecT {
+            provider_id: Some(format!("hcloud://{}", server.id)),
+            ready: Some(true),
+            ..Default::default()
+        },
+    )
+    .await;
+    TestNode {
+        name,
+        server: server.id,
+    }
+}
