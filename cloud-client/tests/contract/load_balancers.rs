@@ -113,6 +113,90 @@ async fn lb_update_targets_writes_only_the_difference() {
     assert!(!unknown.found);
 }
 
+/// Servers in two network zones: the create names only the load balancer's zone's servers, so
+/// the API accepts it. Nodes without a region label are placed by one list of the servers;
+/// labelled ones cost no server call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lb_targets_only_the_servers_of_its_network_zone() {
+    let sim = sim_fast().await;
+    let client = sim.client();
+    let eu = client
+        .create_servers(2, "eu", "cx22", "nbg1")
+        .await
+        .unwrap();
+    let us = client
+        .create_servers(1, "us", "cpx11", "ash")
+        .await
+        .unwrap();
+    let p = provider(&sim, |_| {}).await;
+    let lbs = p.load_balancers().unwrap();
+    let unlabelled = |ids: &[u64]| -> Vec<cloud_client::LbNode> {
+        ids.iter()
+            .map(|id| cloud_client::LbNode {
+                name: format!("n{id}"),
+                provider_id: Some(format!("hcloud://{id}")),
+                ..Default::default()
+            })
+            .collect()
+    };
+    let all: Vec<u64> = eu.iter().chain(&us).copied().collect();
+
+    let s = svc("zones-1", &[("network-zone", "eu-central")]);
+    sim.reset_counters();
+    let out = lbs.ensure(&s, &unlabelled(&all)).await.unwrap();
+    assert_eq!(
+        sim.requests("GET", "/servers"),
+        1,
+        "one list places them all"
+    );
+    assert_eq!(
+        sim.requests("POST", "/load_balancers"),
+        1,
+        "accepted at once"
+    );
+    let lb = &client.list_load_balancers().await.unwrap()[0];
+    let mut targets: Vec<u64> = lb["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["server"]["id"].as_u64().unwrap())
+        .collect();
+    targets.sort_unstable();
+    assert_eq!(targets, eu);
+    let w: Vec<_> = out
+        .warnings
+        .iter()
+        .filter(|w| w.reason == cloud_client::NODES_OUTSIDE_ZONE)
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", out.warnings);
+    assert!(
+        w[0].message.contains(&format!("n{} (ash)", us[0])),
+        "{}",
+        w[0].message
+    );
+
+    // Labelled as the node-controller labels them: no server call, no write.
+    let mut labelled = unlabelled(&all);
+    for n in &mut labelled {
+        let location = if n.name == format!("n{}", us[0]) {
+            "ash"
+        } else {
+            "nbg1"
+        };
+        n.labels = std::sync::Arc::new(
+            [(
+                "topology.kubernetes.io/region".to_string(),
+                location.to_string(),
+            )]
+            .into(),
+        );
+    }
+    sim.reset_counters();
+    let up = lbs.update_targets(&s, &labelled).await.unwrap();
+    assert_eq!(up.writes, 0);
+    assert_eq!(calls(&sim), 0, "{:?}", sim.request_counts());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lb_annotation_changes_are_applied_minimally() {
     let sim = sim_fast().await;

@@ -69,12 +69,20 @@ fn svc(uid: &str, ann: &[(&str, &str)]) -> ServiceRef {
     }
 }
 
+/// Nodes of servers in fsn1, as the node-controller labels them.
 fn lb_nodes(ids: &[u64]) -> Vec<LbNode> {
+    let region: std::sync::Arc<std::collections::BTreeMap<String, String>> = std::sync::Arc::new(
+        [(
+            "topology.kubernetes.io/region".to_string(),
+            "fsn1".to_string(),
+        )]
+        .into(),
+    );
     ids.iter()
         .map(|id| LbNode {
             name: format!("n{id}"),
             provider_id: Some(format!("hcloud://{id}")),
-            labels: Default::default(),
+            labels: region.clone(),
             internal_ips: vec![],
         })
         .collect()
