@@ -641,6 +641,14 @@ pub enum Routability {
         why: String,
         remedy: &'static str,
     },
+    /// A node of this provider that its routes should reach but cannot until the operator acts
+    /// (e.g. its server's zone has no subnet in the network). The route controller says so once
+    /// in a Warning (`reason`) and in the Node's `NetworkUnavailable` condition (True, with
+    /// `message`), and writes nothing for it until the provider's verdict changes.
+    Unroutable {
+        reason: &'static str,
+        message: String,
+    },
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -32,6 +32,9 @@ pub struct Plan {
     pub problems: Vec<Problem>,
     /// Nodes with at least one routable podCIDR, and whether all of theirs exist already.
     pub nodes: Vec<(String, bool)>,
+    /// Nodes the provider's routes should reach but cannot ([`Routability::Unroutable`]), with
+    /// why and what to do: their `NetworkUnavailable` condition says so.
+    pub unroutable: Vec<(String, String)>,
 }
 
 /// The node's podCIDRs (`spec.podCIDRs`, else the legacy `spec.podCIDR`).
@@ -115,6 +118,18 @@ pub fn plan<'a>(
                     cidrs.join(", ")
                 ),
             });
+            continue;
+        }
+        if !cidrs.is_empty()
+            && let Some(Routability::Unroutable { reason, message }) = &verdict
+        {
+            let name = node.name_any();
+            plan.problems.push(Problem {
+                node: name.clone(),
+                reason,
+                message: message.clone(),
+            });
+            plan.unroutable.push((name, message.clone()));
             continue;
         }
         if cidrs.is_empty()
@@ -253,6 +268,11 @@ mod tests {
                 why: format!("node is a dedicated server ({provider_id})"),
                 remedy: "let the CNI route it",
             }
+        } else if provider_id.starts_with("sim-far://") {
+            Routability::Unroutable {
+                reason: "ZoneWithoutSubnet",
+                message: format!("{provider_id} is where the network has no subnet"),
+            }
         } else {
             Routability::Foreign
         }
@@ -294,6 +314,29 @@ mod tests {
         assert_eq!(deleted, ["10.244.9.0/24", "10.244.8.0/24"]);
         assert_eq!(p.nodes, [("a".into(), true), ("b".into(), false)]);
         assert!(p.problems.is_empty());
+    }
+
+    #[test]
+    fn unroutable_nodes_get_no_route_a_warning_and_their_condition_says_why() {
+        let mut far = node("far", &["10.244.3.0/24"], None);
+        far.spec.as_mut().unwrap().provider_id = Some("sim-far://3".into());
+        let mut far_no_cidr = node("far-2", &[], None);
+        far_no_cidr.spec.as_mut().unwrap().provider_id = Some("sim-far://4".into());
+        // A route left from before points at a gateway that no longer serves it: it goes.
+        let routes = [route("10.244.3.0/24", "10.0.0.3", "")];
+        let p = plan([&far, &far_no_cidr], &routes, &cluster());
+        assert!(p.creates.is_empty() && p.nodes.is_empty());
+        assert_eq!(p.deletes.len(), 1);
+        let why = "sim-far://3 is where the network has no subnet".to_string();
+        assert_eq!(p.unroutable, [("far".to_string(), why.clone())]);
+        assert_eq!(
+            p.problems,
+            [Problem {
+                node: "far".into(),
+                reason: "ZoneWithoutSubnet",
+                message: why
+            }]
+        );
     }
 
     #[test]

@@ -23,3 +23,6 @@ pub const CONDITION: &str = "NetworkUnavailable";
 pub const ROUTE_CREATED: &str = "RouteCreated";
 /// Condition reason while a route is missing (upstream).
 pub const NO_ROUTE_CREATED: &str = "NoRouteCreated";
+/// Condition reason while the provider cannot route the node until the operator acts (the
+/// message says what to do).
+pub const NODE_NOT_ROUTABLE: &str = "NodeNotRoutable";

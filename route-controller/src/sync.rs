@@ -164,19 +164,26 @@ impl RoutePass {
 
     /// Brings every planned node's condition in line before the route writes start (a new node
     /// says NoRouteCreated at once), a few nodes at a time. Returns what was written.
-    async fn set_conditions(&self, nodes: &[(String, bool)]) -> HashMap<String, Routed> {
-        let due: Vec<(String, Routed)> = nodes
+    async fn set_conditions(&self, plan: &Plan) -> HashMap<String, Routed> {
+        let routable = plan
+            .nodes
             .iter()
-            .map(|(n, present)| (n.clone(), if *present { Routed::Yes } else { Routed::No }))
+            .map(|(n, present)| (n.clone(), if *present { Routed::Yes } else { Routed::No }));
+        let unroutable = plan
+            .unroutable
+            .iter()
+            .map(|(n, why)| (n.clone(), Routed::Cannot(why.clone())));
+        let due: Vec<(String, Routed)> = routable
+            .chain(unroutable)
             .filter(|(n, want)| {
                 self.store
                     .get(&ObjectRef::new(n))
-                    .is_some_and(|node| condition::needs_write(&node, *want))
+                    .is_some_and(|node| condition::needs_write(&node, want))
             })
             .collect();
         futures::stream::iter(due)
             .map(|(node, want)| async move {
-                match condition::write(&self.nodes, &node, want).await {
+                match condition::write(&self.nodes, &node, &want).await {
                     Ok(()) => Some((node, want)),
                     Err(e) => {
                         warn!(%node, error = %e, "writing the NetworkUnavailable condition failed");
@@ -192,9 +199,9 @@ impl RoutePass {
 
     /// Whether the node's condition must be written to say `want`: not when this pass already
     /// wrote it, or the cache shows it.
-    fn condition_due(&self, node: &str, want: Routed, written: &HashMap<String, Routed>) -> bool {
+    fn condition_due(&self, node: &str, want: &Routed, written: &HashMap<String, Routed>) -> bool {
         match written.get(node) {
-            Some(w) => *w != want,
+            Some(w) => w != want,
             None => self
                 .store
                 .get(&ObjectRef::new(node))
@@ -255,7 +262,7 @@ pub async fn pass(ctx: &RoutePass) -> Result<Option<Instant>, CloudError> {
     };
     ctx.report(&plan.problems).await;
 
-    let mut written = ctx.set_conditions(&plan.nodes).await;
+    let mut written = ctx.set_conditions(&plan).await;
     let deletes_pending = delete_stale(ctx, &plan, &mut view).await;
     let pending = create_missing(ctx, &plan, &mut view, &mut written).await;
 
@@ -402,10 +409,10 @@ async fn create_missing(
                 pending -= 1;
                 ctx.failures.succeeded(&node.to_string());
                 // The node learns its route exists without holding up the next route write.
-                if ctx.condition_due(node, Routed::Yes, written) {
+                if ctx.condition_due(node, &Routed::Yes, written) {
                     let (nodes, name) = (ctx.nodes.clone(), node.to_string());
                     confirmations.spawn(async move {
-                        let r = condition::write(&nodes, &name, Routed::Yes).await;
+                        let r = condition::write(&nodes, &name, &Routed::Yes).await;
                         (name, r)
                     });
                 }

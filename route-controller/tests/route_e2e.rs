@@ -321,6 +321,84 @@ async fn unroutable_nodes_get_a_warning_and_network_unavailable() {
     );
 }
 
+/// A node whose server is in a network zone where the network has no subnet cannot join the
+/// network: NetworkUnavailable=True saying which zone and the command that adds a subnet, one
+/// Warning, and no write for it while that holds, however many passes and resyncs come. Once the
+/// subnet is added and the server attached, the next resync routes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_in_a_zone_without_a_subnet_says_so_and_is_routed_once_there_is_one() {
+    let fx = Fixture::start_resyncing(Duration::from_secs(1)).await;
+    let name = test_support::e2e::unique("ash");
+    let server = fx
+        .sim
+        .client()
+        .create_server(&name, "cpx11", "ash")
+        .await
+        .expect("create server");
+    let cidr = fx.pod_cidr();
+    fx.create_node(&name, server, "", std::slice::from_ref(&cidr))
+        .await;
+
+    let note = fx.wait_event(&name, "NetworkZoneWithoutSubnet").await;
+    for part in [
+        "network zone us-east",
+        "hcloud network add-subnet k8s --network-zone us-east",
+    ] {
+        assert!(note.contains(part), "{part}: {note}");
+    }
+    fx.wait_condition(&name, "True", "NodeNotRoutable").await;
+
+    // Further passes (another node's route) write nothing for it and warn no more.
+    let mark = fx.mark();
+    let other = fx.node(&[fx.pod_cidr()]).await;
+    fx.wait_condition(&other.name, "False", "RouteCreated")
+        .await;
+    let adds = fx
+        .mark()
+        .calls_to("POST", "/networks/{id}/actions/add_route")
+        - mark.calls_to("POST", "/networks/{id}/actions/add_route");
+    assert_eq!(adds, 1, "the other node's route alone");
+    let warnings = fx
+        .world
+        .events_of("Node", &name)
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("NetworkZoneWithoutSubnet"))
+        .map(|e| e.series.map_or(1, |s| s.count))
+        .collect::<Vec<_>>();
+    assert_eq!(warnings, [1], "one Warning, never repeated");
+
+    // The operator adds the subnet and attaches the server: routed.
+    let client = fx.sim.client();
+    client
+        .add_subnet(fx.network, "10.1.0.0/16", "us-east")
+        .await
+        .expect("add subnet");
+    client
+        .attach_to_network(server, fx.network, None)
+        .await
+        .expect("attach server");
+    let ip = fx.private_ip(server).await;
+    fx.set_internal_ip(&name, &ip).await;
+    fx.wait_routes(&[
+        pair(&cidr, &ip),
+        pair(&other_cidr(&fx, &other.name).await, &other.private_ip),
+    ])
+    .await;
+    fx.wait_condition(&name, "False", "RouteCreated").await;
+}
+
+async fn other_cidr(fx: &Fixture, node: &str) -> String {
+    Api::<Node>::all(fx.admin.clone())
+        .get(node)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .pod_cidr
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn route_limit_reached_is_a_warning_on_the_node() {
     let fx = Fixture::start().await;

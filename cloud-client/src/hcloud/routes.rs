@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::capabilities::{AddressKind, Routability, Route, RouteRequest, RouteSupport, Routes};
 use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
+use crate::hcloud::load_balancer::catalog::known_zone;
 use crate::hcloud::provider_id::{ProviderId, ServerKind};
 use crate::hcloud::servers::{ServerCache, ServerKey};
 use crate::hcloud::transport::{Req, Transport};
@@ -24,6 +25,9 @@ pub struct HcloudRoutes {
     server_max_age: Duration,
     /// The network as the start-up check of `HCLOUD_NETWORK` read it, for the first list.
     startup_read: Mutex<Option<(Instant, Network)>>,
+    /// The network's name, range and subnets as last read: which zones its servers can join
+    /// from ([`routability`](Routes::routability)).
+    subnets: Mutex<Network>,
 }
 
 /// How old the start-up read of the network may be and still serve the first list of routes. A
@@ -52,6 +56,7 @@ impl HcloudRoutes {
             network: network.id,
             server_max_age,
             startup_read: Mutex::new(Some((Instant::now(), network.clone()))),
+            subnets: Mutex::new(without_routes(network)),
         }
     }
 
@@ -73,7 +78,54 @@ impl HcloudRoutes {
                 format!("/networks/{}", self.network),
             ))
             .await?;
+        *self.subnets.lock().unwrap_or_else(|e| e.into_inner()) = without_routes(&r.network);
         Ok(r.network)
+    }
+
+    /// Whether the server of a node can reach the network: attached, or its zone has a subnet.
+    /// From the server snapshot and the network as last read, without a call: a server not in the
+    /// snapshot yet counts as reachable (the route's create reads it, and says why it fails).
+    fn zone_verdict(&self, server: &Server) -> Routability {
+        if server.private_ip(self.network).is_some() {
+            return Routability::Routable;
+        }
+        let zone = server
+            .location
+            .as_ref()
+            .and_then(|l| l.network_zone.clone())
+            .or_else(|| {
+                server
+                    .location_name()
+                    .and_then(known_zone)
+                    .map(str::to_owned)
+            });
+        let (Some(zone), Some(location)) = (zone, server.location_name()) else {
+            return Routability::Routable;
+        };
+        let net = self.subnets.lock().unwrap_or_else(|e| e.into_inner());
+        if net
+            .subnets
+            .iter()
+            .any(|s| s.network_zone == zone && s.kind != "vswitch")
+        {
+            return Routability::Routable;
+        }
+        let name = if net.name.is_empty() {
+            net.id.to_string()
+        } else {
+            net.name.clone()
+        };
+        Routability::Unroutable {
+            reason: NETWORK_ZONE_WITHOUT_SUBNET,
+            message: format!(
+                "server {} ({}) is in {location}, network zone {zone}, where network {name} has \
+                 no subnet: the server cannot join the network, so its podCIDR is not routed. Add \
+                 a subnet there (hcloud network add-subnet {name} --network-zone {zone} --type \
+                 cloud --ip-range <a free range of {}>) and attach the server (hcloud server \
+                 attach-to-network {} --network {name})",
+                server.name, server.id, net.ip_range, server.name
+            ),
+        }
     }
 
     async fn route_action(
@@ -126,6 +178,9 @@ impl HcloudRoutes {
             return Err(no_server(req));
         };
         let Some(gateway) = gateway else {
+            if let Routability::Unroutable { message, .. } = self.zone_verdict(&server) {
+                return Err(CloudError::unsupported(message));
+            }
             return Err(CloudError::Inconsistent {
                 message: format!(
                     "server {} ({}) of node {} is not attached to network {}",
@@ -181,6 +236,20 @@ impl HcloudRoutes {
             let gateway = s.private_ip(self.network).map(str::to_string);
             (s, gateway)
         }))
+    }
+}
+
+/// The Warning's reason for a node whose server's zone has no subnet in the network.
+pub const NETWORK_ZONE_WITHOUT_SUBNET: &str = "NetworkZoneWithoutSubnet";
+
+/// What [`HcloudRoutes::zone_verdict`] keeps of a network read.
+fn without_routes(network: &Network) -> Network {
+    Network {
+        id: network.id,
+        name: network.name.clone(),
+        ip_range: network.ip_range.clone(),
+        routes: Vec::new(),
+        subnets: network.subnets.clone(),
     }
 }
 
@@ -325,7 +394,13 @@ impl Routes for HcloudRoutes {
     }
 
     fn routability(&self, provider_id: &str) -> Routability {
-        routability(provider_id)
+        match routability(provider_id) {
+            Routability::Routable => ProviderId::cloud_id(provider_id)
+                .ok()
+                .and_then(|id| self.servers.peek(id))
+                .map_or(Routability::Routable, |s| self.zone_verdict(&s)),
+            other => other,
+        }
     }
 
     /// Hetzner locks a network while a route action runs: one write at a time, each awaited.

@@ -428,6 +428,12 @@ impl ServerCache {
         Ok(snap)
     }
 
+    /// The server as the current snapshot has it, whatever its age, without a call; `None`
+    /// when there is no snapshot or it lacks the server.
+    pub(crate) fn peek(&self, id: i64) -> Option<Arc<Server>> {
+        self.current()?.by_id.get(&id).cloned()
+    }
+
     /// Looks a server up. `Ok(None)` only when a fresh read (see module docs) does not find it.
     pub(crate) async fn lookup(
         &self,

@@ -206,6 +206,19 @@ pub struct Network {
     pub ip_range: String,
     #[serde(default)]
     pub routes: Vec<NetworkRoute>,
+    #[serde(default)]
+    pub subnets: Vec<Subnet>,
+}
+
+/// A network's subnet: servers of `network_zone` attach to the network through it.
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq, Eq)]
+pub struct Subnet {
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub ip_range: String,
+    #[serde(default)]
+    pub network_zone: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq, Eq)]

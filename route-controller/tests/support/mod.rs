@@ -40,6 +40,8 @@ pub struct Fixture {
     next_cidr: std::sync::atomic::AtomicU32,
     /// `--route-sync-window` of the next controller started.
     window: Duration,
+    /// `--route-reconciliation-period` of the next controller started.
+    resync: Duration,
 }
 
 /// The tests read the world's parts (`fx.admin`, `fx.sim`, `fx.run`) as the fixture's own.
@@ -68,11 +70,20 @@ impl Fixture {
             stats: None,
             next_cidr: 1.into(),
             window: Duration::from_millis(100),
+            resync: Duration::from_secs(300),
         }
     }
 
     pub async fn start() -> Fixture {
         let mut fx = Self::world(None).await;
+        fx.spawn(|_| {}).await;
+        fx
+    }
+
+    /// [`start`](Self::start) with a safety resync every `resync` (5 minutes otherwise).
+    pub async fn start_resyncing(resync: Duration) -> Fixture {
+        let mut fx = Self::world(None).await;
+        fx.resync = resync;
         fx.spawn(|_| {}).await;
         fx
     }
@@ -103,7 +114,7 @@ impl Fixture {
         tweak(&mut cfg);
         let settings = Settings {
             cluster: Some(ClusterCidrs::parse(CLUSTER_CIDR).unwrap()),
-            resync: Duration::from_secs(300),
+            resync: self.resync,
             window: self.window,
         };
         let sa = self.service_account().await;

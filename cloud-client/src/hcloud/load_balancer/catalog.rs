@@ -36,6 +36,14 @@ const KNOWN_LB_TYPES: &[&str] = &["lb11", "lb21", "lb31"];
 /// The built-in entries, made once.
 static BUILTIN: LazyLock<Entries> = LazyLock::new(Entries::builtin);
 
+/// The network zone of `location` among the locations Hetzner has today; `None` for another.
+pub(crate) fn known_zone(location: &str) -> Option<&'static str> {
+    KNOWN_LOCATIONS
+        .iter()
+        .find(|(l, _)| *l == location)
+        .map(|(_, z)| *z)
+}
+
 /// A value missing from the cached catalog refetches it only when the cache is older than this,
 /// so a Service with a typo costs no call per reconcile.
 const MISS_REFRESH: Duration = Duration::from_secs(300);
