@@ -316,6 +316,7 @@ fn bench_report_is_well_formed() -> anyhow::Result<()> {
         nodes: None,
         services: None,
         shared: false,
+        zones: false,
         routes: None,
         action_ms: None,
         existing_nodes: false,

@@ -90,6 +90,11 @@ pub struct BenchArgs {
     /// against a load balancer each, side by side.
     #[arg(long)]
     pub shared: bool,
+    /// `services`: a cluster across two network zones: 5 more nodes in ash (us-east) beside
+    /// the 10 in fsn1, and the joining node in ash. The load balancers (in fsn1) leave the ash
+    /// nodes out; HCCM is not run (it serves no such cluster).
+    #[arg(long)]
+    pub zones: bool,
     /// `routes`: number of servers, Nodes and routes [default: 1000, 100 with --quick].
     #[arg(long)]
     pub routes: Option<usize>,
@@ -287,6 +292,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         } else {
             let f = rt.block_on(services::run(&args, Manager::Ours(&binary)))?;
             let hccm = match &args.hccm {
+                Some(_) if args.zones => {
+                    eprintln!("bench services --zones: HCCM not run (it serves no cluster across zones)");
+                    None
+                }
                 Some(h) => Some(rt.block_on(services::run(&args, Manager::Hccm(h)))?),
                 None => None,
             };
@@ -427,10 +436,21 @@ impl Env {
     /// `n` running servers `prefix-1 ..= prefix-n` (through the sim's uncounted batch endpoint):
     /// their `(id, name)`.
     pub async fn servers(&self, n: usize, prefix: &str) -> anyhow::Result<Vec<(u64, String)>> {
+        self.servers_in(n, prefix, "cx22", "fsn1").await
+    }
+
+    /// [`servers`](Self::servers) of `server_type` in `location`.
+    pub async fn servers_in(
+        &self,
+        n: usize,
+        prefix: &str,
+        server_type: &str,
+        location: &str,
+    ) -> anyhow::Result<Vec<(u64, String)>> {
         let ids = self
             .sim
             .client()
-            .create_servers(n, prefix, "cx22", "fsn1")
+            .create_servers(n, prefix, server_type, location)
             .await
             .map_err(|e| anyhow::anyhow!("creating servers: {e}"))?;
         anyhow::ensure!(ids.len() == n, "asked for {n} servers, got {}", ids.len());

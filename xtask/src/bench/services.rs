@@ -7,6 +7,11 @@
 //! 2. one server + Node joins: time until every load balancer has 11 targets;
 //! 3. nothing happens for 120 s (10 s with `--quick`).
 //!
+//! With `--zones` the cluster spans two network zones: 5 more nodes in ash (us-east) from the
+//! start, and the node of phase 2 joins in ash. The load balancers stay in fsn1 with the 10
+//! eu-central nodes as targets; phase 2 ends when every Service's condition names the new node,
+//! and counts the calls made to the load balancers (0 is the goal).
+//!
 //! Each phase reports its cloud calls; the end, the controller's peak and final RSS.
 
 use std::fmt::Display;
@@ -23,6 +28,8 @@ use super::plot::Curve;
 use super::{BenchArgs, Calls, Env, Manager, Memory, PROBE_QUERY, create_nodes, mib};
 
 pub(super) const NODES: usize = 10;
+/// `--zones`: nodes in ash besides the [`NODES`] in fsn1.
+const OTHER_ZONE_NODES: usize = 5;
 const PORTS: [i32; 2] = [80, 443];
 pub(super) const ACTION: Duration = Duration::from_millis(500);
 pub(super) const NAMESPACE: &str = "default";
@@ -49,6 +56,8 @@ mod hccm {
 pub struct Figures {
     pub services: usize,
     pub nodes: usize,
+    /// Nodes in ash (us-east) besides `nodes` in fsn1 (`--zones`).
+    pub other_zone_nodes: usize,
     pub action_ms: u128,
     /// `ours` or `HCCM`.
     pub manager: &'static str,
@@ -76,7 +85,11 @@ pub struct Create {
 /// Phase 2.
 #[derive(Debug, Serialize)]
 pub struct Join {
+    /// Until every load balancer has the new node (with `--zones`: until every Service says it
+    /// is left out).
     pub all_targets_s: Option<f64>,
+    /// Calls whose path names one of the load balancers.
+    pub calls_to_load_balancers: u64,
     pub load_balancers: LbCount,
     pub calls: Calls,
     /// Every load balancer gains the new node.
@@ -115,7 +128,12 @@ impl Figures {
 pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figures> {
     let n = args.services.unwrap_or(if args.quick { 5 } else { 20 });
     let env = Env::start(Some(ACTION)).await?;
-    add_nodes(&env, &env.servers(NODES, "bench-node").await?).await?;
+    add_nodes(&env, &env.servers(NODES, "bench-node").await?, "fsn1").await?;
+    let other_zone_nodes = if args.zones { OTHER_ZONE_NODES } else { 0 };
+    if args.zones {
+        let ash = env.servers_in(other_zone_nodes, "bench-ash", "cpx11", "ash");
+        add_nodes(&env, &ash.await?, "ash").await?;
+    }
     let lb_env = [
         ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
         ("HCLOUD_LOAD_BALANCERS_TYPE", "lb11"),
@@ -158,13 +176,25 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
         calls,
     };
 
-    // 2. One node joins.
+    // 2. One node joins (with `--zones`: in ash, where no load balancer reaches it).
     env.sim.reset_counters();
     let start = Instant::now();
-    add_nodes(&env, &env.servers(1, "bench-join").await?).await?;
+    let joining = if args.zones {
+        let ash = env.servers_in(1, "bench-join", "cpx11", "ash").await?;
+        add_nodes(&env, &ash, "ash").await?;
+        Some(ash[0].1.clone())
+    } else {
+        add_nodes(&env, &env.servers(1, "bench-join").await?, "fsn1").await?;
+        None
+    };
     let mut lbs = LbCount::default();
     let done = ctl
         .wait_until(TIMEOUT, async || {
+            if let Some(node) = &joining {
+                let list = services.list(&ListParams::default()).await?;
+                lbs = load_balancers(&env, NODES).await?;
+                return Ok(list.items.iter().all(|s| names_left_out(s, node)));
+            }
             lbs = load_balancers(&env, NODES + 1).await?;
             Ok(lbs.complete == n)
         })
@@ -174,6 +204,7 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
     let calls = Calls::of(&env.sim);
     let node_join = Join {
         all_targets_s,
+        calls_to_load_balancers: calls.by_load_balancer.values().sum(),
         load_balancers: lbs,
         calls_per_changed_load_balancer: calls.total as f64 / n as f64,
         update_service: calls.to("/actions/update_service"),
@@ -187,6 +218,7 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
     let figures = Figures {
         services: n,
         nodes: NODES,
+        other_zone_nodes,
         action_ms: ACTION.as_millis(),
         manager: manager.name(),
         profile: args.profile.clone(),
@@ -203,11 +235,18 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
     Ok(figures)
 }
 
-/// Creates a Ready Node with providerID `hcloud://<id>` for each server.
-pub(super) async fn add_nodes(env: &Env, servers: &[(u64, String)]) -> anyhow::Result<()> {
+/// Creates a Ready Node with providerID `hcloud://<id>` for each server, in `location` as the
+/// node-controller labels it.
+pub(super) async fn add_nodes(
+    env: &Env,
+    servers: &[(u64, String)],
+    location: &str,
+) -> anyhow::Result<()> {
     let nodes = servers.iter().map(|(id, name)| {
         let mut node = Node::default();
         node.metadata.name = Some(name.clone());
+        node.metadata.labels =
+            Some([("topology.kubernetes.io/region".to_string(), location.to_string())].into());
         node.spec = Some(NodeSpec {
             provider_id: Some(format!("hcloud://{id}")),
             ..Default::default()
@@ -255,6 +294,14 @@ fn load_balancer_service(i: usize) -> Service {
     s
 }
 
+/// Whether the Service's `LoadBalancerReady` condition names `node` (as left out of its zone).
+fn names_left_out(s: &Service, node: &str) -> bool {
+    s.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.message.contains(node)))
+}
+
 pub(super) fn has_ingress(s: &Service) -> bool {
     s.status
         .as_ref()
@@ -290,8 +337,12 @@ pub fn print(f: &Figures, hccm: Option<&Figures>) {
     };
     let ratio = |calls: u64, of: usize| format!("{:.2}", calls as f64 / of as f64);
     let (ports, nodes) = (PORTS.len(), f.nodes);
+    let zones = match f.other_zone_nodes {
+        0 => String::new(),
+        other => format!(" in fsn1 + {other} in ash"),
+    };
     println!(
-        "service-controller bench ({n} Services x {ports} ports, {nodes} nodes, actions {} ms, profile {})",
+        "service-controller bench ({n} Services x {ports} ports, {nodes} nodes{zones}, actions {} ms, profile {})",
         f.action_ms, f.profile
     );
     let ingress = secs(c.all_ingress_s, c.with_ingress, "with ingress");
@@ -332,6 +383,18 @@ pub fn print(f: &Figures, hccm: Option<&Figures>) {
             peak: format!("{} MiB", hccm::PEAK_RSS_MIB),
         },
     };
+    let (join_heading, joined_row, join_target) = match f.other_zone_nodes {
+        0 => (
+            format!("1 node joins ({n} LBs change)"),
+            format!("  all LBs {} targets after", nodes + 1),
+            "",
+        ),
+        _ => (
+            "1 node joins in ash (no LB changes)".to_string(),
+            "  every Service names it after".to_string(),
+            "0",
+        ),
+    };
     // figure, ours, HCCM's, target; a row with only a figure is a heading.
     #[rustfmt::skip]
     let rows = [
@@ -343,10 +406,10 @@ pub fn print(f: &Figures, hccm: Option<&Figures>) {
         row("  load balancers",                  c.load_balancers.total,     "",                           ""),
         row("  cloud calls",                     c.calls.total,              h.create_calls,               ""),
         row("  calls per Service",               ratio(c.calls.total, n),    &h.per_service,               "<= 1.5"),
-        row(format!("1 node joins ({n} LBs change)"), "",                    "",                           ""),
-        row(format!("  all LBs {} targets after", nodes + 1),
-                                                 joined,                     "-",                          ""),
+        row(join_heading,                        "",                         "",                           ""),
+        row(joined_row,                          joined,                     "-",                          ""),
         row("  cloud calls",                     j.calls.total,              h.join_calls,                 ""),
+        row("  calls to the load balancers",     j.calls_to_load_balancers,  "",                           join_target),
         row("  calls per changed LB",            ratio(j.calls.total, n),    &h.per_changed_lb,            "<= 2"),
         row("  update_service calls",            j.update_service,           h.update_service,             "0"),
         row(format!("idle {} s: cloud calls", f.idle.seconds),

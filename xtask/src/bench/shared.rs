@@ -61,7 +61,7 @@ pub async fn run(args: &BenchArgs, binary: &Path) -> anyhow::Result<Figures> {
 
 async fn half(args: &BenchArgs, binary: &Path, n: usize, shared: bool) -> anyhow::Result<Half> {
     let env = Env::start(Some(ACTION)).await?;
-    add_nodes(&env, &env.servers(NODES, "bench-node").await?).await?;
+    add_nodes(&env, &env.servers(NODES, "bench-node").await?, "fsn1").await?;
     let lb_env = [
         ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
         ("HCLOUD_LOAD_BALANCERS_TYPE", "lb31"),
@@ -90,7 +90,7 @@ async fn half(args: &BenchArgs, binary: &Path, n: usize, shared: bool) -> anyhow
 
     // One node joins.
     env.sim.reset_counters();
-    add_nodes(&env, &env.servers(1, "bench-join").await?).await?;
+    add_nodes(&env, &env.servers(1, "bench-join").await?, "fsn1").await?;
     ctl.wait_until(TIMEOUT, async || {
         Ok(served(&env, NODES + 1).await? == (want_lbs, n))
     })
