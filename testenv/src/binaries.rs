@@ -272,6 +272,29 @@ pub fn ensure_cluster() -> Result<ClusterBinaries> {
     })
 }
 
+/// Whether every Go-built program the tests use (with `cluster`, the cluster's too) is in the
+/// cache already: a run that builds none of them is a warm one.
+pub fn all_cached(cluster: bool) -> bool {
+    let built = |c: &Component| {
+        is_executable(
+            &cache_dir()
+                .join(format!("{}-{}", c.name, c.version))
+                .join(c.name),
+        )
+    };
+    let tools = [&ETCD, &KUBE_APISERVER, &HELM, &SKAFFOLD];
+    let node = [
+        &KUBELET,
+        &KUBE_PROXY,
+        &KUBE_SCHEDULER,
+        &KUBE_CONTROLLER_MANAGER,
+        &KUBECTL,
+        &PAUSE,
+        &HELLO,
+    ];
+    tools.into_iter().all(built) && (!cluster || node.into_iter().all(built))
+}
+
 /// Returns both binaries, building whichever is missing from the cache. Blocking; safe to call from
 /// several processes at once (a file lock makes the second wait for the first build).
 pub fn ensure() -> Result<Binaries> {

@@ -27,8 +27,8 @@ mod rbac;
 
 pub use binaries::{
     Binaries, CNI_PLUGINS_VERSION, CONTAINERD_VERSION, CRANE_VERSION, ClusterBinaries,
-    ETCD_VERSION, HELM_VERSION, KUBE_APISERVER_VERSION, SKAFFOLD_VERSION, Tools, cache_dir,
-    ensure as ensure_binaries, ensure_cluster as ensure_cluster_binaries, ensure_helm,
+    ETCD_VERSION, HELM_VERSION, KUBE_APISERVER_VERSION, SKAFFOLD_VERSION, Tools, all_cached,
+    cache_dir, ensure as ensure_binaries, ensure_cluster as ensure_cluster_binaries, ensure_helm,
     ensure_hrobot_check, ensure_skaffold, ensure_tools,
 };
 pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};

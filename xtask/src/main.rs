@@ -11,6 +11,7 @@ mod images;
 mod release;
 mod skaffold_build;
 mod test_binaries;
+mod timeline;
 
 use std::process::ExitCode;
 
@@ -148,14 +149,9 @@ fn prepare() -> anyhow::Result<()> {
 }
 
 /// A heading in `cargo xtask test`'s output, with the time since the process started, so a slow
-/// step is found in the log.
+/// step is found in the log (and in the table at the end, [`timeline`]).
 fn section(title: &str) {
-    static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    let started = STARTED.get_or_init(std::time::Instant::now);
-    eprintln!(
-        "\n=== {title} (at {:.0} s)",
-        started.elapsed().as_secs_f64()
-    );
+    timeline::section(title);
 }
 
 fn cargo() -> std::process::Command {
@@ -198,12 +194,39 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     }
 }
 
+/// The README's test command: every section, then the table of where the time went (also when a
+/// section failed).
 fn test(args: &[String]) -> anyhow::Result<ExitCode> {
-    section("the tools the tests use, and the binaries the chart tests run");
-    prepare()?;
-    build_binaries(args)?;
+    let cold = !testenv::all_cached(is_root());
+    let result = test_sections(args);
+    timeline::print(cold);
+    result
+}
+
+fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
+    section(
+        "the tools the tests use, built while cargo builds the chart tests' binaries and the test \
+         binaries",
+    );
+    // The Go-built tools (and, as root, the cluster's) and the Rust builds each wait on downloads
+    // and links the other can fill: side by side they take about the longer of the two.
+    let tools = std::thread::spawn(|| -> anyhow::Result<()> {
+        prepare()?;
+        if is_root() {
+            testenv::ensure_cluster_binaries()?;
+        }
+        Ok(())
+    });
+    let built = build_binaries(args).and_then(|()| test_binaries::build_all(args));
+    let prepared = tools
+        .join()
+        .map_err(|_| anyhow::anyhow!("building the tools panicked"))?;
+    prepared?;
+    let Some(binaries) = built? else {
+        return Ok(ExitCode::FAILURE);
+    };
     section("cargo test --workspace --all-targets (the test binaries, a few at a time)");
-    if !test_binaries::run(args)? {
+    if !test_binaries::run_built(binaries, args)? {
         return Ok(ExitCode::FAILURE);
     }
     if !images_run_as_the_chart_says(args)? {
@@ -293,6 +316,7 @@ fn real_cluster(args: &[String]) -> anyhow::Result<bool> {
             .args(["--", "--ignored", "--nocapture", "--test-threads=1"])
             .status()?;
         eprintln!("=== {package} --test {test}: {:.0?}", started.elapsed());
+        timeline::step(&format!("{package} --test {test}"), started.elapsed());
         if !status.success() {
             return Ok(false);
         }

@@ -19,7 +19,7 @@ use anyhow::Context as _;
 
 /// One test binary as cargo built it.
 #[derive(Debug, Clone)]
-struct TestBinary {
+pub struct TestBinary {
     /// `package kind target`, e.g. `service-controller test shared`: what the output calls it.
     name: String,
     executable: PathBuf,
@@ -36,14 +36,17 @@ struct Outcome {
 }
 
 /// Builds the test binaries (`cargo test --workspace --all-targets --no-run` with the cargo
-/// arguments before `--`), runs them a few at a time with the arguments after `--`, and prints
-/// each one's output as it ends. True when every binary passed.
-pub fn run(args: &[String]) -> anyhow::Result<bool> {
+/// arguments before `--`); `None` when the build failed.
+pub fn build_all(args: &[String]) -> anyhow::Result<Option<Vec<TestBinary>>> {
     let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
-    let (cargo_args, binary_args) = (&args[..split], args.get(split + 1..).unwrap_or_default());
-    let Some(binaries) = build(cargo_args)? else {
-        return Ok(false);
-    };
+    build(&args[..split])
+}
+
+/// Runs `binaries` a few at a time with the arguments after `--`, and prints each one's output as
+/// it ends. True when every binary passed.
+pub fn run_built(binaries: Vec<TestBinary>, args: &[String]) -> anyhow::Result<bool> {
+    let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let binary_args = args.get(split + 1..).unwrap_or_default();
     let durations_file = crate::images::repo().join("target/xtask-test-durations.tsv");
     let previous = read_durations(&durations_file);
     let mut queue: Vec<TestBinary> = binaries;

@@ -293,7 +293,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             let f = rt.block_on(services::run(&args, Manager::Ours(&binary)))?;
             let hccm = match &args.hccm {
                 Some(_) if args.zones => {
-                    eprintln!("bench services --zones: HCCM not run (it serves no cluster across zones)");
+                    eprintln!(
+                        "bench services --zones: HCCM not run (it serves no cluster across zones)"
+                    );
                     None
                 }
                 Some(h) => Some(rt.block_on(services::run(&args, Manager::Hccm(h)))?),

@@ -245,8 +245,13 @@ pub(super) async fn add_nodes(
     let nodes = servers.iter().map(|(id, name)| {
         let mut node = Node::default();
         node.metadata.name = Some(name.clone());
-        node.metadata.labels =
-            Some([("topology.kubernetes.io/region".to_string(), location.to_string())].into());
+        node.metadata.labels = Some(
+            [(
+                "topology.kubernetes.io/region".to_string(),
+                location.to_string(),
+            )]
+            .into(),
+        );
         node.spec = Some(NodeSpec {
             provider_id: Some(format!("hcloud://{id}")),
             ..Default::default()

@@ -1,0 +1,107 @@
+//! Where `cargo xtask test`'s time went: each section's heading as it starts, and a table of every
+//! section (and every real-cluster test) with its seconds at the end, passed or failed, so a slow
+//! CI log says where at a glance. A run past [`WARM_BUDGET`] says so plainly.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What a warm run may take (CI stops a run at 90 minutes; a cold one is allowed 45).
+pub const WARM_BUDGET: Duration = Duration::from_secs(60 * 60);
+
+struct Timeline {
+    started: Instant,
+    /// Each section: its title, when it started, and the steps timed inside it.
+    sections: Vec<(String, Instant, Vec<(String, Duration)>)>,
+}
+
+static TIMELINE: Mutex<Option<Timeline>> = Mutex::new(None);
+
+fn with<T>(f: impl FnOnce(&mut Timeline) -> T) -> T {
+    let mut guard = TIMELINE.lock().unwrap_or_else(|e| e.into_inner());
+    let timeline = guard.get_or_insert_with(|| Timeline {
+        started: Instant::now(),
+        sections: Vec::new(),
+    });
+    f(timeline)
+}
+
+/// Starts a section: prints its heading with the time since the run began.
+pub fn section(title: &str) {
+    let at = with(|t| {
+        t.sections
+            .push((title.to_owned(), Instant::now(), Vec::new()));
+        t.started.elapsed()
+    });
+    eprintln!("\n=== {title} (at {:.0} s)", at.as_secs_f64());
+}
+
+/// A step of the current section that took `took` (a real-cluster test), for the table.
+pub fn step(name: &str, took: Duration) {
+    with(|t| {
+        if let Some((_, _, steps)) = t.sections.last_mut() {
+            steps.push((name.to_owned(), took));
+        }
+    });
+}
+
+/// The table: every section and step with its seconds, the total, and the budget's word.
+/// `cold` says whether this run built the tools it uses (then the budget does not apply).
+pub fn print(cold: bool) {
+    let (rows, total) = with(|t| {
+        let now = Instant::now();
+        let mut rows = Vec::new();
+        for (i, (title, started, steps)) in t.sections.iter().enumerate() {
+            let ended = t.sections.get(i + 1).map_or(now, |(_, next, _)| *next);
+            rows.push((title.clone(), ended.duration_since(*started)));
+            for (name, took) in steps {
+                rows.push((format!("  {name}"), *took));
+            }
+        }
+        (rows, t.started.elapsed())
+    });
+    eprintln!("\n=== where the time went");
+    for (name, took) in &rows {
+        eprintln!("{:>7.0} s  {name}", took.as_secs_f64());
+    }
+    eprintln!(
+        "{:>7.0} s  total ({:.1} min)",
+        total.as_secs_f64(),
+        total.as_secs_f64() / 60.0
+    );
+    if let Some(warning) = over_budget(total, cold) {
+        eprintln!("\n{warning}");
+    }
+}
+
+/// The plain warning for a warm run past [`WARM_BUDGET`].
+fn over_budget(total: Duration, cold: bool) -> Option<String> {
+    (!cold && total > WARM_BUDGET).then(|| {
+        format!(
+            "WARNING: this warm run took {:.0} min, past the {} minutes a warm `cargo xtask test` \
+             may take (CI stops a run at 90). The table above says which section grew: make it \
+             faster before adding more.",
+            total.as_secs_f64() / 60.0,
+            WARM_BUDGET.as_secs() / 60
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warm_run_past_the_budget_says_so_and_a_cold_one_does_not() {
+        let over = WARM_BUDGET + Duration::from_secs(60);
+        let said = over_budget(over, false).expect("a warning");
+        assert!(
+            said.contains("61 min") && said.contains("60 minutes"),
+            "{said}"
+        );
+        assert!(
+            over_budget(over, true).is_none(),
+            "cold runs are judged apart"
+        );
+        assert!(over_budget(WARM_BUDGET, false).is_none());
+    }
+}
