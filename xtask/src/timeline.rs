@@ -10,8 +10,14 @@ pub const WARM_BUDGET: Duration = Duration::from_secs(60 * 60);
 
 struct Timeline {
     started: Instant,
-    /// Each section: its title, when it started, and the steps timed inside it.
-    sections: Vec<(String, Instant, Vec<(String, Duration)>)>,
+    sections: Vec<Section>,
+}
+
+/// A section: its title, when it started, and the steps timed inside it.
+struct Section {
+    title: String,
+    started: Instant,
+    steps: Vec<(String, Duration)>,
 }
 
 static TIMELINE: Mutex<Option<Timeline>> = Mutex::new(None);
@@ -38,8 +44,8 @@ pub fn section(title: &str) {
 /// A step of the current section that took `took` (a real-cluster test), for the table.
 pub fn step(name: &str, took: Duration) {
     with(|t| {
-        if let Some((_, _, steps)) = t.sections.last_mut() {
-            steps.push((name.to_owned(), took));
+        if let Some(section) = t.sections.last_mut() {
+            section.steps.push((name.to_owned(), took));
         }
     });
 }
@@ -50,10 +56,10 @@ pub fn print(cold: bool) {
     let (rows, total) = with(|t| {
         let now = Instant::now();
         let mut rows = Vec::new();
-        for (i, (title, started, steps)) in t.sections.iter().enumerate() {
-            let ended = t.sections.get(i + 1).map_or(now, |(_, next, _)| *next);
-            rows.push((title.clone(), ended.duration_since(*started)));
-            for (name, took) in steps {
+        for (i, s) in t.sections.iter().enumerate() {
+            let ended = t.sections.get(i + 1).map_or(now, |next| next.started);
+            rows.push((s.title.clone(), ended.duration_since(s.started)));
+            for (name, took) in &s.steps {
                 rows.push((format!("  {name}"), *took));
             }
         }
