@@ -34,8 +34,11 @@ fn with<T>(f: impl FnOnce(&mut Timeline) -> T) -> T {
 /// Starts a section: prints its heading with the time since the run began.
 pub fn section(title: &str) {
     let at = with(|t| {
-        t.sections
-            .push((title.to_owned(), Instant::now(), Vec::new()));
+        t.sections.push(Section {
+            title: title.to_owned(),
+            started: Instant::now(),
+            steps: Vec::new(),
+        });
         t.started.elapsed()
     });
     eprintln!("\n=== {title} (at {:.0} s)", at.as_secs_f64());
