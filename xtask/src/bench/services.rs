@@ -193,7 +193,8 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
             if let Some(node) = &joining {
                 let list = services.list(&ListParams::default()).await?;
                 lbs = load_balancers(&env, NODES).await?;
-                return Ok(list.items.iter().all(|s| names_left_out(s, node)));
+                let mut ours = list.items.iter().filter(|s| is_load_balancer(s));
+                return Ok(ours.all(|s| names_left_out(s, node)));
             }
             lbs = load_balancers(&env, NODES + 1).await?;
             Ok(lbs.complete == n)
@@ -297,6 +298,11 @@ fn load_balancer_service(i: usize) -> Service {
         ..Default::default()
     });
     s
+}
+
+/// Whether the Service is `type: LoadBalancer` (not the apiserver's own `kubernetes`).
+fn is_load_balancer(s: &Service) -> bool {
+    s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
 }
 
 /// Whether the Service's `LoadBalancerReady` condition names `node` (as left out of its zone).
