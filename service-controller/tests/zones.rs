@@ -131,6 +131,48 @@ async fn a_load_balancer_with_every_node_elsewhere_is_made_and_says_so() {
     wait_condition(&fx, "web", "True", "NodesOutsideLoadBalancerZone").await;
 }
 
+/// Two Services on one shared load balancer in nbg1: its targets are the eu-central nodes, each
+/// Service names the ash node, and the second Service's port is added with no refused write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_load_balancer_targets_its_zone_only() {
+    let fx = Fixture::start().await;
+    let fsn = fx.node_in("fsn1", BTreeMap::new()).await;
+    let ash = fx.node_in("ash", BTreeMap::new()).await;
+    let lb_name = unique("shared");
+    let ann = [
+        ("name", lb_name.as_str()),
+        ("shared", "true"),
+        ("location", "nbg1"),
+    ];
+    let mark = fx.mark();
+    let one = fx.service("one", &[80], &ann).await;
+    fx.wait_targets(&one, &[fsn.server]).await;
+    fx.service("two", &[81], &ann).await;
+    for name in ["one", "two"] {
+        let message = wait_condition(&fx, name, "True", "NodesOutsideLoadBalancerZone").await;
+        assert!(
+            message.contains(&format!("{} (ash)", ash.name)),
+            "{message}"
+        );
+    }
+    let lbs = fx.sim.client().list_load_balancers().await.unwrap();
+    let lb = lbs
+        .iter()
+        .find(|lb| lb["name"] == lb_name.as_str())
+        .unwrap();
+    assert_eq!(support::target_ids(lb), [fsn.server]);
+    assert_eq!(support::listen_ports(lb), [80, 81].into());
+    let add_targets = fx
+        .calls_since(&mark)
+        .into_iter()
+        .filter(|(_, e)| e.ends_with("/add_target"))
+        .count();
+    assert_eq!(
+        add_targets, 0,
+        "the target came with the create, never the ash node"
+    );
+}
+
 /// A server rebuilt in another location under the same name: its new Node leaves the load
 /// balancer's targets and is named as outside its zone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

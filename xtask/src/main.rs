@@ -120,6 +120,12 @@ fn docs() -> anyhow::Result<()> {
 }
 
 fn prepare() -> anyhow::Result<()> {
+    prepare_control_plane()?;
+    prepare_rest()
+}
+
+/// kube-apiserver and etcd: what the test binaries start with.
+fn prepare_control_plane() -> anyhow::Result<()> {
     let binaries = testenv::ensure_binaries()?;
     eprintln!(
         "kube-apiserver {}: {}\netcd {}: {}",
@@ -127,6 +133,20 @@ fn prepare() -> anyhow::Result<()> {
         binaries.kube_apiserver.display(),
         testenv::ETCD_VERSION,
         binaries.etcd.display()
+    );
+    Ok(())
+}
+
+/// podman, hadolint, helm and skaffold: what a few tests and the sections after them use.
+fn prepare_rest() -> anyhow::Result<()> {
+    let podman = testenv::ensure_podman()?;
+    let version = podman.command().arg("--version").output()?;
+    eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
+    let hadolint = testenv::ensure_hadolint()?;
+    eprintln!(
+        "hadolint {}: {}",
+        testenv::HADOLINT_VERSION,
+        hadolint.display()
     );
     let tools = testenv::ensure_tools()?;
     eprintln!(
@@ -136,15 +156,6 @@ fn prepare() -> anyhow::Result<()> {
         testenv::SKAFFOLD_VERSION,
         tools.skaffold.display()
     );
-    let hadolint = testenv::ensure_hadolint()?;
-    eprintln!(
-        "hadolint {}: {}",
-        testenv::HADOLINT_VERSION,
-        hadolint.display()
-    );
-    let podman = testenv::ensure_podman()?;
-    let version = podman.command().arg("--version").output()?;
-    eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
     Ok(())
 }
 
@@ -205,28 +216,38 @@ fn test(args: &[String]) -> anyhow::Result<ExitCode> {
 
 fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
     section(
-        "the tools the tests use, built while cargo builds the chart tests' binaries and the test \
+        "the control plane's tools, built while cargo builds the chart tests' binaries and the test \
          binaries",
     );
-    // The Go-built tools (and, as root, the cluster's) and the Rust builds each wait on downloads
-    // and links the other can fill: side by side they take about the longer of the two.
-    let tools = std::thread::spawn(|| -> anyhow::Result<()> {
-        prepare()?;
+    // Go builds and Rust builds each wait on downloads and links the other can fill, so they run
+    // side by side. The test binaries start once kube-apiserver and etcd are there; the other tools
+    // (podman, hadolint, helm, skaffold and, as root, the cluster's) go on building, at low
+    // priority, while they run: the few tests that use one wait for it (each is built under a file
+    // lock), and the sections after the tests wait for all of them.
+    let (control_plane, ready) = std::sync::mpsc::channel();
+    let tools = std::thread::spawn(move || -> anyhow::Result<()> {
+        let built = prepare_control_plane();
+        let _ = control_plane.send(built.is_ok());
+        built?;
+        prepare_rest()?;
         if is_root() {
             testenv::ensure_cluster_binaries()?;
         }
         Ok(())
     });
     let built = build_binaries(args).and_then(|()| test_binaries::build_all(args));
-    let prepared = tools
-        .join()
-        .map_err(|_| anyhow::anyhow!("building the tools panicked"))?;
-    prepared?;
+    if !ready.recv().unwrap_or(false) {
+        // The thread's own error says why.
+        return join(tools).map(|()| ExitCode::FAILURE);
+    }
     let Some(binaries) = built? else {
         return Ok(ExitCode::FAILURE);
     };
     section("cargo test --workspace --all-targets (the test binaries, a few at a time)");
-    if !test_binaries::run_built(binaries, args)? {
+    let passed = test_binaries::run_built(binaries, args)?;
+    section("the other tools (podman, hadolint, helm, skaffold, the cluster's), if still building");
+    join(tools)?;
+    if !passed {
         return Ok(ExitCode::FAILURE);
     }
     if !images_run_as_the_chart_says(args)? {
@@ -257,6 +278,13 @@ fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
         json: None,
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Waits for the tools' thread; its error, if it failed.
+fn join(tools: std::thread::JoinHandle<anyhow::Result<()>>) -> anyhow::Result<()> {
+    tools
+        .join()
+        .map_err(|_| anyhow::anyhow!("building the tools panicked"))?
 }
 
 /// Builds the images, then runs the chart's rendered Deployments from them (`chart-tests`' ignored
