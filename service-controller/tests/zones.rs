@@ -145,8 +145,8 @@ async fn a_shared_load_balancer_targets_its_zone_only() {
         ("location", "nbg1"),
     ];
     let mark = fx.mark();
-    let one = fx.service("one", &[80], &ann).await;
-    fx.wait_targets(&one, &[fsn.server]).await;
+    fx.service("one", &[80], &ann).await;
+    wait_condition(&fx, "one", "True", "NodesOutsideLoadBalancerZone").await;
     fx.service("two", &[81], &ann).await;
     for name in ["one", "two"] {
         let message = wait_condition(&fx, name, "True", "NodesOutsideLoadBalancerZone").await;
