@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::DeleteParams;
-use support::{Fixture, PREFIX, REGION_LABEL, TestNode};
+use support::{Fixture, PREFIX, REGION_LABEL};
 use test_support::e2e::{NodeSpecT, T, create_node, eventually, unique};
 
 /// Waits until the Service's condition has `status` and `reason`; returns its message.
@@ -90,7 +90,7 @@ async fn nodes_of_another_zone_are_left_out_before_any_write_and_named() {
     assert_eq!(calls_to_lb(&fx, &mark), [], "0 calls to the load balancer");
 
     // A node without the region label is placed by its server's location.
-    let unlabelled = unlabelled_node(&fx, "ash").await;
+    let unlabelled = fx.node_without_region("ash").await;
     eventually("the unlabelled ash node named", T, || async {
         let svc = fx.get("web").await?;
         let c = service_controller::condition::current(&svc)?;
@@ -213,26 +213,4 @@ async fn a_node_rebuilt_in_another_zone_leaves_the_targets() {
         message.contains(&format!("{} (ash)", moves.name)),
         "{message}"
     );
-}
-
-/// A server in `location` and its Ready Node without a region label (a Node no cloud controller
-/// initialized: its providerID came from the kubelet's flags).
-async fn unlabelled_node(fx: &Fixture, location: &str) -> TestNode {
-    let name = unique("node");
-    let server = fx.server_in(&name, location).await;
-    create_node(
-        &fx.admin,
-        &fx.run,
-        &name,
-        NodeSpecT {
-            provider_id: Some(format!("hcloud://{}", server.id)),
-            ready: Some(true),
-            ..Default::default()
-        },
-    )
-    .await;
-    TestNode {
-        name,
-        server: server.id,
-    }
 }

@@ -179,11 +179,21 @@ impl Fixture {
     /// One server in `location` and its Node with `labels`, and the region label the
     /// node-controller gives it (unless `labels` has one).
     pub async fn node_in(&self, location: &str, mut labels: BTreeMap<String, String>) -> TestNode {
-        let name = unique("node");
-        let server = self.server_in(&name, location).await;
         labels
             .entry(REGION_LABEL.into())
             .or_insert_with(|| location.into());
+        self.node_labelled(location, labels).await
+    }
+
+    /// One server in `location` and its Node without a region label (a Node no cloud controller
+    /// initialized: its providerID came from the kubelet's flags).
+    pub async fn node_without_region(&self, location: &str) -> TestNode {
+        self.node_labelled(location, BTreeMap::new()).await
+    }
+
+    async fn node_labelled(&self, location: &str, labels: BTreeMap<String, String>) -> TestNode {
+        let name = unique("node");
+        let server = self.server_in(&name, location).await;
         create_node(
             &self.admin,
             &self.run,
