@@ -41,6 +41,11 @@ pub struct AppliedSet {
 }
 
 impl AppliedSet {
+    /// The drift-check period (before its jitter).
+    pub fn drift_period(&self) -> Duration {
+        self.drift_period
+    }
+
     /// Drift checks run every `drift_period` (±10 % per Service).
     pub fn new(drift_period: Duration) -> Self {
         Self {

@@ -310,8 +310,9 @@ async fn report_condition(svc: &Service, ctx: &ServiceReconciler, result: &Resul
 
 /// Requeue policy: invalid input waits for the Service to change (its Warning says what to fix);
 /// a refusal for the cloud's rate limit is tried again soon, at a fixed pace (see
-/// [`RATE_LIMITED_RETRY`]); everything else backs off per Service, 5 s doubling to 5 min
-/// (upstream), or longer when the cloud's rate limit asks for it.
+/// [`RATE_LIMITED_RETRY`]); a write the cloud refused as unprocessable (`422`) waits at least a
+/// drift-check period; everything else backs off per Service, 5 s doubling to 5 min (upstream),
+/// or longer when the cloud's rate limit asks for it.
 pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<ServiceReconciler>) -> Action {
     if err.is_dry_run() {
         // Planned, not made: look again later (the plan keeps one entry per write).
@@ -329,7 +330,12 @@ pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<ServiceReconciler>)
         return Action::requeue(delay);
     }
     let (n, backoff) = ctx.failures.failed(svc.uid().unwrap_or_default());
-    let delay = err.retry_after().map_or(backoff, |r| r.max(backoff));
+    let mut delay = err.retry_after().map_or(backoff, |r| r.max(backoff));
+    if err.is_refused_as_unprocessable() {
+        // Sent again as it is, it is refused again: once per drift-check period at most, the
+        // pace at which an unchanged Service is looked at anyway.
+        delay = delay.max(ctx.applied.drift_period());
+    }
     warn!(service = %service::key(&svc), error = %err, attempt = n, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }

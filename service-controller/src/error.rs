@@ -65,6 +65,12 @@ impl Error {
         matches!(self, Error::Cloud { source, .. } if source.is_dry_run())
     }
 
+    /// The cloud refused a write as it stands (`422`, e.g. a target in another network zone):
+    /// sending it again soon cannot pass, only a change in the cluster or the cloud can.
+    pub fn is_refused_as_unprocessable(&self) -> bool {
+        matches!(self, Error::Cloud { source: CloudError::Api(a), .. } if a.status == 422)
+    }
+
     /// Delay the cloud asked for (rate limit), if any.
     /// The cloud refused a request for the project's rate limit.
     pub fn is_rate_limited(&self) -> bool {

@@ -437,6 +437,43 @@ async fn refused_input_warns_creates_nothing_and_waits_for_a_change() {
     assert!(memory.load_balancers().is_empty());
 }
 
+/// A write the cloud refuses as unprocessable (`422`, e.g. a target of another network zone) is
+/// not sent again before a drift-check period: it would be refused the same way. A retryable error
+/// keeps the usual backoff (5 s first).
+#[tokio::test]
+async fn a_422_is_tried_again_once_per_drift_check_period_at_most() {
+    let drift = Duration::from_secs(600);
+    let Setup {
+        memory,
+        ctx,
+        mut api,
+        ..
+    } = setup(&["a"], drift);
+    let svc = service();
+    for (fault, want) in [
+        (Fault::Code(422, "unsupported_error"), drift),
+        (Fault::Retryable, Duration::from_secs(10)),
+    ] {
+        memory.fail(Op::EnsureLoadBalancer, fault);
+        let result = api
+            .run(reconcile(Arc::new(svc.clone()), ctx.clone()), async |api| {
+                api.expect_event("Normal", "EnsuringLoadBalancer").await;
+                api.expect("PATCH", STATUS).await.ok(&svc);
+                api.expect_event("Warning", "SyncLoadBalancerFailed").await;
+                expect_condition(api, &svc).await;
+            })
+            .await;
+        let err = result.unwrap_err();
+        assert!(!err.is_bad_input(), "{err}");
+        assert_eq!(
+            error_policy(Arc::new(svc.clone()), &err, ctx.clone()),
+            Action::requeue(want),
+            "{err}"
+        );
+    }
+    assert!(memory.load_balancers().is_empty());
+}
+
 /// Mirrors `terminating_service_without_our_finalizer_gets_none`.
 #[tokio::test]
 async fn a_terminating_service_without_our_finalizer_gets_none() {
