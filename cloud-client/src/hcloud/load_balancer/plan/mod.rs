@@ -3,6 +3,7 @@
 //! writes when nothing changed" rule is unit-testable.
 
 mod lb_type;
+mod reach;
 mod services;
 mod targets;
 
@@ -21,6 +22,7 @@ use targets::{Target, target_ops};
 pub use lb_type::{
     DEFAULT_LB_TYPE, known_max_services, known_max_targets, max_targets_after, type_change,
 };
+pub use reach::{Reach, Verdict};
 pub use services::{
     DesiredServices, check_services, desired_services, service_matches, with_certificates,
 };

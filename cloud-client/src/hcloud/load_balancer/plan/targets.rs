@@ -3,11 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::reach::{Reach, Verdict};
 use crate::capabilities::{IpFamilies, LbNode, TARGETS_LEFT_OUT, Warning};
 use crate::hcloud::load_balancer::annotations as a;
 use crate::hcloud::load_balancer::ops::Op;
 use crate::hcloud::load_balancer::spec::LbSpec;
-use crate::hcloud::load_balancer::zones::{Reach, Verdict};
 use crate::hcloud::provider_id::ProviderId;
 use crate::hcloud::wire::LoadBalancer;
 

@@ -4,7 +4,6 @@
 use super::*;
 use crate::capabilities::{LbNode, PortProtocol, ServicePort, ServiceRef, TrafficPolicy};
 use crate::hcloud::config::LbDefaults;
-use crate::hcloud::load_balancer::zones::Reach;
 use crate::hcloud::wire::{HealthCheck, HealthCheckHttp, IdRef, LbService, LbTarget, LbType};
 use serde_json::json;
 
