@@ -2,6 +2,7 @@
 //! with `--cloud-provider=external` register them.
 
 use anyhow::Context as _;
+use cloud_sim::world::{SimClient, SimClientError};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use kube::Client;
 use serde_json::{Value, json};
@@ -25,6 +26,37 @@ pub struct Server {
     pub labels: Vec<(String, String)>,
 }
 
+/// The world's own calls count against the project's rate limit, as any client's: under chaos the
+/// controllers may have spent all of it when a server joins. A call refused for it is made again
+/// each second, 30 times at most, as the budget refills.
+async fn when_allowed<T>(
+    mut call: impl AsyncFnMut() -> Result<T, SimClientError>,
+) -> Result<T, SimClientError> {
+    let mut refused = 0;
+    loop {
+        match call().await {
+            Err(e) if is_rate_limited(&e) && refused < 30 => {
+                refused += 1;
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+fn is_rate_limited(e: &SimClientError) -> bool {
+    e.code() == Some("rate_limit_exceeded")
+}
+
+/// The id of the server named `name`, if it exists.
+async fn find_server(client: &SimClient, name: &str) -> Result<Option<u64>, SimClientError> {
+    let servers = client.list_servers().await?;
+    Ok(servers
+        .iter()
+        .find(|s| s["name"] == name)
+        .and_then(|s| s["id"].as_u64()))
+}
+
 /// Creates the network (10.0.0.0/8, subnet 10.0.0.0/16 in eu-central).
 pub async fn network(sim: &cloud_sim::Sim) -> anyhow::Result<u64> {
     sim.client()
@@ -34,7 +66,8 @@ pub async fn network(sim: &cloud_sim::Sim) -> anyhow::Result<u64> {
 }
 
 /// Creates server `demo-<i>` attached to `network`; odd ones in fsn1, even ones in nbg1. Fault
-/// rules leave its calls alone (a server joining mid-chaos must join), the rate limit does not.
+/// rules leave its calls alone (a server joining mid-chaos must join), the rate limit does not
+/// ([`when_allowed`]).
 pub async fn server(sim: &cloud_sim::Sim, network: u64, i: usize) -> anyhow::Result<Server> {
     let client = sim.client().unfaulted();
     let name = format!("demo-{i}");
@@ -43,15 +76,26 @@ pub async fn server(sim: &cloud_sim::Sim, network: u64, i: usize) -> anyhow::Res
     } else {
         ("nbg1", "cx32")
     };
-    let id = client
-        .create_server_with(json!({
-            "name": name, "server_type": server_type, "location": location,
-            "image": "ubuntu-24.04", "networks": [network],
-        }))
-        .await
-        .map_err(|e| anyhow::anyhow!("creating server {name}: {e}"))?;
-    let v = client
-        .get_server(id)
+    let body = json!({
+        "name": name, "server_type": server_type, "location": location,
+        "image": "ubuntu-24.04", "networks": [network],
+    });
+    let id = when_allowed(
+        async || match client.create_server_with(body.clone()).await {
+            // Refused for the rate limit after the create was made (its action's poll), or made by
+            // an earlier attempt: it is there.
+            Err(e) if is_rate_limited(&e) || e.code() == Some("uniqueness_error") => {
+                match find_server(&client, &name).await? {
+                    Some(id) => Ok(id),
+                    None => Err(e),
+                }
+            }
+            r => r,
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("creating server {name}: {e}"))?;
+    let v = when_allowed(async || client.get_server(id).await)
         .await
         .map_err(|e| anyhow::anyhow!("reading server {name}: {e}"))?;
     let s: &Value = v.get("server").unwrap_or(&v);
