@@ -148,18 +148,8 @@ impl HcloudLoadBalancers {
         services.services =
             plan::with_certificates(std::mem::take(&mut services.services), &certs, &by_port);
         let robot = self.robot_targets(svc, spec, nodes).await?;
-        let t = &self.transport;
-        let lb_zone = zones::lb_zone(&self.catalog, t, spec, lb).await?;
-        let reach = zones::reach(
-            &self.catalog,
-            t,
-            &self.servers,
-            lb_zone,
-            spec,
-            nodes,
-            &robot.dcs,
-        )
-        .await?;
+        let (catalog, t) = (&self.catalog, &self.transport);
+        let reach = zones::reach(catalog, t, &self.servers, spec, lb, nodes, &robot.dcs).await?;
         let mut targets = plan::desired_targets(spec, nodes, &robot, &reach);
         warnings.append(&mut services.warnings);
         warnings.append(&mut targets.warnings);

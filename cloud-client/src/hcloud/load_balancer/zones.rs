@@ -31,7 +31,7 @@ const REGION_LABELS: [&str; 2] = [
 
 /// The network zone of `lb`, or of the load balancer a create for `spec` would make; `None` when
 /// it is not known (a location the catalog lacks, or no placement: the create refuses that).
-pub(crate) async fn lb_zone(
+async fn lb_zone(
     catalog: &Catalog,
     t: &Transport,
     spec: &LbSpec,
@@ -56,19 +56,20 @@ pub(crate) async fn lb_zone(
     catalog.zone_of(t, &location).await
 }
 
-/// Where each node `spec` would target is, for a load balancer in `lb_zone`: its label, else its
-/// server's location (`servers`) or its dedicated server's data center (`robot_dcs`: server
-/// number → data center, e.g. `FSN1-DC10`), then the catalog's zone of that location.
+/// Where `lb` (or the one a create for `spec` would make) is, and each node `spec` would target:
+/// its label, else its server's location (`servers`) or its dedicated server's data center
+/// (`robot_dcs`: server number → data center, e.g. `FSN1-DC10`), then the catalog's zone of that
+/// location.
 pub(crate) async fn reach(
     catalog: &Catalog,
     t: &Transport,
     servers: &ServerCache,
-    lb_zone: Option<String>,
     spec: &LbSpec,
+    lb: Option<&LoadBalancer>,
     nodes: &[LbNode],
     robot_dcs: &BTreeMap<i64, String>,
 ) -> Result<Reach, CloudError> {
-    let Some(lb_zone) = lb_zone else {
+    let Some(lb_zone) = lb_zone(catalog, t, spec, lb).await? else {
         return Ok(Reach::everywhere());
     };
     let mut located: Vec<(&str, String)> = Vec::new();
