@@ -275,13 +275,7 @@ pub fn ensure_cluster() -> Result<ClusterBinaries> {
 /// Whether every Go-built program the tests use (with `cluster`, the cluster's too) is in the
 /// cache already: a run that builds none of them is a warm one.
 pub fn all_cached(cluster: bool) -> bool {
-    let built = |c: &Component| {
-        is_executable(
-            &cache_dir()
-                .join(format!("{}-{}", c.name, c.version))
-                .join(c.name),
-        )
-    };
+    let built = |c: &Component| is_executable(&cached_binary(c).1);
     let tools = [&ETCD, &KUBE_APISERVER, &HELM, &SKAFFOLD];
     let node = [
         &KUBELET,
@@ -351,6 +345,13 @@ pub(crate) fn home_cache() -> PathBuf {
     home.join(".cache/cloud-controllers")
 }
 
+/// Where `c` is cached: its directory and its binary there.
+fn cached_binary(c: &Component) -> (PathBuf, PathBuf) {
+    let dir = cache_dir().join(format!("{}-{}", c.name, c.version));
+    let binary = dir.join(c.name);
+    (dir, binary)
+}
+
 fn ensure_one(c: &Component) -> Result<PathBuf> {
     if let Some(path) = std::env::var_os(c.env_var) {
         let path = PathBuf::from(path);
@@ -363,8 +364,7 @@ fn ensure_one(c: &Component) -> Result<PathBuf> {
             })
         };
     }
-    let dir = cache_dir().join(format!("{}-{}", c.name, c.version));
-    let binary = dir.join(c.name);
+    let (dir, binary) = cached_binary(c);
     if is_executable(&binary) {
         return Ok(binary);
     }

@@ -38,10 +38,7 @@ static BUILTIN: LazyLock<Entries> = LazyLock::new(Entries::builtin);
 
 /// The network zone of `location` among the locations Hetzner has today; `None` for another.
 pub(crate) fn known_zone(location: &str) -> Option<&'static str> {
-    KNOWN_LOCATIONS
-        .iter()
-        .find(|(l, _)| *l == location)
-        .map(|(_, z)| *z)
+    BUILTIN.zone_of(location)
 }
 
 /// A value missing from the cached catalog refetches it only when the cache is older than this,
