@@ -229,6 +229,9 @@ pub struct ServiceRef {
     pub kube_proxy_unreachable: bool,
     /// `spec.ipFamilies`: the address families kube-proxy serves the Service's NodePorts on.
     pub ip_families: IpFamilies,
+    /// The IPs `status.loadBalancer.ingress` publishes now: a load balancer leaving the Service
+    /// (one zone's of several) goes only once its addresses are no longer published.
+    pub ingress_ips: Vec<String>,
 }
 
 /// A Service's `spec.ipFamilies`. Neither set (a Service the apiserver did not default, as in

@@ -600,7 +600,10 @@ async fn update_targets(
         .observe(started.elapsed().as_secs_f64());
     let outcome = match result {
         Ok(o) if !o.found => {
-            info!("load balancer not found while updating targets; re-creating it");
+            info!(
+                "load balancer not found while updating targets, or a network zone gained or \
+                 lost its load balancer: a full ensure"
+            );
             return ensure(svc, ctx, nodes, true).await;
         }
         Ok(o) => {

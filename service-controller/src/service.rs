@@ -96,6 +96,15 @@ pub fn service_ref(svc: &Service) -> ServiceRef {
                 .flatten()
                 .map(String::as_str),
         ),
+        ingress_ips: svc
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|lb| lb.ingress.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i.ip.clone())
+            .collect(),
     }
 }
 

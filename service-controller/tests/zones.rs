@@ -214,3 +214,124 @@ async fn a_node_rebuilt_in_another_zone_leaves_the_targets() {
         "{message}"
     );
 }
+
+/// The Service's load balancers, home first, then by zone: (network zone, target servers,
+/// public IPv4).
+async fn lbs_by_zone(fx: &Fixture, uid: &str) -> Vec<(String, Vec<u64>, String)> {
+    let mut lbs: Vec<_> = fx
+        .sim
+        .client()
+        .list_load_balancers()
+        .await
+        .expect("list load balancers")
+        .into_iter()
+        .filter(|lb| {
+            lb["labels"][support::LB_UID_LABEL]
+                .as_str()
+                .is_some_and(|owner| owner.starts_with(uid))
+        })
+        .map(|lb| {
+            let home = lb["labels"][support::LB_UID_LABEL] == uid;
+            let zone = lb["location"]["network_zone"].as_str().unwrap_or_default();
+            let ip = lb["public_net"]["ipv4"]["ip"].as_str().unwrap_or_default();
+            (
+                !home,
+                zone.to_owned(),
+                support::target_ids(&lb),
+                ip.to_owned(),
+            )
+        })
+        .collect();
+    lbs.sort();
+    lbs.into_iter().map(|(_, z, t, ip)| (z, t, ip)).collect()
+}
+
+/// `one-per-network-zone`: the home load balancer (fsn1) targets the eu-central nodes and one in
+/// us-east the ash node; the status lists both, home first. When us-east loses its last node, its
+/// address leaves the status while its load balancer stays; the next reconcile deletes it. A
+/// deleted Service takes every zone's load balancer with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_load_balancer_per_zone_when_asked() {
+    let mut fx = Fixture::start().await;
+    let fsn = fx.node_in("fsn1", BTreeMap::new()).await;
+    let nbg = fx.node_in("nbg1", BTreeMap::new()).await;
+    let ash = fx.node_in("ash", BTreeMap::new()).await;
+    let svc = fx
+        .service("web", &[80], &[("one-per-network-zone", "true")])
+        .await;
+    let uid = svc.metadata.uid.clone().unwrap();
+    let mut eu = vec![fsn.server, nbg.server];
+    eu.sort_unstable();
+    let lbs = eventually(
+        "a load balancer per zone, each with its nodes",
+        T,
+        || async {
+            let lbs = lbs_by_zone(&fx, &uid).await;
+            let zones: Vec<(&str, &[u64])> =
+                lbs.iter().map(|(z, t, _)| (z.as_str(), &t[..])).collect();
+            (zones == [("eu-central", &eu[..]), ("us-east", &[ash.server][..])]).then_some(lbs)
+        },
+    )
+    .await;
+    let (home_ip, ash_ip) = (lbs[0].2.clone(), lbs[1].2.clone());
+    eventually("both addresses in the status, home first", T, || async {
+        let ips = support::ingress_ips(&fx.get("web").await?);
+        let v4: Vec<&String> = ips.iter().filter(|ip| !ip.contains(':')).collect();
+        (v4 == [&home_ip, &ash_ip]).then_some(())
+    })
+    .await;
+    wait_condition(&fx, "web", "True", "EnsuredLoadBalancer").await;
+    assert!(
+        warnings(&fx, "web", "NodesOutsideLoadBalancerZone")
+            .await
+            .is_empty(),
+        "no node is left out"
+    );
+
+    // us-east loses its node: the address leaves the status first, the load balancer stays.
+    Api::<Node>::all(fx.admin.clone())
+        .delete(&ash.name, &DeleteParams::default())
+        .await
+        .expect("delete the ash node");
+    eventually("the us-east address out of the status", T, || async {
+        let ips = support::ingress_ips(&fx.get("web").await?);
+        (!ips.is_empty() && !ips.contains(&ash_ip)).then_some(())
+    })
+    .await;
+    let zones: Vec<String> = lbs_by_zone(&fx, &uid)
+        .await
+        .into_iter()
+        .map(|l| l.0)
+        .collect();
+    assert_eq!(
+        zones,
+        ["eu-central", "us-east"],
+        "us-east's load balancer stays until unpublished"
+    );
+
+    // The next reconcile (here a node joining) deletes it.
+    let nbg2 = fx.node_in("nbg1", BTreeMap::new()).await;
+    eu.push(nbg2.server);
+    eu.sort_unstable();
+    eventually("us-east's load balancer deleted", T, || async {
+        let lbs = lbs_by_zone(&fx, &uid).await;
+        (lbs.len() == 1 && lbs[0].1 == eu).then_some(())
+    })
+    .await;
+
+    // A node in us-east again: its load balancer comes back. A controller started afresh knows
+    // it (one list of the project's load balancers), and the Service's delete takes both.
+    let ash2 = fx.node_in("ash", BTreeMap::new()).await;
+    eventually("us-east served again", T, || async {
+        let lbs = lbs_by_zone(&fx, &uid).await;
+        (lbs.len() == 2 && lbs[1].1 == [ash2.server]).then_some(())
+    })
+    .await;
+    let sa = fx.service_account().await;
+    fx.restart(sa).await;
+    fx.delete("web").await;
+    eventually("every load balancer of the Service deleted", T, || async {
+        lbs_by_zone(&fx, &uid).await.is_empty().then_some(())
+    })
+    .await;
+}

@@ -360,6 +360,7 @@ dict "root" $ "component" name "values" block
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME" $lb.adoptByName }}
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY" $lb.robotTargetAddressFamily }}
 {{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_TARGET_NODES_WITH_ENDPOINTS" $lb.targetNodesWithEndpoints }}
+{{- $_ := set $plain "HCLOUD_LOAD_BALANCERS_ONE_PER_NETWORK_ZONE" $lb.onePerNetworkZone }}
 {{- end }}
 {{- range $name, $value := $plain }}
 {{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) }}

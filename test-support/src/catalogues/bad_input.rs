@@ -204,6 +204,26 @@ pub const CASES: &[Case] = &[
         R
     ),
     case!(
+        "b-one-per-zone",
+        [("one-per-network-zone", "each")],
+        "one-per-network-zone",
+        "each",
+        BOOL,
+        R
+    ),
+    case!(
+        "s-one-per-zone-shared",
+        [
+            ("name", "team-lb"),
+            ("shared", "true"),
+            ("one-per-network-zone", "true")
+        ],
+        "one-per-network-zone",
+        "true",
+        "false (or unset) when load-balancer.hetzner.cloud/shared is true",
+        R
+    ),
+    case!(
         "b-proxy-per-port",
         [("uses-proxyprotocol.80", "maybe")],
         "uses-proxyprotocol.80",
@@ -828,6 +848,7 @@ pub const ACCEPTED: &[Accepted] = &[
     accepted!("health-check-http-validate-certificate", BOOLS),
     accepted!("health-check-kube-proxy", BOOLS),
     accepted!("target-nodes-with-endpoints", BOOLS),
+    accepted!("one-per-network-zone", BOOLS),
     accepted!(
         "http-status-codes",
         &["2??", "2??,301", "200, 301", "???", "2??,,3??", ""]

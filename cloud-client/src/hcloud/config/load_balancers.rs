@@ -51,6 +51,10 @@ impl LoadBalancersConfig {
                 &mut d.target_nodes_with_endpoints,
             ),
             (
+                "HCLOUD_LOAD_BALANCERS_ONE_PER_NETWORK_ZONE",
+                &mut d.one_per_network_zone,
+            ),
+            (
                 "HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME",
                 &mut d.tenancy.adopt_by_name,
             ),
@@ -149,6 +153,9 @@ pub struct LbDefaults {
     /// `HCLOUD_LOAD_BALANCERS_TARGET_NODES_WITH_ENDPOINTS`: the default of the
     /// `target-nodes-with-endpoints` annotation.
     pub target_nodes_with_endpoints: bool,
+    /// `HCLOUD_LOAD_BALANCERS_ONE_PER_NETWORK_ZONE`: the default of the `one-per-network-zone`
+    /// annotation.
+    pub one_per_network_zone: bool,
     /// `HCLOUD_LOAD_BALANCERS_SHARE_ACROSS_NAMESPACES` and `HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME`:
     /// whose load balancers a Service may write to (no annotation overrides them; the rules are
     /// `load_balancer::tenancy`'s).

@@ -83,6 +83,13 @@ pub const REFERENCE: &[Section] = &[
                 hccm: "The two env variables together are a configuration error (mutually exclusive), as in HCCM.",
             },
             Entry {
+                key: a::ONE_PER_NETWORK_ZONE,
+                values: "boolean; not with `shared`",
+                default: "env `HCLOUD_LOAD_BALANCERS_ONE_PER_NETWORK_ZONE` (chart: `hcloud.loadBalancers.onePerNetworkZone`); else `false`",
+                does: "Ours. For a cluster whose nodes are in several network zones: besides the load balancer placed by `location` / `network-zone` (the home one, which keeps the name), one more in each other zone that has eligible nodes, named `<name>-<zone>` and labelled `hcloud-ccm/service-uid=<UID>-<zone>`, each targeting its own zone's nodes with the same services. `status.loadBalancer.ingress` lists the home load balancer's addresses first, then each zone's. A zone that loses its last eligible node has its addresses taken out of the status first; its load balancer is deleted by the next reconcile, at the latest the drift check (`--load-balancer-drift-check-period`), so a client's DNS can follow. Removing the annotation does the same for every zone's load balancer. See [docs/running.md](running.md#a-cluster-across-network-zones).",
+                hccm: "Not in HCCM, which makes one load balancer and cannot target servers of another zone.",
+            },
+            Entry {
                 key: a::ALGORITHM_TYPE,
                 values: "`round_robin`, `least_connections` (any case)",
                 default: "env `HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE`; else the load balancer's own (API default `round_robin`)",

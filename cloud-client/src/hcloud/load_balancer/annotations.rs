@@ -72,6 +72,9 @@ annotations! {
     /// Ours: `true` shares the load balancer named by the `name` annotation with every other
     /// Service that shares it by the same name; each Service owns its own listen ports on it.
     SHARED = "shared";
+    /// Ours: `true` gives the Service one load balancer per network zone that has eligible nodes,
+    /// each targeting its own zone's nodes (env `HCLOUD_LOAD_BALANCERS_ONE_PER_NETWORK_ZONE`).
+    ONE_PER_NETWORK_ZONE = "one-per-network-zone";
     /// Read-only in HCCM, never written or read.
     IPV4 = "ipv4";
     /// Read-only in HCCM, never written or read.

@@ -53,7 +53,7 @@ impl HcloudLoadBalancers {
     }
 
     /// Deletes the Service's own (not shared) load balancer, unless it is delete-protected.
-    async fn delete_own(
+    pub(super) async fn delete_own(
         &self,
         svc: &ServiceRef,
         lb: &LoadBalancer,

@@ -137,6 +137,16 @@ impl Finder {
         m.lbs.remove(&id);
     }
 
+    /// The remembered UIDs that start with `prefix` (a Service's zones' load balancers).
+    pub(super) fn uids_starting(&self, prefix: &str) -> Vec<String> {
+        let m = self.memory();
+        m.ids
+            .keys()
+            .filter(|uid| uid.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
     pub(super) fn forget(&self, uid: &str) {
         let mut m = self.memory();
         if let Some(id) = m.ids.remove(uid)

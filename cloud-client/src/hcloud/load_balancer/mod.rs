@@ -12,7 +12,9 @@
 //! [`plan`] (desired vs. actual → [`ops::Op`]s, pure) → [`ops`] (each op as its HTTP request) →
 //! [`apply`] (the requests, one at a time, actions waited for) → settle (the one step that tells
 //! the [`Finder`] what it now knows of the LB) → [`status`].
-//! A deleted Service goes through [`delete`] (its own LB, or its part of a shared one).
+//! A deleted Service goes through [`delete`] (its own LB, or its part of a shared one). A
+//! Service that asks for one load balancer per network zone runs all of it once per zone
+//! ([`per_zone`]).
 //! This module only wires them together behind the provider trait.
 
 pub mod annotation_reference;
@@ -27,6 +29,7 @@ mod holding;
 mod locks;
 pub mod ops;
 mod ownership;
+mod per_zone;
 pub mod plan;
 pub mod sharing;
 pub mod spec;
@@ -322,26 +325,26 @@ impl HcloudLoadBalancers {
 
     /// A full ensure on the load balancer as `fresh` as asked: found (or created), checked, and
     /// brought in line with the Service.
-    async fn ensure_from(
+    async fn ensure_one(
         &self,
         svc: &ServiceRef,
+        spec: &LbSpec,
         nodes: &[LbNode],
         fresh: Freshness,
     ) -> Result<EnsureOutcome, CloudError> {
-        let spec = self.spec(svc)?;
-        let holding = Holding::of(&spec);
-        let _turn = self.turns.hold(holding.lock_name(&spec)).await;
+        let holding = Holding::of(spec);
+        let _turn = self.turns.hold(holding.lock_name(spec)).await;
         let mut warnings = Vec::new();
-        let found = holding.find(&self.finder, svc, &spec, fresh).await?;
+        let found = holding.find(&self.finder, svc, spec, fresh).await?;
         let (lb, how) = match found {
             Some(found) => found,
             None => match self
-                .create_and_plan(svc, &spec, holding, nodes, &mut warnings)
+                .create_and_plan(svc, spec, holding, nodes, &mut warnings)
                 .await
             {
-                Ok((lb, writes)) => return Ok(outcome(&lb, &spec, warnings, writes)),
+                Ok((lb, writes)) => return Ok(outcome(&lb, spec, warnings, writes)),
                 Err(e)
-                    if e.code() == Some("uniqueness_error") && holding.finds_taken_name(&spec) =>
+                    if e.code() == Some("uniqueness_error") && holding.finds_taken_name(spec) =>
                 {
                     self.finder.find_by_name(&spec.name).await?.ok_or(e)?
                 }
@@ -349,9 +352,41 @@ impl HcloudLoadBalancers {
             },
         };
         let (lb, writes) = self
-            .reconcile_found(svc, &spec, holding, (lb, how), nodes, &mut warnings)
+            .reconcile_found(svc, spec, holding, (lb, how), nodes, &mut warnings)
             .await?;
-        Ok(outcome(&lb, &spec, warnings, writes))
+        Ok(outcome(&lb, spec, warnings, writes))
+    }
+
+    /// A target update from the remembered load balancer; not found: nothing done.
+    async fn update_one(
+        &self,
+        svc: &ServiceRef,
+        spec: &LbSpec,
+        nodes: &[LbNode],
+    ) -> Result<UpdateOutcome, CloudError> {
+        let holding = Holding::of(spec);
+        let _turn = self.turns.hold(holding.lock_name(spec)).await;
+        let mut warnings = Vec::new();
+        let Some((lb, how)) = holding
+            .find(&self.finder, svc, spec, Freshness::Remembered)
+            .await?
+        else {
+            return Ok(UpdateOutcome {
+                found: false,
+                warnings,
+                ..Default::default()
+            });
+        };
+        let (lb, writes) = self
+            .reconcile_found(svc, spec, holding, (lb, how), nodes, &mut warnings)
+            .await?;
+        dedup(&mut warnings);
+        Ok(UpdateOutcome {
+            found: true,
+            warnings,
+            writes,
+            target_health: Some(health::target_health(&lb)),
+        })
     }
 
     /// After apply, the one step that records what was written: the finder keeps the load
@@ -444,7 +479,8 @@ impl LoadBalancers for HcloudLoadBalancers {
         self.transport
             .stats()
             .record_operation("hcloud/loadBalancers.EnsureLoadBalancer");
-        self.ensure_from(svc, nodes, Freshness::Now).await
+        let spec = self.spec(svc)?;
+        self.ensure_zones(svc, &spec, nodes, Freshness::Now).await
     }
 
     async fn check_drift(
@@ -456,7 +492,8 @@ impl LoadBalancers for HcloudLoadBalancers {
         self.transport
             .stats()
             .record_operation("hcloud/loadBalancers.EnsureLoadBalancer");
-        self.ensure_from(svc, nodes, Freshness::Listed(read_age))
+        let spec = self.spec(svc)?;
+        self.ensure_zones(svc, &spec, nodes, Freshness::Listed(read_age))
             .await
     }
 
@@ -469,36 +506,16 @@ impl LoadBalancers for HcloudLoadBalancers {
             .stats()
             .record_operation("hcloud/loadBalancers.UpdateLoadBalancer");
         let spec = self.spec(svc)?;
-        let holding = Holding::of(&spec);
-        let _turn = self.turns.hold(holding.lock_name(&spec)).await;
-        let mut warnings = Vec::new();
-        let Some((lb, how)) = holding
-            .find(&self.finder, svc, &spec, Freshness::Remembered)
-            .await?
-        else {
-            return Ok(UpdateOutcome {
-                found: false,
-                warnings,
-                ..Default::default()
-            });
-        };
-        let (lb, writes) = self
-            .reconcile_found(svc, &spec, holding, (lb, how), nodes, &mut warnings)
-            .await?;
-        dedup(&mut warnings);
-        Ok(UpdateOutcome {
-            found: true,
-            warnings,
-            writes,
-            target_health: Some(health::target_health(&lb)),
-        })
+        self.update_zones(svc, &spec, nodes).await
     }
 
     async fn delete(&self, svc: &ServiceRef) -> Result<DeleteOutcome, CloudError> {
         self.transport
             .stats()
             .record_operation("hcloud/loadBalancers.EnsureLoadBalancerDeleted");
-        self.delete_service(svc).await
+        let mut outcome = self.delete_service(svc).await?;
+        self.delete_zones(svc, &mut outcome).await?;
+        Ok(outcome)
     }
 }
 

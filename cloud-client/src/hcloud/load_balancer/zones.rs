@@ -56,10 +56,8 @@ async fn lb_zone(
     catalog.zone_of(t, &location).await
 }
 
-/// Where `lb` (or the one a create for `spec` would make) is, and each node `spec` would target:
-/// its label, else its server's location (`servers`) or its dedicated server's data center
-/// (`robot_dcs`: server number → data center, e.g. `FSN1-DC10`), then the catalog's zone of that
-/// location.
+/// Where `lb` (or the one a create for `spec` would make) is, and each node `spec` would target
+/// ([`locate`]).
 pub(crate) async fn reach(
     catalog: &Catalog,
     t: &Transport,
@@ -72,7 +70,51 @@ pub(crate) async fn reach(
     let Some(lb_zone) = lb_zone(catalog, t, spec, lb).await? else {
         return Ok(Reach::everywhere());
     };
-    let mut located: Vec<(&str, String)> = Vec::new();
+    let located = locate(catalog, t, servers, spec, nodes, robot_dcs).await?;
+    let nodes = located
+        .into_iter()
+        .map(|(node, location, zone)| (node.name.clone(), (location, zone)));
+    Ok(Reach::new(&lb_zone, nodes))
+}
+
+/// The zone a create for `spec` places its load balancer in; `None` when not known.
+pub(crate) async fn placement_zone(
+    catalog: &Catalog,
+    t: &Transport,
+    spec: &LbSpec,
+) -> Result<Option<String>, CloudError> {
+    lb_zone(catalog, t, spec, None).await
+}
+
+/// The nodes `spec` selects, by network zone; a node whose location is not known yet is in none.
+pub(crate) async fn by_zone(
+    catalog: &Catalog,
+    t: &Transport,
+    servers: &ServerCache,
+    spec: &LbSpec,
+    nodes: &[LbNode],
+    robot_dcs: &BTreeMap<i64, String>,
+) -> Result<BTreeMap<String, Vec<LbNode>>, CloudError> {
+    let mut zones: BTreeMap<String, Vec<LbNode>> = BTreeMap::new();
+    for (node, _, zone) in locate(catalog, t, servers, spec, nodes, robot_dcs).await? {
+        zones.entry(zone).or_default().push(node.clone());
+    }
+    Ok(zones)
+}
+
+/// Each node `spec` selects whose place is known, with its location and network zone: its
+/// label, else its server's location (`servers`) or its dedicated server's data center
+/// (`robot_dcs`: server number → data center, e.g. `FSN1-DC10`), then the catalog's zone of that
+/// location.
+async fn locate<'n>(
+    catalog: &Catalog,
+    t: &Transport,
+    servers: &ServerCache,
+    spec: &LbSpec,
+    nodes: &'n [LbNode],
+    robot_dcs: &BTreeMap<i64, String>,
+) -> Result<Vec<(&'n LbNode, String, String)>, CloudError> {
+    let mut located: Vec<(&LbNode, String)> = Vec::new();
     for n in nodes {
         if spec
             .node_selector
@@ -82,7 +124,7 @@ pub(crate) async fn reach(
             continue;
         }
         if let Some(location) = location(n, servers, robot_dcs).await? {
-            located.push((&n.name, location));
+            located.push((n, location));
         }
     }
     let mut zones: HashMap<String, Option<String>> = HashMap::new();
@@ -92,11 +134,13 @@ pub(crate) async fn reach(
             zones.insert(location.clone(), zone);
         }
     }
-    let nodes = located.into_iter().filter_map(|(node, location)| {
-        let zone = zones.get(&location).cloned().flatten()?;
-        Some((node.to_owned(), (location, zone)))
-    });
-    Ok(Reach::new(&lb_zone, nodes))
+    Ok(located
+        .into_iter()
+        .filter_map(|(node, location)| {
+            let zone = zones.get(&location).cloned().flatten()?;
+            Some((node, location, zone))
+        })
+        .collect())
 }
 
 /// The node's location: its region label, else its server's; `None` while not known.

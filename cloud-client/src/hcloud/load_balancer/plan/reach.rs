@@ -108,10 +108,12 @@ impl Reach {
         Some(Warning::new(
             reason,
             format!(
-                "{head}. Left out {}. To serve them, give them a Service of their own whose \
+                "{head}. Left out {}. To serve them, set annotation {}: \"true\" (one load \
+                 balancer per zone that has nodes), or give them a Service of their own whose \
                  load balancer is in their zone (annotation {} with a location there, or {} \
-                 with {zone_list}), and keep this one to its zone's nodes with annotation {}",
+                 with {zone_list}) and keep this one to its zone's nodes with annotation {}",
                 named.join("; "),
+                a::ONE_PER_NETWORK_ZONE,
                 a::LOCATION,
                 a::NETWORK_ZONE,
                 a::NODE_SELECTOR,

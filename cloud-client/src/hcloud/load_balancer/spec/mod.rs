@@ -49,6 +49,7 @@ pub fn env_var(key: &str) -> Option<&'static str> {
         a::HEALTH_CHECK_KUBE_PROXY => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY",
         a::ROBOT_TARGET_ADDRESS_FAMILY => "HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY",
         a::TARGET_NODES_WITH_ENDPOINTS => "HCLOUD_LOAD_BALANCERS_TARGET_NODES_WITH_ENDPOINTS",
+        a::ONE_PER_NETWORK_ZONE => "HCLOUD_LOAD_BALANCERS_ONE_PER_NETWORK_ZONE",
         _ => return None,
     })
 }
@@ -62,6 +63,9 @@ pub struct LbSpec {
     pub name_annotated: bool,
     /// Annotation `shared`: the load balancer named `name` is shared with other Services.
     pub shared: bool,
+    /// Annotation `one-per-network-zone` (or its env default): besides this load balancer, one
+    /// more in each other network zone that has eligible nodes (see `load_balancer::per_zone`).
+    pub one_per_zone: bool,
     /// What a shared load balancer's members must agree on about targets (node selector and
     /// private IPs), as a fingerprint.
     pub target_selection: String,
@@ -311,6 +315,25 @@ fn parse_identity(r: &mut Reader<'_>, s: &mut LbSpec, uid: &str, defaults: &LbDe
             ),
         );
     }
+    // The env default does not apply to a shared load balancer, which is one load balancer;
+    // the annotation asking for both is refused.
+    let per_zone = r.bool(a::ONE_PER_NETWORK_ZONE);
+    if s.shared && per_zone == Some(true) {
+        let raw = r
+            .raw(a::ONE_PER_NETWORK_ZONE)
+            .unwrap_or_default()
+            .to_string();
+        r.fail(
+            a::ONE_PER_NETWORK_ZONE,
+            &raw,
+            format!(
+                "false (or unset) when {} is true: a shared load balancer is one load balancer",
+                a::SHARED
+            ),
+        );
+    }
+    let env = defaults.one_per_network_zone && !s.shared;
+    s.one_per_zone = r.or_env_flag(a::ONE_PER_NETWORK_ZONE, per_zone, env) && !s.shared;
     let lb_type = r.string(a::TYPE);
     s.lb_type = r.or_env(a::TYPE, lb_type, defaults.lb_type.clone());
     s.location = r.string_or_default(a::LOCATION, &defaults.location);

@@ -375,8 +375,35 @@ fn provenance_says_where_each_value_came_from() {
 }
 
 #[test]
+fn one_per_zone_is_never_a_shared_load_balancer() {
+    let env = LbDefaults {
+        one_per_network_zone: true,
+        ..LbDefaults::default()
+    };
+    let shared = [(a::NAME, "team"), (a::SHARED, "true")];
+    assert!(LbSpec::parse(&svc(&[]), &env).unwrap().one_per_zone);
+    assert!(
+        !LbSpec::parse(&svc(&shared), &env).unwrap().one_per_zone,
+        "env: not for shared"
+    );
+    let asked = [shared[0], shared[1], (a::ONE_PER_NETWORK_ZONE, "true")];
+    let msg = LbSpec::parse(&svc(&asked), &LbDefaults::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains(a::ONE_PER_NETWORK_ZONE) && msg.contains(a::SHARED),
+        "{msg}"
+    );
+    assert!(
+        !parse(&[(a::ONE_PER_NETWORK_ZONE, "false")])
+            .unwrap()
+            .one_per_zone
+    );
+}
+
+#[test]
 fn known_annotation_list_is_complete() {
-    assert_eq!(a::ALL.len(), 43);
+    assert_eq!(a::ALL.len(), 44);
     assert!(a::ALL.iter().all(|k| k.starts_with(a::PREFIX)));
 }
 
