@@ -78,6 +78,13 @@ enum Command {
     /// leaks and wrong deletions, and scans everything captured for the API token. Fails when
     /// an audit does; prints a results table.
     Chaos(chaos::ChaosArgs),
+    /// The part of `cargo xtask test` that runs beside the images and the real cluster: the demo,
+    /// `bench --quick all` and `chaos --quick all`, each section's seconds written to `timeline`.
+    #[command(hide = true)]
+    TestWorlds {
+        #[arg(long)]
+        timeline: std::path::PathBuf,
+    },
     /// Write the parts of the docs that are rendered from the code (docs/annotations.md's tables,
     /// from the annotation reference); a test fails when they differ.
     Docs,
@@ -97,6 +104,7 @@ fn main() -> ExitCode {
         Command::Chart { args } => chart(&args),
         Command::Bench(args) => bench::run(args).map(|_| ExitCode::SUCCESS),
         Command::Chaos(args) => chaos::run(&args).map(|_| ExitCode::SUCCESS),
+        Command::TestWorlds { timeline } => test_worlds(&timeline),
         Command::Docs => docs().map(|_| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|e| {
@@ -245,17 +253,28 @@ fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
     };
     section("cargo test --workspace --all-targets (the test binaries, a few at a time)");
     let passed = test_binaries::run_built(binaries, args)?;
-    section("the other tools (podman, hadolint, helm, skaffold, the cluster's), if still building");
-    join(tools)?;
     if !passed {
+        join(tools)?;
         return Ok(ExitCode::FAILURE);
     }
-    if !images_run_as_the_chart_says(args)? {
-        return Ok(ExitCode::FAILURE);
-    }
-    if !real_cluster(args)? {
-        return Ok(ExitCode::FAILURE);
-    }
+    // The simulated worlds (a control plane and cloud-sim each, no tool but the two the tests
+    // used) wait mostly on their own clocks; the images and the real cluster mostly on builds
+    // and the node. Side by side they take about the longer of the two instead of their sum.
+    let worlds = Beside::start()?;
+    section("the other tools (podman, hadolint, helm, skaffold, the cluster's), if still building");
+    let real = join(tools)
+        .and_then(|()| images_run_as_the_chart_says(args))
+        .and_then(|ok| if ok { real_cluster(args) } else { Ok(false) });
+    let worlds = worlds.finish()?;
+    Ok(if real? && worlds {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The demo, then every benchmark and chaos scenario in their quick forms (`test-worlds`).
+fn simulated_worlds() -> anyhow::Result<()> {
     section("the demo, end to end (each step waits for what it shows)");
     demo::run(&demo::DemoArgs {
         keep: false,
@@ -277,7 +296,62 @@ fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
         profile: "dev".into(),
         json: None,
     })?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+fn test_worlds(timeline_out: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let result = simulated_worlds();
+    timeline::save(timeline_out)?;
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+/// [`simulated_worlds`] as a process of its own beside the rest of `cargo xtask test`, its output
+/// kept in a file and shown whole when it is done, so the two never interleave.
+struct Beside {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+    timeline: std::path::PathBuf,
+}
+
+impl Beside {
+    fn start() -> anyhow::Result<Self> {
+        let base =
+            std::env::temp_dir().join(format!("cloud-controllers-worlds-{}", std::process::id()));
+        let (log, timeline) = (base.with_extension("log"), base.with_extension("timeline"));
+        let out = std::fs::File::create(&log)?;
+        eprintln!(
+            "\n=== the demo, bench --quick all and chaos --quick all start beside the images and \
+             the real cluster (their output: {}, shown when they are done)",
+            log.display()
+        );
+        let child = std::process::Command::new(std::env::current_exe()?)
+            .arg("test-worlds")
+            .arg("--timeline")
+            .arg(&timeline)
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()?;
+        Ok(Self {
+            child,
+            log,
+            timeline,
+        })
+    }
+
+    /// Waits for it, shows its output and puts its sections in the table; whether it passed.
+    fn finish(mut self) -> anyhow::Result<bool> {
+        section("the demo, bench --quick all and chaos --quick all (started beside the images)");
+        let status = self.child.wait()?;
+        eprintln!("--- their output ---");
+        std::io::copy(&mut std::fs::File::open(&self.log)?, &mut std::io::stderr())?;
+        eprintln!("--- end of their output: {status} ---");
+        for (name, took) in timeline::load(&self.timeline) {
+            timeline::step(&format!("(beside) {name}"), took);
+        }
+        let _ = std::fs::remove_file(&self.log);
+        let _ = std::fs::remove_file(&self.timeline);
+        Ok(status.success())
+    }
 }
 
 /// Waits for the tools' thread; its error, if it failed.

@@ -53,10 +53,9 @@ pub fn step(name: &str, took: Duration) {
     });
 }
 
-/// The table: every section and step with its seconds, the total, and the budget's word.
-/// `cold` says whether this run built the tools it uses (then the budget does not apply).
-pub fn print(cold: bool) {
-    let (rows, total) = with(|t| {
+/// Every section and step with its seconds, in order.
+fn rows() -> (Vec<(String, Duration)>, Duration) {
+    with(|t| {
         let now = Instant::now();
         let mut rows = Vec::new();
         for (i, s) in t.sections.iter().enumerate() {
@@ -67,7 +66,36 @@ pub fn print(cold: bool) {
             }
         }
         (rows, t.started.elapsed())
-    });
+    })
+}
+
+/// Writes the rows to `path` (`<seconds>\t<name>` per line), for the process that ran this one
+/// beside its own sections ([`load`]).
+pub fn save(path: &std::path::Path) -> std::io::Result<()> {
+    let text: String = rows()
+        .0
+        .iter()
+        .map(|(name, took)| format!("{:.3}\t{name}\n", took.as_secs_f64()))
+        .collect();
+    std::fs::write(path, text)
+}
+
+/// The rows [`save`] wrote; none when the file is missing or unreadable (the process failed
+/// before it wrote them).
+pub fn load(path: &std::path::Path) -> Vec<(String, Duration)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let (secs, name) = line.split_once('\t')?;
+            Some((name.to_owned(), Duration::from_secs_f64(secs.parse().ok()?)))
+        })
+        .collect()
+}
+
+/// The table: every section and step with its seconds, the total, and the budget's word.
+/// `cold` says whether this run built the tools it uses (then the budget does not apply).
+pub fn print(cold: bool) {
+    let (rows, total) = rows();
     eprintln!("\n=== where the time went");
     for (name, took) in &rows {
         eprintln!("{:>7.0} s  {name}", took.as_secs_f64());
@@ -98,6 +126,22 @@ fn over_budget(total: Duration, cold: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn saved_rows_load_as_written() {
+        section("one");
+        step("a step", Duration::from_millis(1500));
+        let path = std::env::temp_dir().join(format!("timeline-test-{}", std::process::id()));
+        save(&path).unwrap();
+        let loaded = load(&path);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(loaded[0].0, "one");
+        assert_eq!(
+            loaded[1],
+            ("  a step".to_owned(), Duration::from_millis(1500))
+        );
+        assert!(load(&path).is_empty(), "a missing file: no rows");
+    }
 
     #[test]
     fn a_warm_run_past_the_budget_says_so_and_a_cold_one_does_not() {
