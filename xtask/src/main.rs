@@ -260,7 +260,7 @@ fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
     // The simulated worlds (a control plane and cloud-sim each, no tool but the two the tests
     // used) wait mostly on their own clocks; the images and the real cluster mostly on builds
     // and the node. Side by side they take about the longer of the two instead of their sum.
-    let worlds = Beside::start()?;
+    let worlds = Beside::start(args)?;
     section("the other tools (podman, hadolint, helm, skaffold, the cluster's), if still building");
     let real = join(tools)
         .and_then(|()| images_run_as_the_chart_says(args))
@@ -314,7 +314,7 @@ struct Beside {
 }
 
 impl Beside {
-    fn start() -> anyhow::Result<Self> {
+    fn start(args: &[String]) -> anyhow::Result<Self> {
         let base =
             std::env::temp_dir().join(format!("cloud-controllers-worlds-{}", std::process::id()));
         let (log, timeline) = (base.with_extension("log"), base.with_extension("timeline"));
@@ -324,8 +324,11 @@ impl Beside {
              the real cluster (their output: {}, shown when they are done)",
             log.display()
         );
-        let child = std::process::Command::new(std::env::current_exe()?)
-            .arg("test-worlds")
+        // Through cargo, as `cargo xtask` is: the test builds may have replaced this binary.
+        let child = cargo()
+            .args(["run", "--quiet", "--package", "xtask"])
+            .args(lock_flags(args))
+            .args(["--", "test-worlds"])
             .arg("--timeline")
             .arg(&timeline)
             .stdout(out.try_clone()?)
