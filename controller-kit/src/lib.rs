@@ -16,6 +16,7 @@ pub mod config;
 mod crypto;
 pub mod dry_run;
 pub mod events;
+pub mod first_list;
 mod info;
 pub mod kube_rate;
 pub mod leader;

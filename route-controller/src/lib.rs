@@ -22,10 +22,10 @@ use std::time::Duration;
 
 use clap::Args;
 use cloud_client::{Capability, Cloud, Routes};
+use controller_kit::first_list::{FirstList, WatchTask};
 use controller_kit::slim_node::{SlimNode, SlimNodeStatus};
 use controller_kit::watch::slimmed;
 use controller_kit::{CommonArgs, Context, ControllerInfo, Problems, RunError, Runtime};
-use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, ResourceExt};
 
@@ -188,45 +188,33 @@ pub async fn run(
     )
     .reflect(writer);
     // No pass before the first list is complete: the store is empty until then, and a pass
-    // planned against it would delete the route of every Node not yet listed.
-    let (synced_tx, mut synced_rx) = tokio::sync::watch::channel(false);
-    let watch = {
+    // planned against it would delete the route of every Node not yet listed. A stop before it
+    // is a clean exit.
+    let mut watch = {
         let changed = changed.clone();
         let readiness = ctx.readiness.clone();
-        let shutdown = ctx.shutdown.clone();
-        tokio::spawn(async move {
-            // Only changes a pass depends on wake it: our own condition writes do not.
-            let mut seen: HashMap<String, u64> = HashMap::new();
-            let drive = stream.for_each(|ev| {
-                match ev {
-                    Ok(watcher::Event::InitDone) => {
-                        readiness.set_synced(true);
-                        synced_tx.send_replace(true);
-                        changed.notify_one();
-                    }
-                    Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
-                        if seen.insert(n.name_any(), relevant(&n)) != Some(relevant(&n)) {
-                            changed.notify_one();
-                        }
-                    }
-                    Ok(watcher::Event::Delete(n)) => {
-                        seen.remove(&n.name_any());
-                        changed.notify_one();
-                    }
-                    Ok(watcher::Event::Init) => {}
-                    Err(e) => tracing::warn!(error = %e, "node watch error"),
-                }
-                futures::future::ready(())
-            });
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = drive => {}
+        // Only changes a pass depends on wake it: our own condition writes do not.
+        let mut seen: HashMap<String, u64> = HashMap::new();
+        WatchTask::spawn(stream, ctx.shutdown.clone(), move |ev| match ev {
+            Ok(watcher::Event::InitDone) => {
+                readiness.set_synced(true);
+                changed.notify_one();
             }
+            Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
+                if seen.insert(n.name_any(), relevant(&n)) != Some(relevant(&n)) {
+                    changed.notify_one();
+                }
+            }
+            Ok(watcher::Event::Delete(n)) => {
+                seen.remove(&n.name_any());
+                changed.notify_one();
+            }
+            Ok(watcher::Event::Init) => {}
+            Err(e) => tracing::warn!(error = %e, "node watch error"),
         })
     };
-    tokio::select! {
-        _ = ctx.shutdown.cancelled() => { watch.abort(); return Ok(()) }
-        r = synced_rx.wait_for(|synced| *synced) => { r?; }
+    if watch.first_list(&ctx.shutdown).await == FirstList::Stopping {
+        return Ok(());
     }
     tracing::info!(nodes = store.len(), "node cache synced");
     let pass_ctx = Arc::new(

@@ -557,3 +557,27 @@ async fn shadow_plans_the_missing_route_and_creates_nothing() {
         "the Node is not written"
     );
 }
+
+/// A stop that arrives before the first Node list is complete (the controller may not list
+/// Nodes, so the list never completes) is a clean exit, not "channel closed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_before_the_first_node_list_is_a_clean_exit() {
+    let fx = Fixture::world(None).await;
+    for _ in 0..3 {
+        let settings = route_controller::Settings {
+            cluster: Some(
+                route_controller::cidr::ClusterCidrs::parse(support::CLUSTER_CIDR).unwrap(),
+            ),
+            resync: Duration::from_secs(300),
+            window: Duration::from_millis(100),
+        };
+        let mut cfg = test_support::e2e::run::sim_config(&fx.sim);
+        cfg.network.name_or_id = Some(fx.network.to_string());
+        let stopped = fx
+            .stop_before_the_first_node_list(&route_controller::INFO, cfg, move |rt, cloud| {
+                route_controller::start(rt, cloud, settings)
+            })
+            .await;
+        assert!(stopped.is_ok(), "{stopped:?}");
+    }
+}

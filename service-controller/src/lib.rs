@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use clap::Args;
 use cloud_client::{Capability, Cloud, LoadBalancers};
+use controller_kit::first_list::{FirstList, WatchTask};
 use controller_kit::watch::slimmed;
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
@@ -206,8 +207,7 @@ pub async fn run(
     // Nodes first: a Service ensured against an empty cache would lose all its targets.
     let node_cache = Arc::new(nodes::NodeCache::default());
     let node_changed = Arc::new(tokio::sync::Notify::new());
-    let (nodes_synced_tx, mut nodes_synced) = tokio::sync::watch::channel(false);
-    let node_events = {
+    let mut node_events = {
         let changed = node_changed.clone();
         let cache = node_cache.clone();
         let events = ctx.metrics.kube_api().watch_events("nodes");
@@ -218,47 +218,31 @@ pub async fn run(
             events,
             |_: &mut Node| {},
         );
-        let shutdown = ctx.shutdown.clone();
-        tokio::spawn(async move {
-            // Only changes of what a load balancer targets wake the node sync: kubelet's status
-            // reports (every Node every few minutes) do not.
-            let drive = stream.for_each(move |ev| {
-                match ev {
-                    Ok(watcher::Event::Init) => cache.relist(),
-                    Ok(watcher::Event::InitApply(node)) => {
-                        cache.apply(&node);
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        cache.relisted();
-                        nodes_synced_tx.send_replace(true);
-                        changed.notify_one();
-                    }
-                    Ok(watcher::Event::Apply(node)) => {
-                        if cache.apply(&node) {
-                            changed.notify_one()
-                        }
-                    }
-                    Ok(watcher::Event::Delete(node)) => {
-                        cache.delete(&node);
-                        changed.notify_one()
-                    }
-                    Err(e) => tracing::warn!(error = %e, "node watch error"),
-                }
-                futures::future::ready(())
-            });
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = drive => {}
+        // Only changes of what a load balancer targets wake the node sync: kubelet's status
+        // reports (every Node every few minutes) do not.
+        WatchTask::spawn(stream, ctx.shutdown.clone(), move |ev| match ev {
+            Ok(watcher::Event::Init) => cache.relist(),
+            Ok(watcher::Event::InitApply(node)) => {
+                cache.apply(&node);
             }
+            Ok(watcher::Event::InitDone) => {
+                cache.relisted();
+                changed.notify_one();
+            }
+            Ok(watcher::Event::Apply(node)) => {
+                if cache.apply(&node) {
+                    changed.notify_one()
+                }
+            }
+            Ok(watcher::Event::Delete(node)) => {
+                cache.delete(&node);
+                changed.notify_one()
+            }
+            Err(e) => tracing::warn!(error = %e, "node watch error"),
         })
     };
-    // Shutdown first: it also ends the Node watch, whose sender then closes the channel, and a
-    // stop before the first Node list is complete must not look like a failure (seen in a test
-    // that stopped the controller on a busy machine: "channel closed").
-    tokio::select! {
-        biased;
-        _ = ctx.shutdown.cancelled() => { node_events.abort(); return Ok(()) }
-        r = nodes_synced.wait_for(|v| *v) => { r?; }
+    if node_events.first_list(&ctx.shutdown).await == FirstList::Stopping {
+        return Ok(());
     }
     tracing::info!(nodes = node_cache.len(), "node cache synced");
 
@@ -289,22 +273,12 @@ pub async fn run(
         let events = ctx.metrics.kube_api().watch_events("endpointslices");
         // Each slice is read into the node sets as it arrives and dropped.
         let stream = slimmed(slices, watcher::Config::default(), events, |_| {});
-        let shutdown = ctx.shutdown.clone();
-        tokio::spawn(async move {
-            let drive = stream.for_each(move |ev| {
-                match ev {
-                    Ok(watcher::Event::Init) => cache.relist(),
-                    Ok(watcher::Event::InitApply(s) | watcher::Event::Apply(s)) => cache.apply(&s),
-                    Ok(watcher::Event::InitDone) => cache.relisted(),
-                    Ok(watcher::Event::Delete(s)) => cache.delete(&s),
-                    Err(e) => tracing::warn!(error = %e, "EndpointSlice watch error"),
-                }
-                futures::future::ready(())
-            });
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = drive => {}
-            }
+        WatchTask::spawn(stream, ctx.shutdown.clone(), move |ev| match ev {
+            Ok(watcher::Event::Init) => cache.relist(),
+            Ok(watcher::Event::InitApply(s) | watcher::Event::Apply(s)) => cache.apply(&s),
+            Ok(watcher::Event::InitDone) => cache.relisted(),
+            Ok(watcher::Event::Delete(s)) => cache.delete(&s),
+            Err(e) => tracing::warn!(error = %e, "EndpointSlice watch error"),
         })
     };
     let (endpoint_tx, endpoint_rx) = futures::channel::mpsc::unbounded();

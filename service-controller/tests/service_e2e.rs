@@ -632,3 +632,20 @@ async fn robot_targets_follow_the_services_address_family() {
     .await;
     want_ips(vec![v6]).await;
 }
+
+/// A stop that arrives before the first Node list is complete (the controller may not list
+/// Nodes, so the list never completes) is a clean exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_before_the_first_node_list_is_a_clean_exit() {
+    let fx = Fixture::without_controller(None).await;
+    for _ in 0..3 {
+        let stopped = fx
+            .stop_before_the_first_node_list(
+                &service_controller::INFO,
+                test_support::e2e::run::sim_config(&fx.sim),
+                |rt, cloud| service_controller::start(rt, cloud, Default::default()),
+            )
+            .await;
+        assert!(stopped.is_ok(), "{stopped:?}");
+    }
+}

@@ -106,6 +106,35 @@ impl TestRun {
         (running, stats)
     }
 
+    /// Starts the controller `info` as a ServiceAccount without any permission, so that its first
+    /// Node list never completes, waits until it serves its metrics, and stops it:
+    /// what the stop returns. A stop before the first list must be a clean exit.
+    pub async fn stop_before_the_first_node_list<F, Fut>(
+        &self,
+        info: &'static ControllerInfo,
+        cfg: HcloudConfig,
+        start: F,
+    ) -> Result<(), RunError>
+    where
+        F: FnOnce(Runtime, Cloud) -> Fut,
+        Fut: std::future::Future<Output = Result<(), RunError>> + Send + 'static,
+    {
+        let nobody = testenv::kube()
+            .await
+            .service_account_client(&self.ns, &unique("nobody"))
+            .await;
+        let config = test_config(info, &self.run);
+        let (running, _) = self.spawn_with(info, nobody, cfg, config, start).await;
+        eventually("the admin server", T, || async {
+            let metrics = crate::e2e::run::try_http_get(running.admin, "/metrics")
+                .await
+                .ok()?;
+            metrics.contains("# EOF").then_some(())
+        })
+        .await;
+        running.stop().await
+    }
+
     /// A running `cx22` server in `fsn1` named `name`.
     pub async fn server(&self, name: &str) -> TestServer {
         crate::e2e::sim::create_server(&self.sim, name).await
