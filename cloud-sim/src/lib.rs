@@ -43,6 +43,7 @@ mod actions;
 mod app;
 mod catalog;
 mod cidr;
+pub mod client;
 mod clock;
 mod config;
 mod control;
@@ -61,8 +62,8 @@ mod server;
 pub mod stand_in;
 mod state;
 mod wire;
-pub mod world;
 
+pub use client::{ActionInfo, ApiFailure, RawResponse, SimClient, SimClientError};
 pub use config::{
     DEFAULT_ROBOT_PASSWORD, DEFAULT_ROBOT_USER, DEFAULT_TOKEN, DataPlaneConfig, SimConfig,
 };
@@ -74,4 +75,3 @@ pub use inventory::{Inventory, LoadBalancerItem, RouteItem, ServerItem};
 pub use label_selector::Selector;
 pub use rate_limit::{RateLimitStatus, RobotRateLimitStatus};
 pub use server::Sim;
-pub use world::{ActionInfo, ApiFailure, RawResponse, SimClient, SimClientError};

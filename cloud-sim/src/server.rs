@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 
 use crate::actions::{FORCED_ACTION_ERROR, FORCED_ACTION_MS};
 use crate::app::{App, AppInner};
+use crate::client::SimClient;
 use crate::clock::{now_ms, rfc3339};
 use crate::config::{DEFAULT_TOKEN, SimConfig};
 use crate::control;
@@ -39,7 +40,6 @@ use crate::handlers;
 use crate::persistence;
 use crate::rate_limit::{RateLimitStatus, RobotRateLimitStatus};
 use crate::state::State as SimState;
-use crate::world::SimClient;
 
 /// The whole HTTP surface: API, metadata service and control endpoints.
 pub(crate) fn router(app: App) -> Router {

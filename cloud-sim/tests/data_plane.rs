@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use cloud_sim::client::SimClient;
 use cloud_sim::stand_in::{self, NodeStandIn, ProxyHeader};
-use cloud_sim::world::SimClient;
 use cloud_sim::{DataPlaneConfig, Sim, SimConfig, TargetFault};
 use common::{eventually, send};
 use reqwest::Method;

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use cloud_sim::world::{TEST_CERTIFICATE_PEM, TEST_PRIVATE_KEY_PEM};
+use cloud_sim::client::{TEST_CERTIFICATE_PEM, TEST_PRIVATE_KEY_PEM};
 use cloud_sim::{Sim, SimConfig};
 use common::{assert_error, invalid_fields, send};
 use reqwest::Method;
@@ -231,7 +231,7 @@ async fn load_balancer_rules() {
     assert_error(&r, 422, "targets_without_use_private_ip");
 }
 
-async fn add_server_targets(w: &cloud_sim::world::SimClient, lb: u64, servers: &[u64]) {
+async fn add_server_targets(w: &cloud_sim::client::SimClient, lb: u64, servers: &[u64]) {
     for id in servers {
         let target = json!({"type": "server", "server": {"id": id}});
         w.load_balancer_action(lb, "add_target", target)

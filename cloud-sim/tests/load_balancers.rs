@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use cloud_sim::Sim;
-use cloud_sim::world::{TEST_CERTIFICATE_PEM, TEST_PRIVATE_KEY_PEM};
+use cloud_sim::client::{TEST_CERTIFICATE_PEM, TEST_PRIVATE_KEY_PEM};
 use common::{assert_error, eventually, send};
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -483,8 +483,8 @@ async fn populate(w: &SimClient) {
     .unwrap();
     w.create_certificate(
         "c",
-        cloud_sim::world::TEST_CERTIFICATE_PEM,
-        cloud_sim::world::TEST_PRIVATE_KEY_PEM,
+        cloud_sim::client::TEST_CERTIFICATE_PEM,
+        cloud_sim::client::TEST_PRIVATE_KEY_PEM,
     )
     .await
     .unwrap();

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use cloud_sim::world::{RawResponse, SimClient};
+use cloud_sim::client::{RawResponse, SimClient};
 use cloud_sim::{Sim, SimConfig};
 use reqwest::Method;
 use serde_json::{Value, json};

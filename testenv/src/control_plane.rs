@@ -470,7 +470,7 @@ impl Connection {
     }
 
     async fn config(&self) -> Result<kube::Config> {
-        crate::install_crypto_provider();
+        crate::crypto::install_crypto_provider();
         let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;
         Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?)
     }

@@ -16,6 +16,7 @@
 mod binaries;
 pub mod cluster;
 mod control_plane;
+mod crypto;
 mod error;
 pub mod kubelet;
 mod per_binary;
@@ -24,6 +25,7 @@ mod podman;
 mod process;
 mod python_tools;
 mod rbac;
+mod workspace;
 
 pub use binaries::{
     Binaries, CNI_PLUGINS_VERSION, CONTAINERD_VERSION, CRANE_VERSION, ClusterBinaries,
@@ -32,6 +34,7 @@ pub use binaries::{
     ensure_hrobot_check, ensure_skaffold, ensure_tools,
 };
 pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};
+pub use crypto::install_crypto_provider;
 pub use error::{Error, Result};
 pub use kubelet::{KubeletNode, set_node_ready};
 pub use per_binary::{TestKube, kube};
@@ -39,22 +42,4 @@ pub use podman::{Podman, ensure_podman};
 pub use process::{Lifetime, pid_alive};
 pub use python_tools::{HADOLINT_VERSION, ensure_hadolint};
 pub use rbac::bind_chart_rbac;
-
-/// The repository root. Read at run time from `CARGO_MANIFEST_DIR`, which cargo sets for the test
-/// or binary it runs, before the path compiled in: a library built in another checkout and reused
-/// from a shared target directory (CI's clone and a working tree share `$HOME`'s) would name that
-/// other checkout.
-pub fn workspace_root() -> std::path::PathBuf {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    // Every package is one directory below the root.
-    dir.parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or(dir)
-}
-
-/// Installs aws-lc-rs as the process's rustls provider (the only one compiled in). Idempotent.
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-}
+pub use workspace::workspace_root;

@@ -148,7 +148,7 @@ pub fn ensure_podman() -> Result<Podman> {
     // not throw away gigabytes of image layers and compiled dependencies.
     let store = home_cache().join("containers");
     let podman = Podman {
-        conf: crate::workspace_root().join("dev/podman/containers.conf"),
+        conf: crate::workspace::workspace_root().join("dev/podman/containers.conf"),
         root: store.join("storage"),
         runroot: std::env::temp_dir().join(format!("cloud-controllers-containers-{}", uid())),
         tmp: store.join("tmp"),

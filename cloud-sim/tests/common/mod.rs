@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use cloud_sim::world::{RawResponse, SimClient};
+use cloud_sim::client::{RawResponse, SimClient};
 use reqwest::Method;
 use serde_json::Value;
 

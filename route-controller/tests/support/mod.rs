@@ -17,7 +17,7 @@ use route_controller::Settings;
 use route_controller::cidr::ClusterCidrs;
 use serde_json::json;
 use test_support::e2e::run::{Running, sim_config};
-use test_support::e2e::world::TestRun;
+use test_support::e2e::test_run::TestRun;
 use test_support::e2e::{TEST_LABEL, eventually, unique};
 
 pub use test_support::e2e::T;

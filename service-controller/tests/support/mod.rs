@@ -19,7 +19,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use service_controller::Settings;
 use test_support::e2e::run::{Running, sim_config};
-use test_support::e2e::world::{TestRun, calls_since, writes};
+use test_support::e2e::test_run::{TestRun, calls_since, writes};
 use test_support::e2e::{NodeSpecT, create_node, eventually, unique};
 
 /// Poll deadline of every wait.

@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::e2e::process::{Binary, sigterm};
 use crate::e2e::run::http_status;
-use crate::e2e::world::TestRun;
+use crate::e2e::test_run::TestRun;
 use crate::e2e::{NodeSpecT, T, create_node, eventually};
 
 /// Which binaries serve a family.

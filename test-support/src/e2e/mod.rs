@@ -1,6 +1,6 @@
 //! The end-to-end harness: what a test needs that runs against the testenv control plane and a
 //! cloud-sim. Here the Nodes as kubelet creates them, the chart's RBAC applied and bound, polling
-//! with a deadline ([`T`], [`eventually`]); [`world`] puts one test's pieces together, [`run`]
+//! with a deadline ([`T`], [`eventually`]); [`test_run`] puts one test's pieces together, [`run`]
 //! starts a controller in-process and [`process`] as a built binary, [`sim`] builds the cloud side,
 //! [`hccm_switch`] checks what an operator switching from HCCM keeps.
 
@@ -19,7 +19,7 @@ pub mod hccm_switch;
 pub mod process;
 pub mod run;
 pub mod sim;
-pub mod world;
+pub mod test_run;
 
 pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 pub const TEST_LABEL: &str = "cloud-controllers.test/run";

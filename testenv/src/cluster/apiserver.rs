@@ -18,7 +18,7 @@ use crate::error::Result;
 
 /// An admin client from `kubeconfig`.
 pub(super) async fn client(kubeconfig: &Path) -> Result<kube::Client> {
-    crate::install_crypto_provider();
+    crate::crypto::install_crypto_provider();
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
     let config =
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())

@@ -191,11 +191,9 @@ pub fn add_loopback_address(address: &str) -> crate::error::Result<()> {
     }
     run("ip", &["addr", "add", &cidr, "dev", "lo"])
         .map(drop)
-        .ok_or_else(|| {
-            super::procs::cluster_error(
-                "adding kubelet's node IP",
-                format!("ip addr add {cidr} dev lo failed"),
-            )
+        .ok_or_else(|| crate::error::Error::Cluster {
+            step: "adding kubelet's node IP".to_owned(),
+            message: format!("ip addr add {cidr} dev lo failed"),
         })
 }
 

@@ -31,7 +31,7 @@ use serde::Serialize;
 use super::routes::{CLUSTER_CIDR, servers};
 use super::system::{Cluster, NAMESPACE, counters, create_service, register_all, wait_converged};
 use super::{BenchArgs, Calls, Controller, Env, Manager};
-use crate::demo::world::NETWORK;
+use crate::demo::machines::NETWORK;
 use crate::fleet::Fleet;
 
 /// Hetzner's budget per project: 3600 requests an hour.
@@ -232,7 +232,7 @@ async fn run_one(
         ..Env::sim_config(None)
     })
     .await?;
-    let network = crate::demo::world::network(&env.sim).await?;
+    let network = crate::demo::machines::network(&env.sim).await?;
     let created = servers(&env, n, network).await?;
     // HCCM's route controller reads each route's server on every pass: past a real network's
     // route limit (where no real cluster routes through the network anyway) it runs without.

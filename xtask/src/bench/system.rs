@@ -33,7 +33,7 @@ use testenv::KubeletNode;
 use super::plot::Series;
 use super::routes::{MAX_NODES, pod_cidr, servers};
 use super::{BenchArgs, Env, PROBE_QUERY, mib};
-use crate::demo::world::{NETWORK, UNINITIALIZED};
+use crate::demo::machines::{NETWORK, UNINITIALIZED};
 use crate::fleet::{self, Fleet};
 
 pub(super) const POOL_LABEL: &str = "bench.cloud-controllers.dev/pool";
@@ -363,7 +363,7 @@ pub async fn run(args: &BenchArgs, binaries: &[PathBuf]) -> anyhow::Result<Figur
         ..Env::sim_config(None)
     })
     .await?;
-    let network = crate::demo::world::network(&env.sim).await?;
+    let network = crate::demo::machines::network(&env.sim).await?;
     let created = servers(&env, n, network).await?;
     let dedicated = robot_servers(&env.sim, r).await?;
     let mut cluster = Cluster {
@@ -636,7 +636,7 @@ async fn robot_servers(sim: &cloud_sim::Sim, r: usize) -> anyhow::Result<Vec<Str
 }
 
 pub(super) async fn create_service(cluster: &Cluster<'_>, i: usize) -> anyhow::Result<()> {
-    let mut svc = crate::demo::world::pool_service(i, POOL_LABEL, &format!("p{i}"));
+    let mut svc = crate::demo::machines::pool_service(i, POOL_LABEL, &format!("p{i}"));
     if let Some(lb_type) = cluster.load_balancer_type() {
         svc.metadata
             .annotations

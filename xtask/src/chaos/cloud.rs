@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use cloud_sim::{FaultKind, FaultRule};
 
+use super::cluster::ChaosCluster;
 use super::secrets::Scanner;
-use super::world::ChaosCluster;
 use super::{ChaosArgs, Row, await_convergence, log_dir, start_fleet, tear_down};
 
 /// One fault scenario.

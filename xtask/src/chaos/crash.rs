@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::cluster::ChaosCluster;
 use super::secrets::Scanner;
-use super::world::ChaosCluster;
 use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, start_fleet, tear_down};
 
 const KILLS_CONVERGING: usize = 15;

@@ -1,6 +1,6 @@
 //! `cargo xtask chaos [cloud|crash|apiserver|failover|soak|all] [--quick]`: the reliability suite.
 //!
-//! Every scenario builds a [`world::ChaosCluster`] (a real kube-apiserver + etcd, cloud-sim, servers in a
+//! Every scenario builds a [`cluster::ChaosCluster`] (a real kube-apiserver + etcd, cloud-sim, servers in a
 //! private network with their Nodes, LoadBalancer Services), runs the four controllers as
 //! processes under their chart RBAC ([`Fleet`]), does something bad to them, and audits the
 //! end state: converged, no duplicate load balancer or route, nothing leaked, no Node deleted
@@ -14,11 +14,11 @@
 
 mod apiserver;
 mod cloud;
+mod cluster;
 mod crash;
 mod failover;
 mod secrets;
 mod soak;
-mod world;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::build::build_controllers;
 use crate::fleet::{self, Fleet};
-use world::{ChaosCluster, Size};
+use cluster::{ChaosCluster, Size};
 
 /// Which part of the suite to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -331,7 +331,7 @@ async fn start_fleet(
             replicas,
             stable_identities: true,
             rust_log,
-            cluster_cidr: crate::demo::world::CLUSTER_CIDR,
+            cluster_cidr: crate::demo::machines::CLUSTER_CIDR,
             extra_args: &[],
             controller_args: &[],
             extra_env: &robot_env,

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::cluster::{ChaosCluster, Size};
 use super::secrets::Scanner;
-use super::world::{ChaosCluster, Size};
 use super::{ChaosArgs, Row, await_convergence, cloud, log_dir, start_fleet, tear_down};
 use crate::fleet::{Fleet, cloud_calls, metric};
 

@@ -4,9 +4,9 @@
 //! that shows each of them at work. Every step waits for what it shows, with a deadline, so the
 //! demo is also an end-to-end check (`cargo xtask test` runs it).
 
+pub(crate) mod machines;
 mod progress;
 pub(crate) mod story;
-pub(crate) mod world;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -78,11 +78,11 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
         .step(
             "6 servers in fsn1 and nbg1, network 10.0.0.0/8, Nodes registered by \"kubelets\"",
             async {
-                let network = world::network(&sim).await?;
+                let network = machines::network(&sim).await?;
                 let mut servers = Vec::new();
                 for i in 1..=6 {
-                    let s = world::server(&sim, network, i).await?;
-                    world::register_node(&admin, &s).await?;
+                    let s = machines::server(&sim, network, i).await?;
+                    machines::register_node(&admin, &s).await?;
                     servers.push(s);
                 }
                 Ok((network, servers))
@@ -101,7 +101,7 @@ async fn demo(args: &DemoArgs, binaries: &[PathBuf]) -> anyhow::Result<()> {
             replicas: 1,
             stable_identities: false,
             rust_log: "info",
-            cluster_cidr: crate::demo::world::CLUSTER_CIDR,
+            cluster_cidr: crate::demo::machines::CLUSTER_CIDR,
             extra_args: &[],
             controller_args: &[],
             extra_env: &robot_env,
@@ -215,7 +215,7 @@ async fn summary(
     for [name, ips, status, reason, message] in &outcome.conditions {
         println!("  {name:<10} {ips:<w$} {status:<7} {reason:<26} {message}");
     }
-    println!("\nRoutes in network {}", world::NETWORK);
+    println!("\nRoutes in network {}", machines::NETWORK);
     for (dest, gw) in story.routes().await? {
         println!("  {dest:<16} via {gw}");
     }

@@ -12,8 +12,8 @@ use serde_json::Value;
 use cloud_client::hcloud::load_balancer::target_health_json;
 use cloud_sim::stand_in::NodeStandIn;
 
+use super::machines::{self, Server, UNINITIALIZED};
 use super::progress::Progress;
-use super::world::{self, Server, UNINITIALIZED};
 
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -499,7 +499,7 @@ impl Story<'_> {
             .await
             .map_err(|e| anyhow::anyhow!("powering off: {e}"))?;
         // kubelet stops reporting: the node goes NotReady.
-        world::set_ready(&self.admin, &server.name, false).await?;
+        machines::set_ready(&self.admin, &server.name, false).await?;
         until(async || {
             let node = self.node(&server.name).await?;
             Ok(node.filter(|n| has_taint(n, SHUTDOWN)).map(drop))
@@ -515,7 +515,7 @@ impl Story<'_> {
             .delete_server(server.id)
             .await
             .map_err(|e| anyhow::anyhow!("deleting the server: {e}"))?;
-        world::set_ready(&self.admin, &server.name, false).await?;
+        machines::set_ready(&self.admin, &server.name, false).await?;
         until(async || {
             if self.node(&server.name).await?.is_some() {
                 return Ok(None);
@@ -527,8 +527,8 @@ impl Story<'_> {
     }
 
     async fn node_joins(&mut self) -> anyhow::Result<()> {
-        let server = world::server(self.sim, self.network, 7).await?;
-        world::register_node(&self.admin, &server).await?;
+        let server = machines::server(self.sim, self.network, 7).await?;
+        machines::register_node(&self.admin, &server).await?;
         self.servers.push(server.clone());
         self.initialized(std::slice::from_ref(&server.name)).await?;
         until(async || {
@@ -561,7 +561,7 @@ impl Story<'_> {
         }
         .register(&self.admin)
         .await?;
-        world::set_ready(&self.admin, name, true).await?;
+        machines::set_ready(&self.admin, name, true).await?;
         until(async || {
             let Some(node) = self.node(name).await? else {
                 return Ok(None);

@@ -16,7 +16,7 @@ use kube::Api;
 
 pub use process::{Launch, Memory, Output, Process};
 
-use crate::demo::world::NETWORK;
+use crate::demo::machines::NETWORK;
 
 /// Namespace of the ServiceAccounts and Leases (the chart's release namespace).
 pub const NAMESPACE: &str = "kube-system";

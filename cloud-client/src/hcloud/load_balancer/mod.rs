@@ -3,18 +3,18 @@
 //! inline in one request, and an existing one only receives the actions that change something.
 //!
 //! `ensure` and `update_targets` run these stages, one module each, top to bottom:
-//! [`spec`] (annotations and env → [`LbSpec`], each value with its source) →
-//! [`find`] (the LB: remembered, by label, or adopted by name) and [`tenancy`] (whose it is) →
+//! [`spec`] (annotations and env → [`LbSpec`], each value with its source, parsed once) →
+//! [`find`] (the LB: remembered, by label, or adopted by name), else [`create`] (one request with
+//! everything it can carry) → [`tenancy`] (whose it is) → [`desired`] (services with their
+//! [`certificates`], the [`catalog`]'s check, targets within the [`zones`] it reaches) →
 //! [`holding`] (own: alone, or a member of a shared LB; [`sharing`] checks who may join and what
 //! each owns, and [`locks`] lets one reconcile at a time write a shared LB) →
-//! [`certificates`] and [`catalog`] (what the spec names must exist) → [`zones`] (which nodes
-//! the load balancer can reach) →
 //! [`plan`] (desired vs. actual → [`ops::Op`]s, pure) → [`ops`] (each op as its HTTP request) →
-//! [`apply`] (the requests, one at a time, actions waited for) → settle (the one step that tells
-//! the [`Finder`] what it now knows of the LB) → [`status`].
-//! A deleted Service goes through [`delete`] (its own LB, or its part of a shared one). A
-//! Service that asks for one load balancer per network zone runs all of it once per zone
-//! ([`per_zone`]).
+//! [`apply`] (the requests, one at a time, actions waited for) → [`settle`] (what the
+//! [`Finder`] now knows of the LB) → [`status`]. [`reconcile`] runs the stages after find in
+//! that order. A deleted Service goes through [`delete`] (its own LB, or its part of a shared
+//! one). A Service that asks for one load balancer per network zone runs all of it once per
+//! zone ([`per_zone`]).
 //! This module only wires them together behind the provider trait.
 
 pub mod annotation_reference;
@@ -22,7 +22,9 @@ pub mod annotations;
 mod apply;
 pub mod catalog;
 mod certificates;
+mod create;
 mod delete;
+mod desired;
 mod find;
 mod health;
 mod holding;
@@ -31,6 +33,8 @@ pub mod ops;
 mod ownership;
 mod per_zone;
 pub mod plan;
+mod reconcile;
+mod settle;
 pub mod sharing;
 pub mod spec;
 pub mod status;
@@ -122,207 +126,6 @@ impl HcloudLoadBalancers {
         Ok(spec)
     }
 
-    /// Desired services and targets. Bad input is found before the first write (creating a managed
-    /// certificate is one), then certificates are resolved once per reconcile (they cost calls).
-    async fn desired(
-        &self,
-        svc: &ServiceRef,
-        spec: &LbSpec,
-        nodes: &[LbNode],
-        lb: Option<&LoadBalancer>,
-        warnings: &mut Vec<Warning>,
-    ) -> Result<Desired, CloudError> {
-        if self.network.is_none() {
-            warnings.extend(spec.ignored_without_network());
-        }
-        warnings.extend(spec.endpoint_targets_ignored(svc));
-        let mut services = plan::desired_services(spec, &svc.ports);
-        plan::check_services(&services, lb, spec)?;
-        if let Some(wanted) = catalog::Wanted::of(spec, lb) {
-            self.catalog
-                .check(&self.transport, &|e| wanted.check(e))
-                .await?;
-        }
-        let certs = self.certificates.ids(svc, spec, lb).await?;
-        let mut by_port = BTreeMap::new();
-        for (port, port_spec) in &spec.ports {
-            by_port.insert(*port, self.certificates.ids(svc, port_spec, lb).await?);
-        }
-        services.services =
-            plan::with_certificates(std::mem::take(&mut services.services), &certs, &by_port);
-        let robot = self.robot_targets(svc, spec, nodes).await?;
-        let (catalog, t) = (&self.catalog, &self.transport);
-        let reach = zones::reach(catalog, t, &self.servers, spec, lb, nodes, &robot.dcs).await?;
-        let mut targets = plan::desired_targets(spec, nodes, &robot, &reach);
-        warnings.append(&mut services.warnings);
-        warnings.append(&mut targets.warnings);
-        Ok(Desired { services, targets })
-    }
-
-    /// Dedicated servers' public addresses, read from the cached Robot list only when a node is
-    /// a Robot server, and the family of the addresses `svc` targets them by.
-    async fn robot_targets(
-        &self,
-        svc: &ServiceRef,
-        spec: &LbSpec,
-        nodes: &[LbNode],
-    ) -> Result<RobotTargets, CloudError> {
-        let family = spec
-            .robot_target_family
-            .map_or(svc.ip_families, |f| IpFamilies {
-                ipv4: f.has_v4(),
-                ipv6: f.has_v6(),
-            });
-        let mut robot = RobotTargets {
-            enabled: self.robot_enabled,
-            api: self.robot.is_some(),
-            family,
-            ..RobotTargets::default()
-        };
-        let any_robot_node = nodes.iter().any(|n| {
-            n.provider_id
-                .as_deref()
-                .is_some_and(|p| matches!(ProviderId::parse(p), Ok(ProviderId::Robot(_))))
-        });
-        if let Some(client) = self.robot.as_ref().filter(|_| any_robot_node) {
-            for s in client.servers().await? {
-                let addresses = RobotAddresses {
-                    ipv4: s.server_ip.filter(|ip| !ip.is_empty()),
-                    ipv6: s
-                        .server_ipv6_net
-                        .as_deref()
-                        .and_then(crate::hcloud::external_ipv6::first_address),
-                };
-                robot.public_ips.insert(s.server_number, addresses);
-                robot.dcs.insert(s.server_number, s.dc);
-            }
-        }
-        Ok(robot)
-    }
-
-    /// Creates the load balancer with everything the request can carry, then plans the rest
-    /// against the create's answer when it shows what was asked (HCCM always reads it again by
-    /// id). Usually that plan is empty. Returns the LB and the writes made.
-    async fn create_and_plan(
-        &self,
-        svc: &ServiceRef,
-        spec: &LbSpec,
-        holding: Holding,
-        nodes: &[LbNode],
-        warnings: &mut Vec<Warning>,
-    ) -> Result<(LoadBalancer, u32), CloudError> {
-        // Where it would go is bad input too: checked before any write.
-        let (placement, zone_ignored) = spec.placement()?;
-        warnings.extend(zone_ignored);
-        let desired = self.desired(svc, spec, nodes, None, warnings).await?;
-        let labels = holding.new_labels(svc, spec, &desired.services)?;
-        let (new, no_type) = plan::plan_create(spec, labels, placement, self.network, &desired);
-        warnings.extend(no_type);
-        let created = self.applier.create(&new).await?;
-        // Found by id next time, even when the create's action fails.
-        self.finder.record(&svc.uid, &created.lb, Known::IdOnly);
-        self.applier.wait(created.action.as_ref()).await?;
-        // The answer usually shows everything created (services, targets, addresses), and the plan
-        // against it is empty. An answer without them (seen from the API) is read again, or the
-        // plan would add them a second time.
-        let lb = if new.shown_in(&created.lb) {
-            created.lb
-        } else {
-            self.finder.get_lb(created.lb.id).await?
-        };
-        let (lb, more) = self
-            .reconcile_existing(svc, spec, holding, lb, &desired, warnings)
-            .await?;
-        Ok((lb, more + 1))
-    }
-
-    /// Whose load balancer `lb` is (see [`tenancy`]), before any write. In shadow mode a load
-    /// balancer made outside the cluster is put in the plan, with the command by which its owner
-    /// consents: the one thing an operator must do before switching from HCCM, which adopts by name.
-    fn check_tenancy(
-        &self,
-        svc: &ServiceRef,
-        spec: &LbSpec,
-        lb: &LoadBalancer,
-        how: &find::Found,
-        warnings: &mut Vec<Warning>,
-    ) -> Result<(), CloudError> {
-        let default_name = !spec.name_annotated;
-        match self.defaults.tenancy.check(lb, how, svc, default_name) {
-            Ok(warning) => {
-                warnings.extend(warning);
-                Ok(())
-            }
-            Err(refusal) => {
-                if tenancy::made_elsewhere(lb, how, default_name) {
-                    self.transport.plan_refused(
-                        "adopt a load balancer made outside the cluster",
-                        format!("/load_balancers/{}", lb.id),
-                        format!(
-                            "its owner consents with: {}",
-                            tenancy::consent_command(&lb.name, &svc.namespace)
-                        ),
-                    );
-                }
-                Err(refusal)
-            }
-        }
-    }
-
-    /// A load balancer found for the Service (`how`), as ensure and update_targets both take
-    /// it: whose it is, what it should be, then [`reconcile_existing`](Self::reconcile_existing).
-    async fn reconcile_found(
-        &self,
-        svc: &ServiceRef,
-        spec: &LbSpec,
-        holding: Holding,
-        (lb, how): (LoadBalancer, Found),
-        nodes: &[LbNode],
-        warnings: &mut Vec<Warning>,
-    ) -> Result<(LoadBalancer, u32), CloudError> {
-        self.check_tenancy(svc, spec, &lb, &how, warnings)?;
-        let desired = self.desired(svc, spec, nodes, Some(&lb), warnings).await?;
-        holding.note_found(svc, &lb, &how, warnings);
-        self.reconcile_existing(svc, spec, holding, lb, &desired, warnings)
-            .await
-    }
-
-    /// Shared by create, ensure and update: own → plan against `lb` → apply → settle.
-    async fn reconcile_existing(
-        &self,
-        svc: &ServiceRef,
-        spec: &LbSpec,
-        holding: Holding,
-        lb: LoadBalancer,
-        desired: &Desired,
-        warnings: &mut Vec<Warning>,
-    ) -> Result<(LoadBalancer, u32), CloudError> {
-        let service = svc.key();
-        let membership = holding.membership(&lb, svc, spec, &desired.services)?;
-        let input = PlanInput {
-            uid: &svc.uid,
-            service: &service,
-            network: self.network,
-            services: &desired.services,
-            targets: &desired.targets,
-            shared: membership.as_ref(),
-        };
-        let (ops, plan_warnings) = plan::plan(&lb, spec, &input);
-        warnings.extend(plan_warnings);
-        if !ops.is_empty() {
-            tracing::debug!(service = %service, lb = lb.id, ops = ops.len(), "reconciling load balancer");
-        }
-        let limit = TargetLimit {
-            max: plan::max_targets_after(&lb, spec),
-            desired: &desired.targets,
-            service: &service,
-        };
-        let warnings_before = warnings.len();
-        let applied = self.applier.apply(lb.id, &ops, &limit, warnings).await;
-        let clean = warnings.len() == warnings_before;
-        self.settle(svc, lb, &ops, applied, clean).await
-    }
-
     /// A full ensure on the load balancer as `fresh` as asked: found (or created), checked, and
     /// brought in line with the Service.
     async fn ensure_one(
@@ -342,7 +145,7 @@ impl HcloudLoadBalancers {
                 .create_and_plan(svc, spec, holding, nodes, &mut warnings)
                 .await
             {
-                Ok((lb, writes)) => return Ok(outcome(&lb, spec, warnings, writes)),
+                Ok((lb, writes)) => return Ok(status::outcome(&lb, spec, warnings, writes)),
                 Err(e)
                     if e.code() == Some("uniqueness_error") && holding.finds_taken_name(spec) =>
                 {
@@ -354,7 +157,7 @@ impl HcloudLoadBalancers {
         let (lb, writes) = self
             .reconcile_found(svc, spec, holding, (lb, how), nodes, &mut warnings)
             .await?;
-        Ok(outcome(&lb, spec, warnings, writes))
+        Ok(status::outcome(&lb, spec, warnings, writes))
     }
 
     /// A target update from the remembered load balancer; not found: nothing done.
@@ -380,46 +183,13 @@ impl HcloudLoadBalancers {
         let (lb, writes) = self
             .reconcile_found(svc, spec, holding, (lb, how), nodes, &mut warnings)
             .await?;
-        dedup(&mut warnings);
+        status::dedup(&mut warnings);
         Ok(UpdateOutcome {
             found: true,
             warnings,
             writes,
             target_health: Some(health::target_health(&lb)),
         })
-    }
-
-    /// After apply, the one step that records what was written: the finder keeps the load
-    /// balancer as it now is when that is known without a read (nothing written, or only target
-    /// writes that all succeeded), reads it when the status needs it (a network change assigns
-    /// addresses), and otherwise keeps only its id, so the next reconcile reads it.
-    async fn settle(
-        &self,
-        svc: &ServiceRef,
-        mut lb: LoadBalancer,
-        ops: &[Op],
-        applied: Result<(u32, bool), CloudError>,
-        clean: bool,
-    ) -> Result<(LoadBalancer, u32), CloudError> {
-        let (writes, reread) = match applied {
-            Ok(r) => r,
-            Err(e) => {
-                // Part of the plan may have been applied.
-                self.finder.record(&svc.uid, &lb, Known::IdOnly);
-                return Err(e);
-            }
-        };
-        let known = if reread {
-            lb = self.finder.get_lb(lb.id).await?;
-            Known::Whole
-        } else if ops.iter().all(Op::is_target) && clean {
-            apply::follow_targets(&mut lb, ops);
-            Known::Whole
-        } else {
-            Known::IdOnly
-        };
-        self.finder.record(&svc.uid, &lb, known);
-        Ok((lb, writes))
     }
 }
 
@@ -430,28 +200,11 @@ impl LoadBalancers for HcloudLoadBalancers {
     }
 
     fn unenforced_source_ranges(&self) -> Option<&'static str> {
-        Some(
-            "Hetzner load balancers cannot filter by source address, and Hetzner firewalls do not \
-             apply to them, so the Service is reachable from every address. A NetworkPolicy or a \
-             firewall on the nodes sees only the load balancer's address; with annotation \
-             load-balancer.hetzner.cloud/uses-proxyprotocol the pods learn each client's address, \
-             so the application or its proxy (e.g. an ingress controller's allow-list) can \
-             refuse it",
-        )
+        Some(spec::SOURCE_RANGES_UNENFORCED)
     }
 
     fn kube_proxy_health_port(&self, svc: &ServiceRef) -> Option<u16> {
-        let svc = ServiceRef {
-            kube_proxy_unreachable: false,
-            ..svc.clone()
-        };
-        // Invalid annotations: no check to probe for; the ensure reports them.
-        let spec = LbSpec::parse(&svc, &self.defaults).ok()?;
-        let asks_kube_proxy = |s: &LbSpec| {
-            let hc = &s.health_check;
-            hc.kube_proxy_port.filter(|_| hc.port.is_none())
-        };
-        asks_kube_proxy(&spec).or_else(|| spec.ports.values().find_map(asks_kube_proxy))
+        spec::kube_proxy_health_port(svc, &self.defaults)
     }
 
     fn targets_nodes_with_endpoints(&self, svc: &ServiceRef) -> bool {
@@ -517,24 +270,4 @@ impl LoadBalancers for HcloudLoadBalancers {
         self.delete_zones(svc, &mut outcome).await?;
         Ok(outcome)
     }
-}
-
-fn outcome(
-    lb: &LoadBalancer,
-    spec: &LbSpec,
-    mut warnings: Vec<Warning>,
-    writes: u32,
-) -> EnsureOutcome {
-    dedup(&mut warnings);
-    EnsureOutcome {
-        status: status::status(lb, spec),
-        warnings,
-        writes,
-        target_health: Some(health::target_health(lb)),
-    }
-}
-
-fn dedup(w: &mut Vec<Warning>) {
-    let mut seen = std::collections::HashSet::new();
-    w.retain(|x| seen.insert((x.reason.clone(), x.message.clone(), x.node.clone())));
 }

@@ -1,7 +1,9 @@
 //! `status.loadBalancer` from a Hetzner load balancer, reported as HCCM reports it.
 
 use super::spec::LbSpec;
-use crate::capabilities::{IpMode, LoadBalancerIngress, LoadBalancerStatus};
+use crate::capabilities::{
+    EnsureOutcome, IpMode, LoadBalancerIngress, LoadBalancerStatus, Warning,
+};
 use crate::hcloud::wire::LoadBalancer;
 
 /// Hostname annotation wins; else public v4 (+v6 unless disabled) when the public interface is
@@ -54,6 +56,28 @@ pub fn status(lb: &LoadBalancer, spec: &LbSpec) -> LoadBalancerStatus {
         }
     }
     LoadBalancerStatus { ingress }
+}
+
+/// What an ensure reports: the status, its warnings once each, the writes and target health.
+pub(super) fn outcome(
+    lb: &LoadBalancer,
+    spec: &LbSpec,
+    mut warnings: Vec<Warning>,
+    writes: u32,
+) -> EnsureOutcome {
+    dedup(&mut warnings);
+    EnsureOutcome {
+        status: status(lb, spec),
+        warnings,
+        writes,
+        target_health: Some(super::health::target_health(lb)),
+    }
+}
+
+/// Each warning once.
+pub(super) fn dedup(w: &mut Vec<Warning>) {
+    let mut seen = std::collections::HashSet::new();
+    w.retain(|x| seen.insert((x.reason.clone(), x.message.clone(), x.node.clone())));
 }
 
 #[cfg(test)]

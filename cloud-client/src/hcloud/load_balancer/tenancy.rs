@@ -136,6 +136,42 @@ pub fn consent_command(name: &str, namespace: &str) -> String {
     format!("hcloud load-balancer add-label {name} {ADOPT_LABEL}={namespace}")
 }
 
+/// The tenancy stage, right after the load balancer is found.
+impl super::HcloudLoadBalancers {
+    /// Whose load balancer `lb` is (see [`tenancy`]), before any write. In shadow mode a load
+    /// balancer made outside the cluster is put in the plan, with the command by which its owner
+    /// consents: the one thing an operator must do before switching from HCCM, which adopts by name.
+    pub(super) fn check_tenancy(
+        &self,
+        svc: &ServiceRef,
+        spec: &super::spec::LbSpec,
+        lb: &LoadBalancer,
+        how: &Found,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<(), CloudError> {
+        let default_name = !spec.name_annotated;
+        match self.defaults.tenancy.check(lb, how, svc, default_name) {
+            Ok(warning) => {
+                warnings.extend(warning);
+                Ok(())
+            }
+            Err(refusal) => {
+                if made_elsewhere(lb, how, default_name) {
+                    self.transport.plan_refused(
+                        "adopt a load balancer made outside the cluster",
+                        format!("/load_balancers/{}", lb.id),
+                        format!(
+                            "its owner consents with: {}",
+                            consent_command(&lb.name, &svc.namespace)
+                        ),
+                    );
+                }
+                Err(refusal)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

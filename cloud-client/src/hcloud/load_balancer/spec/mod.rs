@@ -54,6 +54,30 @@ pub fn env_var(key: &str) -> Option<&'static str> {
     })
 }
 
+/// Why a Hetzner load balancer cannot honour `loadBalancerSourceRanges`, and what a user can do.
+pub const SOURCE_RANGES_UNENFORCED: &str = "Hetzner load balancers cannot filter by source \
+     address, and Hetzner firewalls do not apply to them, so the Service is reachable from every \
+     address. A NetworkPolicy or a firewall on the nodes sees only the load balancer's address; \
+     with annotation load-balancer.hetzner.cloud/uses-proxyprotocol the pods learn each client's \
+     address, so the application or its proxy (e.g. an ingress controller's allow-list) can \
+     refuse it";
+
+/// The port a Service's health check asks kube-proxy on, if it does (and the probe is wanted):
+/// as if kube-proxy answered, so the answer does not depend on the probe's own verdict. Invalid
+/// annotations: none (the ensure reports them).
+pub fn kube_proxy_health_port(svc: &ServiceRef, defaults: &LbDefaults) -> Option<u16> {
+    let svc = ServiceRef {
+        kube_proxy_unreachable: false,
+        ..svc.clone()
+    };
+    let spec = LbSpec::parse(&svc, defaults).ok()?;
+    let asks_kube_proxy = |s: &LbSpec| {
+        let hc = &s.health_check;
+        hc.kube_proxy_port.filter(|_| hc.port.is_none())
+    };
+    asks_kube_proxy(&spec).or_else(|| spec.ports.values().find_map(asks_kube_proxy))
+}
+
 /// Everything the annotations and env defaults say about one Service's load balancer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LbSpec {

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
-use crate::demo::world::{self as demo_world, Server};
+use crate::demo::machines::{self as machines, Server};
 
 /// Nodes per pool, so every load balancer's target set fits an lb11 (25 targets).
 pub const POOL: usize = 20;
@@ -25,7 +25,7 @@ const POOL_LABEL: &str = "chaos.cloud-controllers.dev/pool";
 const SERVICE_UID: &str = "hcloud-ccm/service-uid";
 /// A shared load balancer's label per Service on it (`<prefix><uid>=<ports>`).
 const MEMBER_PREFIX: &str = "shared.cloud-controllers/";
-const UNINITIALIZED: &str = demo_world::UNINITIALIZED;
+const UNINITIALIZED: &str = machines::UNINITIALIZED;
 /// Servers and Nodes created at once while building.
 const PARALLEL: usize = 16;
 
@@ -104,7 +104,7 @@ impl ChaosCluster {
             .context("starting the control plane")?;
         let admin = plane.client().await?;
         let sim = cloud_sim::Sim::start_with(sim).await;
-        let network = demo_world::network(&sim).await?;
+        let network = machines::network(&sim).await?;
         let not_ours = not_ours(&sim, &admin).await?;
         let mut world = ChaosCluster {
             plane,
@@ -141,7 +141,7 @@ impl ChaosCluster {
         let (sim, network, pools) = (&self.sim, self.network, self.pools);
         futures::stream::iter(first..first + n)
             .map(|i| async move {
-                let mut server = demo_world::server(sim, network, i).await?;
+                let mut server = machines::server(sim, network, i).await?;
                 server
                     .labels
                     .push((POOL_LABEL.into(), format!("p{}", i % pools)));
@@ -156,7 +156,7 @@ impl ChaosCluster {
     pub async fn register_nodes(&mut self, servers: Vec<Server>) -> anyhow::Result<Vec<String>> {
         let admin = &self.admin;
         futures::stream::iter(&servers)
-            .map(|server| demo_world::register_node(admin, server))
+            .map(|server| machines::register_node(admin, server))
             .buffer_unordered(PARALLEL)
             .try_collect::<Vec<()>>()
             .await?;
@@ -186,7 +186,7 @@ impl ChaosCluster {
     /// the pool's load balancer.
     pub async fn create_service(&self, i: usize) -> anyhow::Result<()> {
         let pool = format!("p{}", i % self.pools);
-        let mut svc = demo_world::pool_service(i, POOL_LABEL, &pool);
+        let mut svc = machines::pool_service(i, POOL_LABEL, &pool);
         if self.shared {
             let ann = svc.metadata.annotations.get_or_insert_default();
             for (k, v) in [
@@ -249,7 +249,7 @@ impl ChaosCluster {
     pub async fn report_status(&self, n: u64) -> anyhow::Result<()> {
         futures::stream::iter(self.servers.values())
             .map(|s| async move {
-                demo_world::kubelet(s)
+                machines::kubelet(s)
                     .report_status(&self.admin, true, n)
                     .await
             })
@@ -262,7 +262,7 @@ impl ChaosCluster {
     /// Sets the Ready condition of `names`, as their kubelets' heartbeats (or silence) would.
     pub async fn set_ready(&self, names: &[String], ready: bool) -> anyhow::Result<()> {
         futures::stream::iter(names)
-            .map(|n| demo_world::set_ready(&self.admin, n, ready))
+            .map(|n| machines::set_ready(&self.admin, n, ready))
             .buffer_unordered(PARALLEL)
             .try_collect::<Vec<()>>()
             .await?;
@@ -525,7 +525,7 @@ fn pool_servers(
 ) -> BTreeSet<u64> {
     let selector = svc
         .annotations()
-        .get(demo_world::NODE_SELECTOR)
+        .get(machines::NODE_SELECTOR)
         .cloned()
         .unwrap_or_default();
     let (key, value) = selector.split_once('=').unwrap_or(("", ""));
@@ -614,7 +614,7 @@ mod tests {
 
     fn service(uid: &str) -> Service {
         serde_json::from_value(json!({
-            "metadata": {"name": uid, "uid": uid, "annotations": {demo_world::NODE_SELECTOR: format!("{POOL_LABEL}=p0")}},
+            "metadata": {"name": uid, "uid": uid, "annotations": {machines::NODE_SELECTOR: format!("{POOL_LABEL}=p0")}},
             "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}},
         }))
         .unwrap()

@@ -26,6 +26,9 @@ use crate::nodes::{EligibleSet, NodeCache};
 use crate::service::{self, ClassFilter};
 use crate::{nodes, patches, reasons, source_ranges};
 
+mod cleanup;
+mod ensure;
+
 /// Shared state of the reconciler.
 pub struct ServiceReconciler {
     /// Kubernetes client (Service patches go through `services/status`).
@@ -351,7 +354,7 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
     let key = service::key(svc);
     if service::needs_cleanup(svc, &ctx.classes) {
         let reason = format!("Service {key}: deleted or no longer a load balancer of ours");
-        cloud_client::shadow::with_reason(reason, cleanup(svc, ctx)).await?;
+        cloud_client::shadow::with_reason(reason, ctx.cleanup(svc)).await?;
         return Ok(Action::await_change());
     }
     // Not ours, or terminating without our finalizer: adding one now would be refused by the
@@ -381,15 +384,15 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
         Work::DriftDeferred => return Ok(Action::requeue(ASK_AGAIN_AFTER)),
         Work::Ensure => {
             let why = with_reason("new, changed, or not yet ensured by this process");
-            planned_as(why, ensure(svc, ctx, nodes, true)).await?
+            planned_as(why, ctx.ensure(svc, nodes, true)).await?
         }
         Work::DriftCheck => {
             let why = with_reason("drift check found the load balancer changed");
-            planned_as(why, ensure(svc, ctx, nodes, false)).await?
+            planned_as(why, ctx.ensure(svc, nodes, false)).await?
         }
         Work::UpdateTargets => {
             let why = with_reason("the eligible node set changed");
-            planned_as(why, update_targets(svc, ctx, nodes)).await?
+            planned_as(why, ctx.update_targets(svc, nodes)).await?
         }
     }
     let next = ctx.applied.next_check_in(&uid);
@@ -464,260 +467,6 @@ async fn follow_kube_proxy(svc: &Service, ctx: &ServiceReconciler, nodes: &[LbNo
             .await;
     }
     true
-}
-
-/// Upstream's Warning for a load balancer without targets, or, for one that targets only the
-/// nodes running the Service's endpoints, that none does.
-fn no_targets_message(svc: &Service, ctx: &ServiceReconciler) -> String {
-    if ctx.lbs.targets_nodes_with_endpoints(&ctx.service_ref(svc)) {
-        "No node runs a serving endpoint of this Service, and its load balancer targets only \
-         such nodes: it has no targets"
-            .into()
-    } else {
-        "There are no available nodes for LoadBalancer".into()
-    }
-}
-
-/// Full ensure. `announce` is false for drift checks, which stay silent unless they repaired
-/// something.
-async fn ensure(
-    svc: &Service,
-    ctx: &ServiceReconciler,
-    nodes: &[LbNode],
-    announce: bool,
-) -> Result<(), Error> {
-    let key = service::key(svc);
-    if announce {
-        ctx.events
-            .normal(
-                svc,
-                reasons::ENSURING,
-                "EnsureLoadBalancer",
-                "Ensuring load balancer".into(),
-            )
-            .await;
-    }
-    if !service::has_finalizer(svc)
-        && let Err(source) = patches::add_finalizer(&ctx.client, svc).await
-    {
-        return Err(sync_failed(svc, ctx, kube_error(&key, "add finalizer", source)).await);
-    }
-    if nodes.is_empty() {
-        ctx.events
-            .warning(
-                svc,
-                reasons::UNAVAILABLE,
-                "EnsureLoadBalancer",
-                no_targets_message(svc, ctx),
-            )
-            .await;
-    }
-    if let Some((ranges, why)) = ctx.unenforced_source_ranges(svc) {
-        if ctx.refuse_unenforced_source_ranges {
-            let e = Error::Cloud {
-                service: key,
-                op: "ensure load balancer",
-                source: source_ranges::refusal(&ranges, why),
-            };
-            return Err(sync_failed(svc, ctx, e).await);
-        }
-        let note = source_ranges::not_enforced(&ranges, why);
-        warn!(service = %key, "{note}");
-        ctx.kit.count_warning(source_ranges::IGNORED);
-        ctx.events
-            .warning(svc, source_ranges::IGNORED, "EnsureLoadBalancer", note)
-            .await;
-    }
-    let sref = ctx.service_ref(svc);
-    let ensured = if announce {
-        ctx.lbs.ensure(&sref, nodes).await
-    } else {
-        ctx.lbs
-            .check_drift(&sref, nodes, ctx.applied.drift_read_age())
-            .await
-    };
-    let outcome = match ensured {
-        Ok(o) => o,
-        Err(source) => {
-            let e = Error::Cloud {
-                service: key,
-                op: "ensure load balancer",
-                source,
-            };
-            return Err(sync_failed(svc, ctx, e).await);
-        }
-    };
-    publish_warnings(svc, ctx, &outcome.warnings).await;
-    record_target_health(svc, ctx, outcome.target_health);
-    let want = service::ingress(&outcome.status);
-    if service::current_ingress(svc) != want
-        && let Err(source) = patches::set_ingress(&ctx.client, svc, &want).await
-    {
-        return Err(sync_failed(svc, ctx, kube_error(&key, "update status", source)).await);
-    }
-    if announce || outcome.writes > 0 {
-        let note = if announce {
-            "Ensured load balancer".to_string()
-        } else {
-            format!(
-                "Ensured load balancer: repaired {} change(s) made outside the controller",
-                outcome.writes
-            )
-        };
-        ctx.events
-            .normal(svc, reasons::ENSURED, "EnsureLoadBalancer", note)
-            .await;
-    }
-    info!(
-        writes = outcome.writes,
-        targets = nodes.len(),
-        drift_check = !announce,
-        "load balancer ensured"
-    );
-    ctx.applied.ensured(
-        &svc.uid().unwrap_or_default(),
-        applied_spec(svc, ctx),
-        nodes::fingerprint(nodes),
-    );
-    ctx.metrics.load_balancers.set(ctx.applied.len() as i64);
-    Ok(())
-}
-
-/// Only the node set changed: update the targets from the remembered load balancer (no read when
-/// it is fresh). A load balancer that vanished is re-created by a full ensure.
-async fn update_targets(
-    svc: &Service,
-    ctx: &ServiceReconciler,
-    nodes: &[LbNode],
-) -> Result<(), Error> {
-    let key = service::key(svc);
-    let sref = ctx.service_ref(svc);
-    ctx.metrics.loadbalancer_sync.inc();
-    let started = std::time::Instant::now();
-    let result = ctx.lbs.update_targets(&sref, nodes).await;
-    ctx.metrics
-        .update_host_latency
-        .observe(started.elapsed().as_secs_f64());
-    let outcome = match result {
-        Ok(o) if !o.found => {
-            info!(
-                "load balancer not found while updating targets, or a network zone gained or \
-                 lost its load balancer: a full ensure"
-            );
-            return ensure(svc, ctx, nodes, true).await;
-        }
-        Ok(o) => {
-            ctx.metrics.node_sync_done();
-            o
-        }
-        Err(source) => {
-            ctx.metrics.nodesync_errors.inc();
-            let e = Error::Cloud {
-                service: key,
-                op: "update load balancer targets",
-                source,
-            };
-            ctx.events
-                .warning(
-                    svc,
-                    reasons::UPDATE_FAILED,
-                    "UpdateLoadBalancer",
-                    format!(
-                        "Error updating load balancer with new hosts {} [total number of nodes: {}], error: {e}",
-                        nodes::names_for_message(nodes),
-                        nodes.len()
-                    ),
-                )
-                .await;
-            return Err(e);
-        }
-    };
-    publish_warnings(svc, ctx, &outcome.warnings).await;
-    record_target_health(svc, ctx, outcome.target_health);
-    if nodes.is_empty() {
-        ctx.events
-            .warning(
-                svc,
-                reasons::UNAVAILABLE,
-                "UpdateLoadBalancer",
-                no_targets_message(svc, ctx),
-            )
-            .await;
-    } else if outcome.writes > 0 {
-        ctx.events
-            .normal(
-                svc,
-                reasons::UPDATED,
-                "UpdateLoadBalancer",
-                "Updated load balancer with new hosts".into(),
-            )
-            .await;
-    }
-    info!(
-        writes = outcome.writes,
-        targets = nodes.len(),
-        "load balancer targets updated"
-    );
-    ctx.applied
-        .targets_updated(&svc.uid().unwrap_or_default(), nodes::fingerprint(nodes));
-    Ok(())
-}
-
-fn record_target_health(
-    svc: &Service,
-    ctx: &ServiceReconciler,
-    health: Option<cloud_client::TargetHealth>,
-) {
-    if let Some(h) = health {
-        let uid = svc.uid().unwrap_or_default();
-        ctx.metrics
-            .target_health
-            .record(&uid, &service::key(svc), h);
-    }
-}
-
-/// Deletes the load balancer, then lets the Service go: finalizer off, status cleared.
-async fn cleanup(svc: &Service, ctx: &ServiceReconciler) -> Result<(), Error> {
-    let key = service::key(svc);
-    ctx.events
-        .normal(
-            svc,
-            reasons::DELETING,
-            "DeleteLoadBalancer",
-            "Deleting load balancer".into(),
-        )
-        .await;
-    let outcome = match ctx.lbs.delete(&ctx.service_ref(svc)).await {
-        Ok(o) => o,
-        Err(source) => {
-            let e = Error::Cloud {
-                service: key,
-                op: "delete load balancer",
-                source,
-            };
-            return Err(sync_failed(svc, ctx, e).await);
-        }
-    };
-    publish_warnings(svc, ctx, &outcome.warnings).await;
-    if let Err(source) = patches::remove_finalizer(&ctx.client, svc).await {
-        return Err(sync_failed(svc, ctx, kube_error(&key, "remove finalizer", source)).await);
-    }
-    ctx.events
-        .normal(
-            svc,
-            reasons::DELETED,
-            "DeleteLoadBalancer",
-            "Deleted load balancer".into(),
-        )
-        .await;
-    if !service::current_ingress(svc).is_empty()
-        && let Err(source) = patches::set_ingress(&ctx.client, svc, &[]).await
-    {
-        return Err(sync_failed(svc, ctx, kube_error(&key, "clear status", source)).await);
-    }
-    info!(deleted = outcome.deleted, "load balancer cleaned up");
-    ctx.forget(svc);
-    Ok(())
 }
 
 fn kube_error(service: &str, what: &'static str, source: kube::Error) -> Error {

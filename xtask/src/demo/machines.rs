@@ -2,7 +2,7 @@
 //! with `--cloud-provider=external` register them.
 
 use anyhow::Context as _;
-use cloud_sim::world::{SimClient, SimClientError};
+use cloud_sim::client::{SimClient, SimClientError};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use kube::Client;
 use serde_json::{Value, json};
