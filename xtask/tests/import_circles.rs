@@ -8,6 +8,8 @@
 //! Std only: the sources are read as text, which is enough for the `use` trees this workspace
 //! writes (rustfmt's).
 
+mod sources;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -27,19 +29,7 @@ type Module = Vec<String>;
 
 /// Every `.rs` file under `src`, by module path (`hcloud/mod.rs` and `hcloud.rs` → `["hcloud"]`).
 fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(src, &mut files);
-    files
+    sources::rust_files(src)
         .into_iter()
         .map(|f| {
             let rel = f.strip_prefix(src).unwrap().with_extension("");
