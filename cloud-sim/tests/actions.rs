@@ -66,6 +66,20 @@ async fn server_create_action_runs_then_succeeds_and_locks_meanwhile() {
     assert_eq!(done["status"], "success");
     assert_eq!(done["progress"], 100);
     assert!(done["finished"].is_string());
+    // The server stays locked until its next action (start_server) is done too, as in the API;
+    // it may end a millisecond after the create.
+    let next = r.body["next_actions"][0]["id"].as_u64().unwrap();
+    eventually("start_server to finish", || {
+        let w = w.clone();
+        async move {
+            let a = send(&w, Method::GET, &format!("/actions/{next}"), None)
+                .await
+                .body["action"]
+                .clone();
+            (a["status"] == "success").then_some(())
+        }
+    })
+    .await;
     let s = w.get_server(id).await.unwrap();
     assert_eq!(
         (s["status"].as_str(), s["locked"].as_bool()),
