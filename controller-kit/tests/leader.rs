@@ -156,7 +156,7 @@ async fn a_lease_the_chart_rendered_is_acquired_at_once_with_get_and_patch_only(
             .is_none_or(|s| s.holder_identity.is_none()),
         "{released:?}"
     );
-    let b = LeaderGate::new(client, election(&ns, lease_name, "pod-b"));
+    let b = LeaderGate::new(client.clone(), election(&ns, lease_name, "pod-b"));
     let leadership = acquire_at_once(&b).await;
     assert_eq!(holder(&leases, lease_name).await.as_deref(), Some("pod-b"));
     // helm uninstall deletes the Role and the Lease while the holders stop. Without the Role the
@@ -165,6 +165,17 @@ async fn a_lease_the_chart_rendered_is_acquired_at_once_with_get_and_patch_only(
         .delete("lease", &Default::default())
         .await
         .expect("delete the RoleBinding");
+    // The apiserver's authorizer learns of the delete from its own watch: wait until the
+    // ServiceAccount is refused, or the release may still be allowed.
+    let as_controller = Api::<Lease>::namespaced(client, &ns);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while as_controller.get(lease_name).await.is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the RoleBinding's delete never took effect"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     tokio::time::timeout(Duration::from_secs(10), leadership.release())
         .await
         .expect("a refused release returns");
