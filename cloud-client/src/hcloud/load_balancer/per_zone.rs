@@ -119,6 +119,8 @@ impl HcloudLoadBalancers {
         let (writes, warnings) = self.retire(svc, &wanted).await?;
         outcome.writes += writes;
         outcome.warnings.extend(warnings);
+        // Each load balancer's warnings are once each; the same one from two zones is said once.
+        status::dedup(&mut outcome.warnings);
         dedup_ingress(&mut outcome.status);
         Ok(outcome)
     }
@@ -152,6 +154,7 @@ impl HcloudLoadBalancers {
             outcome.writes += o.writes;
             add_health(&mut outcome.target_health, o.target_health);
         }
+        status::dedup(&mut outcome.warnings);
         Ok(outcome)
     }
 
