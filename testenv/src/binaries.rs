@@ -1,11 +1,12 @@
 //! Finding or building the Go programs the tests run: kube-apiserver and etcd (the control plane),
-//! helm and skaffold (the chart and dev-loop checks).
+//! helm and skaffold (the chart and dev-loop checks), the upstream CloudStack CCM (side by side).
 //!
 //! Nothing is downloaded prebuilt: each is compiled from source through the Go module proxy (see
 //! `testenv/go/`) and cached by version under `$HOME/.cache/cloud-controllers/testenv/`, so only the
 //! first run on a machine pays (≈ 5–7 minutes for the control plane, ≈ 2 for helm, ≈ 4–8 for
-//! skaffold). `TESTENV_KUBE_APISERVER`, `TESTENV_ETCD`, `TESTENV_HELM` and `TESTENV_SKAFFOLD` point
-//! at prebuilt binaries instead.
+//! skaffold, ≈ 2–3 for the upstream CloudStack CCM). `TESTENV_KUBE_APISERVER`, `TESTENV_ETCD`,
+//! `TESTENV_HELM`, `TESTENV_SKAFFOLD` and `TESTENV_CLOUDSTACK_CCM` point at prebuilt binaries
+//! instead.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -21,6 +22,9 @@ pub const ETCD_VERSION: &str = "v3.6.14";
 pub const HELM_VERSION: &str = "v3.22.0";
 /// The skaffold release `skaffold.yaml` is checked with (newest schema: skaffold/v4beta13).
 pub const SKAFFOLD_VERSION: &str = "v2.16.1";
+/// The upstream CloudStack CCM (apache/cloudstack-kubernetes-provider) the CloudStack provider is
+/// compared with, side by side on the same simulator.
+pub const CLOUDSTACK_CCM_VERSION: &str = "v1.2.0";
 /// Oldest Go that can build [`KUBE_APISERVER_VERSION`] (its go directive).
 pub const MIN_GO: &str = "1.26";
 
@@ -43,6 +47,11 @@ struct Component {
     package: &'static str,
     tags: &'static str,
     ldflags: &'static str,
+    /// A go.sum to start from (empty: none; `go mod tidy` writes the rest): pins the hashes of
+    /// modules the checksum database cannot vouch for.
+    go_sum: &'static str,
+    /// Extra environment for this build's `go` commands only.
+    env: &'static [(&'static str, &'static str)],
 }
 
 const KUBE_APISERVER: Component = Component {
@@ -57,6 +66,8 @@ const KUBE_APISERVER: Component = Component {
     ldflags: "-s -w -X k8s.io/component-base/version.gitVersion=v1.36.3 \
               -X k8s.io/component-base/version.gitMajor=1 \
               -X k8s.io/component-base/version.gitMinor=36",
+    go_sum: "",
+    env: &[],
 };
 
 const ETCD: Component = Component {
@@ -68,6 +79,8 @@ const ETCD: Component = Component {
     package: ".",
     tags: "",
     ldflags: "-s -w",
+    go_sum: "",
+    env: &[],
 };
 
 const HELM: Component = Component {
@@ -86,6 +99,8 @@ const HELM: Component = Component {
               -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
               -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
               -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37",
+    go_sum: "",
+    env: &[],
 };
 
 const SKAFFOLD: Component = Component {
@@ -99,6 +114,24 @@ const SKAFFOLD: Component = Component {
     tags: "timetzdata osusergo netgo",
     ldflags: "-s -w \
               -X github.com/GoogleContainerTools/skaffold/v2/pkg/skaffold/version.version=v2.16.1",
+    go_sum: "",
+    env: &[],
+};
+
+const CLOUDSTACK_CCM: Component = Component {
+    name: "cloudstack-ccm",
+    version: CLOUDSTACK_CCM_VERSION,
+    env_var: "TESTENV_CLOUDSTACK_CCM",
+    go_mod: include_str!("../go/cloudstack-ccm.go.mod"),
+    go_file: ("tools.go", include_str!("../go/cloudstack-ccm.tools.go")),
+    package: "github.com/apache/cloudstack-kubernetes-provider/cmd/cloudstack-ccm",
+    tags: "",
+    // As its Makefile and Dockerfile build it (their -X flags name k8s.io/kubernetes, which it
+    // does not link, so they change nothing).
+    ldflags: "-s -w",
+    go_sum: include_str!("../go/cloudstack-ccm.go.sum"),
+    // The checksum database has no entry for the github.com/apache modules; go.sum pins them.
+    env: &[("GONOSUMDB", "github.com/apache")],
 };
 
 const HROBOT_CHECK: Component = Component {
@@ -112,6 +145,8 @@ const HROBOT_CHECK: Component = Component {
     package: ".",
     tags: "",
     ldflags: "-s -w",
+    go_sum: "",
+    env: &[],
 };
 
 /// The Kubernetes node components `cargo xtask cluster` runs, from the same `k8s.io/kubernetes`
@@ -130,6 +165,8 @@ const fn kube_component(
         package: ".",
         tags: "",
         ldflags: KUBE_APISERVER.ldflags,
+        go_sum: "",
+        env: &[],
     }
 }
 
@@ -170,6 +207,8 @@ const PAUSE: Component = Component {
     package: ".",
     tags: "",
     ldflags: "-s -w",
+    go_sum: "",
+    env: &[],
 };
 const HELLO: Component = Component {
     name: "hello",
@@ -180,6 +219,8 @@ const HELLO: Component = Component {
     package: ".",
     tags: "",
     ldflags: "-s -w",
+    go_sum: "",
+    env: &[],
 };
 
 /// Programs whose own go.mod has no `replace` directives, so `go install pkg@version` builds them
@@ -276,7 +317,7 @@ pub fn ensure_cluster() -> Result<ClusterBinaries> {
 /// cache already: a run that builds none of them is a warm one.
 pub fn all_cached(cluster: bool) -> bool {
     let built = |c: &Component| is_executable(&cached_binary(c).1);
-    let tools = [&ETCD, &KUBE_APISERVER, &HELM, &SKAFFOLD];
+    let tools = [&ETCD, &KUBE_APISERVER, &HELM, &SKAFFOLD, &CLOUDSTACK_CCM];
     let node = [
         &KUBELET,
         &KUBE_PROXY,
@@ -321,6 +362,13 @@ pub fn ensure_helm() -> Result<PathBuf> {
 /// Returns skaffold, building it when it is not cached.
 pub fn ensure_skaffold() -> Result<PathBuf> {
     ensure_one(&SKAFFOLD)
+}
+
+/// Returns the upstream CloudStack CCM (`cloudstack-ccm` of apache/cloudstack-kubernetes-provider
+/// [`CLOUDSTACK_CCM_VERSION`]), building it when it is not cached (≈ 2–3 minutes, ≈ 80 MB), for the
+/// side-by-side tests. `cargo xtask test` builds it beside helm and skaffold.
+pub fn cloudstack_ccm() -> Result<PathBuf> {
+    ensure_one(&CLOUDSTACK_CCM)
 }
 
 /// Returns `hrobot-check` (hrobot-go, HCCM's Robot client, behind a small CLI: see
@@ -407,6 +455,8 @@ fn ensure_installed(g: &GoInstall) -> Result<PathBuf> {
         package: "",
         tags: g.tags,
         ldflags: g.ldflags,
+        go_sum: "",
+        env: &[],
     };
     check_go("go", &c)?;
     eprintln!(
@@ -454,6 +504,13 @@ fn build(c: &Component, dir: &Path, binary: &Path) -> Result<()> {
     );
     write_if_changed(&src.join("go.mod"), &go_mod)?;
     write_if_changed(&src.join(c.go_file.0), c.go_file.1)?;
+    if !c.go_sum.is_empty() {
+        // Always from the pinned lines: tidy verifies what it downloads against them.
+        fs::write(src.join("go.sum"), c.go_sum).map_err(Error::io(format!(
+            "writing {}",
+            src.join("go.sum").display()
+        )))?;
+    }
     eprintln!(
         "testenv: building {} {} through the Go module proxy into {} \
          (the first time takes minutes; cached afterwards)",
@@ -489,7 +546,12 @@ fn build(c: &Component, dir: &Path, binary: &Path) -> Result<()> {
 }
 
 fn go(c: &Component, dir: &Path, step: &'static str, args: &[&str]) -> Result<()> {
-    go_in(c, dir, step, args, &[])
+    let env: Vec<(&str, &std::ffi::OsStr)> = c
+        .env
+        .iter()
+        .map(|&(k, v)| (k, std::ffi::OsStr::new(v)))
+        .collect();
+    go_in(c, dir, step, args, &env)
 }
 
 fn go_in(

