@@ -18,7 +18,7 @@ pub enum ErrorClass {
 ///
 /// The API token never appears in any variant (messages are built from path templates and the
 /// cloud's own error body, never from request URLs or headers).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum CloudError {
     /// The object does not exist in the cloud. `tried` lists what was looked up

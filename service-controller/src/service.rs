@@ -88,6 +88,7 @@ pub fn service_ref(svc: &Service) -> ServiceRef {
         traffic_policy: traffic_policy(svc),
         names: ServiceNames::default(),
         kube_proxy_unreachable: false,
+        read_once: Default::default(),
         ip_families: IpFamilies::from_names(
             svc.spec
                 .as_ref()

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::read_once::ReadOnce;
 use super::warning::Warning;
 use crate::error::CloudError;
 
@@ -73,6 +74,9 @@ pub struct ServiceRef {
     /// The IPs `status.loadBalancer.ingress` publishes now: a load balancer leaving the Service
     /// (one zone's of several) goes only once its addresses are no longer published.
     pub ingress_ips: Vec<String>,
+    /// What the provider read from the annotations, on first use: build one `ServiceRef` per
+    /// reconcile and ask everything of it, so they are read once.
+    pub read_once: ReadOnce,
 }
 
 /// A Service's `spec.ipFamilies`. Neither set (a Service the apiserver did not default, as in
@@ -296,8 +300,8 @@ pub trait LoadBalancers: Send + Sync {
     }
 
     /// The port on which this Service's load balancer would ask kube-proxy `GET /healthz` whether
-    /// a node can serve it (its health checks follow kube-proxy), with
-    /// [`ServiceRef::kube_proxy_unreachable`] unset; `None` when they do not. The controller probes
+    /// a node can serve it (its health checks follow kube-proxy), whatever
+    /// [`ServiceRef::kube_proxy_unreachable`] says; `None` when they do not. The controller probes
     /// that port on the nodes and, when nothing answers anywhere, sets the flag. Pure: no call.
     fn kube_proxy_health_port(&self, _svc: &ServiceRef) -> Option<u16> {
         None

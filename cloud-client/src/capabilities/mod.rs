@@ -9,11 +9,13 @@
 
 mod instances;
 mod load_balancers;
+mod read_once;
 mod routes;
 mod warning;
 
 pub use instances::*;
 pub use load_balancers::*;
+pub use read_once::ReadOnce;
 pub use routes::*;
 pub use warning::Warning;
 

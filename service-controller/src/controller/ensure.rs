@@ -8,26 +8,28 @@ impl ServiceReconciler {
     pub(super) async fn ensure(
         &self,
         svc: &Service,
+        sref: &ServiceRef,
         nodes: &[LbNode],
         announce: bool,
     ) -> Result<(), Error> {
-        ensure(svc, self, nodes, announce).await
+        ensure(svc, sref, self, nodes, announce).await
     }
 
     /// Only the targets (see [`update_targets`]).
     pub(super) async fn update_targets(
         &self,
         svc: &Service,
+        sref: &ServiceRef,
         nodes: &[LbNode],
     ) -> Result<(), Error> {
-        update_targets(svc, self, nodes).await
+        update_targets(svc, sref, self, nodes).await
     }
 }
 
 /// Upstream's Warning for a load balancer without targets, or, for one that targets only the
 /// nodes running the Service's endpoints, that none does.
-fn no_targets_message(svc: &Service, ctx: &ServiceReconciler) -> String {
-    if ctx.lbs.targets_nodes_with_endpoints(&ctx.service_ref(svc)) {
+fn no_targets_message(sref: &ServiceRef, ctx: &ServiceReconciler) -> String {
+    if ctx.lbs.targets_nodes_with_endpoints(sref) {
         "No node runs a serving endpoint of this Service, and its load balancer targets only \
          such nodes: it has no targets"
             .into()
@@ -40,6 +42,7 @@ fn no_targets_message(svc: &Service, ctx: &ServiceReconciler) -> String {
 /// something.
 async fn ensure(
     svc: &Service,
+    sref: &ServiceRef,
     ctx: &ServiceReconciler,
     nodes: &[LbNode],
     announce: bool,
@@ -66,7 +69,7 @@ async fn ensure(
                 svc,
                 reasons::UNAVAILABLE,
                 "EnsureLoadBalancer",
-                no_targets_message(svc, ctx),
+                no_targets_message(sref, ctx),
             )
             .await;
     }
@@ -86,12 +89,11 @@ async fn ensure(
             .warning(svc, source_ranges::IGNORED, "EnsureLoadBalancer", note)
             .await;
     }
-    let sref = ctx.service_ref(svc);
     let ensured = if announce {
-        ctx.lbs.ensure(&sref, nodes).await
+        ctx.lbs.ensure(sref, nodes).await
     } else {
         ctx.lbs
-            .check_drift(&sref, nodes, ctx.applied.drift_read_age())
+            .check_drift(sref, nodes, ctx.applied.drift_read_age())
             .await
     };
     let outcome = match ensured {
@@ -145,14 +147,14 @@ async fn ensure(
 /// it is fresh). A load balancer that vanished is re-created by a full ensure.
 async fn update_targets(
     svc: &Service,
+    sref: &ServiceRef,
     ctx: &ServiceReconciler,
     nodes: &[LbNode],
 ) -> Result<(), Error> {
     let key = service::key(svc);
-    let sref = ctx.service_ref(svc);
     ctx.metrics.loadbalancer_sync.inc();
     let started = std::time::Instant::now();
-    let result = ctx.lbs.update_targets(&sref, nodes).await;
+    let result = ctx.lbs.update_targets(sref, nodes).await;
     ctx.metrics
         .update_host_latency
         .observe(started.elapsed().as_secs_f64());
@@ -162,7 +164,7 @@ async fn update_targets(
                 "load balancer not found while updating targets, or a network zone gained or \
                  lost its load balancer: a full ensure"
             );
-            return ensure(svc, ctx, nodes, true).await;
+            return ensure(svc, sref, ctx, nodes, true).await;
         }
         Ok(o) => {
             ctx.metrics.node_sync_done();
@@ -198,7 +200,7 @@ async fn update_targets(
                 svc,
                 reasons::UNAVAILABLE,
                 "UpdateLoadBalancer",
-                no_targets_message(svc, ctx),
+                no_targets_message(sref, ctx),
             )
             .await;
     } else if outcome.writes > 0 {

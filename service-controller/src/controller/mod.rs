@@ -121,18 +121,15 @@ impl ServiceReconciler {
     /// [`crate::endpoints`]). `None` while the EndpointSlices are not listed yet.
     fn targets<'a>(
         &self,
-        svc: &Service,
+        sref: &ServiceRef,
         eligible: &'a EligibleSet,
     ) -> Option<(Cow<'a, [LbNode]>, u64)> {
-        let (namespace, name) = (svc.namespace().unwrap_or_default(), svc.name_any());
-        if !self
-            .lbs
-            .targets_nodes_with_endpoints(&self.service_ref(svc))
-        {
-            self.endpoints.unfollow(&namespace, &name);
+        let (namespace, name) = (&sref.namespace, &sref.name);
+        if !self.lbs.targets_nodes_with_endpoints(sref) {
+            self.endpoints.unfollow(namespace, name);
             return Some((Cow::Borrowed(&eligible.nodes), eligible.fingerprint));
         }
-        let with_endpoints = self.endpoints.follow(&namespace, &name)?;
+        let with_endpoints = self.endpoints.follow(namespace, name)?;
         let nodes: Vec<LbNode> = eligible
             .nodes
             .iter()
@@ -199,7 +196,8 @@ impl ServiceReconciler {
         self
     }
 
-    /// The Service as the load-balancer provider sees it.
+    /// The Service as the load-balancer provider sees it: one per reconcile, asked everything,
+    /// so the provider reads its annotations once.
     fn service_ref(&self, svc: &Service) -> ServiceRef {
         let mut r = service::service_ref(svc);
         if let Some(store) = &self.services {
@@ -365,13 +363,16 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
     let uid = svc.uid().unwrap_or_default();
+    let mut sref = ctx.service_ref(svc);
     let eligible = ctx.nodes.eligible();
-    let Some((nodes, fingerprint)) = ctx.targets(svc, &eligible) else {
+    let Some((nodes, fingerprint)) = ctx.targets(&sref, &eligible) else {
         info!("waiting for the EndpointSlices to be listed before choosing targets");
         return Ok(Action::requeue(ENDPOINTS_NOT_LISTED_RECHECK));
     };
     let nodes = &*nodes;
-    let follows_kube_proxy = follow_kube_proxy(svc, ctx, nodes).await;
+    let follows_kube_proxy = follow_kube_proxy(svc, &sref, ctx, nodes).await;
+    sref.kube_proxy_unreachable = ctx.kube_proxy.is_falling_back(&uid);
+    let sref = &sref;
     let spec = applied_spec(svc, ctx);
     let with_reason = |why: &str| format!("Service {key}: {why}");
     use cloud_client::shadow::with_reason as planned_as;
@@ -384,15 +385,15 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
         Work::DriftDeferred => return Ok(Action::requeue(ASK_AGAIN_AFTER)),
         Work::Ensure => {
             let why = with_reason("new, changed, or not yet ensured by this process");
-            planned_as(why, ctx.ensure(svc, nodes, true)).await?
+            planned_as(why, ctx.ensure(svc, sref, nodes, true)).await?
         }
         Work::DriftCheck => {
             let why = with_reason("drift check found the load balancer changed");
-            planned_as(why, ctx.ensure(svc, nodes, false)).await?
+            planned_as(why, ctx.ensure(svc, sref, nodes, false)).await?
         }
         Work::UpdateTargets => {
             let why = with_reason("the eligible node set changed");
-            planned_as(why, ctx.update_targets(svc, nodes)).await?
+            planned_as(why, ctx.update_targets(svc, sref, nodes)).await?
         }
     }
     let next = ctx.applied.next_check_in(&uid);
@@ -420,11 +421,15 @@ fn applied_spec(svc: &Service, ctx: &ServiceReconciler) -> u64 {
 /// and says so when that changes (a Warning with the cause and the fix, or a Normal Event on the
 /// way back). Returns whether the Service's load balancer would ask kube-proxy (it is then looked
 /// at again every [`kube_proxy_probe::PROBE_PERIOD`]).
-async fn follow_kube_proxy(svc: &Service, ctx: &ServiceReconciler, nodes: &[LbNode]) -> bool {
-    let uid = svc.uid().unwrap_or_default();
-    let sref = ctx.service_ref(svc);
-    let Some(port) = ctx.lbs.kube_proxy_health_port(&sref) else {
-        ctx.kube_proxy.set_falling_back(&uid, false);
+async fn follow_kube_proxy(
+    svc: &Service,
+    sref: &ServiceRef,
+    ctx: &ServiceReconciler,
+    nodes: &[LbNode],
+) -> bool {
+    let uid = &sref.uid;
+    let Some(port) = ctx.lbs.kube_proxy_health_port(sref) else {
+        ctx.kube_proxy.set_falling_back(uid, false);
         return false;
     };
     let policy = match sref.traffic_policy {
@@ -436,9 +441,9 @@ async fn follow_kube_proxy(svc: &Service, ctx: &ServiceReconciler, nodes: &[LbNo
         Verdict::Answers => false,
         Verdict::Unreachable { .. } => true,
         // No node to ask: as it was.
-        Verdict::Unknown => ctx.kube_proxy.is_falling_back(&uid),
+        Verdict::Unknown => ctx.kube_proxy.is_falling_back(uid),
     };
-    let was = ctx.kube_proxy.set_falling_back(&uid, falls_back);
+    let was = ctx.kube_proxy.set_falling_back(uid, falls_back);
     let key = service::key(svc);
     if falls_back && !was {
         let note = kube_proxy_probe::unreachable_note(port, policy, verdict);

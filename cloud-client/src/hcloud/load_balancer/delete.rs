@@ -5,51 +5,25 @@
 use super::*;
 
 impl HcloudLoadBalancers {
-    /// The Service's load balancer goes, or its part of a shared one.
+    /// The Service's load balancer goes, or its part of a shared one (see
+    /// [`Holding::released_at_delete`]).
     pub(super) async fn delete_service(
         &self,
         svc: &ServiceRef,
     ) -> Result<DeleteOutcome, CloudError> {
-        // A shared Service's load balancer by its name, where its member label says it is ours
-        // (the remembered object will do: leaving reads it again under the lock).
-        if annotations::is_shared(svc)
-            && let Some((lb, _)) = self
-                .finder
-                .find_shared(svc, &spec::name(svc), Freshness::Remembered)
-                .await?
-            && lb.labels.contains_key(&ownership::member_label(&svc.uid))
-        {
-            return self.leave_shared(svc, &lb).await;
-        }
-        // Only our labels identify what we may delete; a same-named foreign LB is never touched.
-        let own = self
-            .finder
-            .find(svc, None, Freshness::Now)
-            .await?
-            .map(|(lb, _)| lb);
-        if let Some(lb) = own
-            .as_ref()
-            .filter(|lb| !Owners::of(&lb.labels).is_shared())
-        {
-            let mut outcome = self.delete_own(svc, lb).await?;
-            // A Service that once shared a load balancer may still have ports there.
-            if let Some(shared) = self.finder.find_member(&svc.uid).await? {
-                let left = self.leave_shared(svc, &shared).await?;
-                outcome.warnings.extend(left.warnings);
-            }
-            return Ok(outcome);
-        }
-        let shared = match own {
-            Some(lb) => Some(lb),
-            None => self.finder.find_member(&svc.uid).await?,
+        let mut outcome = DeleteOutcome {
+            deleted: false,
+            warnings: Vec::new(),
         };
-        match shared {
-            Some(lb) => self.leave_shared(svc, &lb).await,
-            None => Ok(DeleteOutcome {
-                deleted: false,
-                warnings: Vec::new(),
-            }),
+        for release in Holding::released_at_delete(&self.finder, svc).await? {
+            let done = match release {
+                Release::Own(lb) => self.delete_own(svc, &lb).await?,
+                Release::Part(lb) => self.leave_shared(svc, &lb).await?,
+            };
+            outcome.deleted |= done.deleted;
+            outcome.warnings.extend(done.warnings);
         }
+        Ok(outcome)
     }
 
     /// Deletes the Service's own (not shared) load balancer, unless it is delete-protected.

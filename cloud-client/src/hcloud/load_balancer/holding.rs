@@ -1,14 +1,16 @@
 //! The "own" stage: how a Service holds its load balancer, alone (its own, or one adopted by name)
 //! or as one member of a load balancer several Services share (annotation `shared`). Every
-//! difference between the two is here, so the coordinator runs the same stages for both.
+//! difference between the two is here, so the coordinator runs the same stages for both, and the
+//! delete only carries out what [`Holding::released_at_delete`] decided.
 
 use std::collections::BTreeMap;
 
+use super::annotations;
 use super::find::{self, Finder, Found, Freshness};
-use super::ownership::SERVICE_UID_LABEL;
+use super::ownership::{self, Owners, SERVICE_UID_LABEL};
 use super::plan::{DesiredServices, Membership};
 use super::sharing;
-use super::spec::LbSpec;
+use super::spec::{self, LbSpec};
 use crate::capabilities::{ServiceRef, Warning};
 use crate::error::CloudError;
 use crate::hcloud::wire::LoadBalancer;
@@ -18,6 +20,15 @@ use crate::hcloud::wire::LoadBalancer;
 pub(super) enum Holding {
     Alone,
     Shared,
+}
+
+/// What a deleted Service lets go of.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Release {
+    /// Its own load balancer: deleted (unless delete-protected).
+    Own(LoadBalancer),
+    /// Its part of a shared one: its ports and its member label.
+    Part(LoadBalancer),
 }
 
 impl Holding {
@@ -104,5 +115,97 @@ impl Holding {
             Holding::Shared => sharing::join(lb, svc, spec, services).map(Some),
             Holding::Alone => sharing::refuse_if_shared(lb, svc).map(|()| None),
         }
+    }
+
+    /// What a deleted Service holds, in the order it lets go. Decided by our labels on what is
+    /// found: a delete reads no annotation but `shared` (the others may be invalid by now), and
+    /// that one only says where to look first. A Service that once shared a load balancer and
+    /// now has its own may still have ports on the shared one.
+    pub(super) async fn released_at_delete(
+        finder: &Finder,
+        svc: &ServiceRef,
+    ) -> Result<Vec<Release>, CloudError> {
+        // The remembered object will do: leaving reads it again under the lock.
+        if annotations::is_shared(svc)
+            && let Some((lb, _)) = finder
+                .find_shared(svc, &spec::name(svc), Freshness::Remembered)
+                .await?
+            && lb.labels.contains_key(&ownership::member_label(&svc.uid))
+        {
+            return Ok(vec![Release::Part(lb)]);
+        }
+        // Only our labels identify what we may delete; a same-named foreign LB is never touched.
+        let own = finder
+            .find(svc, None, Freshness::Now)
+            .await?
+            .map(|(lb, _)| lb);
+        let own_is_shared = own.as_ref().is_some_and(is_shared);
+        let member = if own_is_shared {
+            None
+        } else {
+            finder.find_member(&svc.uid).await?
+        };
+        Ok(releases(own, member))
+    }
+}
+
+fn is_shared(lb: &LoadBalancer) -> bool {
+    Owners::of(&lb.labels).is_shared()
+}
+
+/// The Service's own load balancer (labelled with its UID) and the shared one that carries its
+/// member label, as found → what it lets go of.
+fn releases(own: Option<LoadBalancer>, member: Option<LoadBalancer>) -> Vec<Release> {
+    match own {
+        Some(lb) if !is_shared(&lb) => std::iter::once(Release::Own(lb))
+            .chain(member.map(Release::Part))
+            .collect(),
+        // Labelled with its UID but shared: it made it, others joined.
+        Some(lb) => vec![Release::Part(lb)],
+        None => member.map(Release::Part).into_iter().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lb(id: i64, labels: &[(&str, &str)]) -> LoadBalancer {
+        LoadBalancer {
+            id,
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_deleted_service_lets_go_of_what_our_labels_say_it_holds() {
+        let own = lb(1, &[(SERVICE_UID_LABEL, "u1")]);
+        let member = ownership::member_label("u1");
+        let shared = lb(2, &[(member.as_str(), "80")]);
+        let made_and_shared = lb(3, &[(SERVICE_UID_LABEL, "u1"), (member.as_str(), "80")]);
+        assert_eq!(releases(None, None), vec![]);
+        assert_eq!(
+            releases(Some(own.clone()), None),
+            vec![Release::Own(own.clone())]
+        );
+        // Its own one first; then the ports it kept on one it shared before.
+        assert_eq!(
+            releases(Some(own.clone()), Some(shared.clone())),
+            vec![Release::Own(own), Release::Part(shared.clone())]
+        );
+        assert_eq!(
+            releases(None, Some(shared.clone())),
+            vec![Release::Part(shared)]
+        );
+        // One it made that others joined is only left, never deleted by it alone.
+        assert!(is_shared(&made_and_shared));
+        assert_eq!(
+            releases(Some(made_and_shared.clone()), None),
+            vec![Release::Part(made_and_shared)]
+        );
     }
 }

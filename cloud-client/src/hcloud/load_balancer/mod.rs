@@ -42,6 +42,7 @@ pub mod tenancy;
 pub mod zones;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use health::target_health_json;
@@ -63,7 +64,7 @@ use crate::robot::RobotClient;
 use apply::{Applier, TargetLimit};
 use certificates::Certificates;
 use find::{Finder, Found, Freshness, Known};
-use holding::Holding;
+use holding::{Holding, Release};
 use locks::Locks;
 use ops::Op;
 use ownership::Owners;
@@ -120,9 +121,20 @@ impl HcloudLoadBalancers {
         self
     }
 
-    fn spec(&self, svc: &ServiceRef) -> Result<LbSpec, CloudError> {
-        let spec = LbSpec::parse(svc, &self.defaults)?;
+    /// The annotations read, once per [`ServiceRef`] (one per reconcile).
+    fn read(&self, svc: &ServiceRef) -> Result<Arc<LbSpec>, CloudError> {
+        let read = || LbSpec::parse(svc, &self.defaults).map(Arc::new);
+        svc.read_once.get_or_read(read).as_ref().clone()
+    }
+
+    /// The spec an ensure works from: as read, checked against the network, and with kube-proxy's
+    /// health checks given up where kube-proxy answers on no node.
+    fn spec(&self, svc: &ServiceRef) -> Result<Arc<LbSpec>, CloudError> {
+        let spec = self.read(svc)?;
         spec.check_network(self.network.is_some())?;
+        if svc.kube_proxy_unreachable {
+            return Ok(Arc::new(spec.without_kube_proxy_checks()));
+        }
         Ok(spec)
     }
 
@@ -203,13 +215,14 @@ impl LoadBalancers for HcloudLoadBalancers {
         Some(spec::SOURCE_RANGES_UNENFORCED)
     }
 
+    // Invalid annotations: neither (the ensure reports them).
     fn kube_proxy_health_port(&self, svc: &ServiceRef) -> Option<u16> {
-        spec::kube_proxy_health_port(svc, &self.defaults)
+        self.read(svc).ok()?.kube_proxy_health_port()
     }
 
     fn targets_nodes_with_endpoints(&self, svc: &ServiceRef) -> bool {
-        // Invalid annotations: every eligible node, as the ensure that reports them would have.
-        LbSpec::parse(svc, &self.defaults).is_ok_and(|spec| spec.targets_nodes_with_endpoints(svc))
+        self.read(svc)
+            .is_ok_and(|spec| spec.targets_nodes_with_endpoints(svc))
     }
 
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError> {

@@ -19,7 +19,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::capabilities::TargetHealth;
+use crate::capabilities::{ReadOnce, TargetHealth};
 
 /// The UID a zone's load balancer is labelled and remembered by.
 fn zone_uid(uid: &str, zone: &str) -> String {
@@ -30,6 +30,7 @@ fn zone_uid(uid: &str, zone: &str) -> String {
 fn in_zone(svc: &ServiceRef, spec: &LbSpec, zone: &str) -> (ServiceRef, LbSpec) {
     let svc = ServiceRef {
         uid: zone_uid(&svc.uid, zone),
+        read_once: ReadOnce::default(),
         ..svc.clone()
     };
     let mut spec = spec.clone();
@@ -170,7 +171,11 @@ impl HcloudLoadBalancers {
             if wanted.contains(&zone) {
                 continue;
             }
-            let zone_svc = ServiceRef { uid, ..svc.clone() };
+            let zone_svc = ServiceRef {
+                uid,
+                read_once: ReadOnce::default(),
+                ..svc.clone()
+            };
             let Some((lb, _)) = self
                 .finder
                 .find(&zone_svc, None, Freshness::Remembered)
@@ -198,7 +203,11 @@ impl HcloudLoadBalancers {
         outcome: &mut DeleteOutcome,
     ) -> Result<(), CloudError> {
         for uid in self.remembered_zones(svc).into_values() {
-            let zone_svc = ServiceRef { uid, ..svc.clone() };
+            let zone_svc = ServiceRef {
+                uid,
+                read_once: ReadOnce::default(),
+                ..svc.clone()
+            };
             if let Some((lb, _)) = self.finder.find(&zone_svc, None, Freshness::Now).await? {
                 let d = self.delete_own(&zone_svc, &lb).await?;
                 outcome.deleted |= d.deleted;

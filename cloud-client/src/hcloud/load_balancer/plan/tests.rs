@@ -340,7 +340,12 @@ fn kube_proxy_health_checks_ask_healthz_where_kube_proxy_answers() {
 #[test]
 fn kube_proxy_unreachable_falls_back_to_tcp_on_the_node_port() {
     let check = |s: &ServiceRef| {
-        let spec = LbSpec::parse(s, &LbDefaults::default()).unwrap();
+        let mut spec = LbSpec::parse(s, &LbDefaults::default()).unwrap();
+        // What the provider sends once the controller found kube-proxy unreachable.
+        assert!(spec.kube_proxy_health_port().is_some());
+        if s.kube_proxy_unreachable {
+            spec = spec.without_kube_proxy_checks();
+        }
         desired_services(&spec, &s.ports).services[0]
             .health_check
             .clone()

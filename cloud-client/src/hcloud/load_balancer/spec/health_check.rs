@@ -33,6 +33,25 @@ pub struct HealthCheckSpec {
     pub kube_proxy_port: Option<u16>,
 }
 
+impl HealthCheckSpec {
+    /// Whether a field that makes the check [`custom`](Self::custom) is set.
+    fn sets_the_check(&self) -> bool {
+        self.protocol.is_some()
+            || self.kube_proxy_port.is_some()
+            || self.port.is_some()
+            || self.interval.is_some()
+            || self.timeout.is_some()
+            || self.retries.is_some()
+    }
+
+    /// The check when kube-proxy answers on no node: the NodePort check, as without
+    /// `health-check-kube-proxy` (the controller says so), so every target is not taken out at once.
+    pub(super) fn without_kube_proxy(&mut self) {
+        self.kube_proxy_port = None;
+        self.custom = self.sets_the_check();
+    }
+}
+
 /// kube-proxy's health server (`--healthz-bind-address`, default `0.0.0.0:10256`): 200 while
 /// kube-proxy runs and its node is not being deleted (KEP-3836), the check for
 /// `externalTrafficPolicy: Cluster`.
@@ -55,13 +74,11 @@ pub(super) fn parse_health_check(
         ..Default::default()
     };
     let kube_proxy = r.bool(a::HEALTH_CHECK_KUBE_PROXY);
-    // Unreachable everywhere: the NodePort check, as without the option (the controller says so).
     if r.or_env_flag(
         a::HEALTH_CHECK_KUBE_PROXY,
         kube_proxy,
         defaults.health_check_kube_proxy,
-    ) && !svc.kube_proxy_unreachable
-    {
+    ) {
         hc.kube_proxy_port = match svc.traffic_policy {
             TrafficPolicy::Cluster => Some(KUBE_PROXY_HEALTHZ_PORT),
             // Not allocated yet: the NodePort check until it is (the Service changes then).
@@ -94,12 +111,7 @@ pub(super) fn parse_health_check(
         retries,
         defaults.health_check_retries.filter(|n| *n != 0),
     );
-    hc.custom = hc.protocol.is_some()
-        || hc.kube_proxy_port.is_some()
-        || hc.port.is_some()
-        || hc.interval.is_some()
-        || hc.timeout.is_some()
-        || hc.retries.is_some();
+    hc.custom = hc.sets_the_check();
     hc.http_domain = r.host_name(a::HEALTH_CHECK_HTTP_DOMAIN);
     hc.http_path = r.string(a::HEALTH_CHECK_HTTP_PATH);
     if let Some(p) = hc.http_path.clone()

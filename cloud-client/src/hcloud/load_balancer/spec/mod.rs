@@ -62,20 +62,27 @@ pub const SOURCE_RANGES_UNENFORCED: &str = "Hetzner load balancers cannot filter
      address, so the application or its proxy (e.g. an ingress controller's allow-list) can \
      refuse it";
 
-/// The port a Service's health check asks kube-proxy on, if it does (and the probe is wanted):
-/// as if kube-proxy answered, so the answer does not depend on the probe's own verdict. Invalid
-/// annotations: none (the ensure reports them).
-pub fn kube_proxy_health_port(svc: &ServiceRef, defaults: &LbDefaults) -> Option<u16> {
-    let svc = ServiceRef {
-        kube_proxy_unreachable: false,
-        ..svc.clone()
-    };
-    let spec = LbSpec::parse(&svc, defaults).ok()?;
-    let asks_kube_proxy = |s: &LbSpec| {
-        let hc = &s.health_check;
-        hc.kube_proxy_port.filter(|_| hc.port.is_none())
-    };
-    asks_kube_proxy(&spec).or_else(|| spec.ports.values().find_map(asks_kube_proxy))
+impl LbSpec {
+    /// The port the health checks ask kube-proxy on, if they do: as if kube-proxy answered, so
+    /// the answer does not depend on the probe's own verdict.
+    pub fn kube_proxy_health_port(&self) -> Option<u16> {
+        let asks_kube_proxy = |s: &LbSpec| {
+            let hc = &s.health_check;
+            hc.kube_proxy_port.filter(|_| hc.port.is_none())
+        };
+        asks_kube_proxy(self).or_else(|| self.ports.values().find_map(asks_kube_proxy))
+    }
+
+    /// The spec as the load balancer gets it when kube-proxy answered on no node the controller
+    /// probed ([`ServiceRef::kube_proxy_unreachable`]): every check on the NodePort.
+    pub fn without_kube_proxy_checks(&self) -> LbSpec {
+        let mut spec = self.clone();
+        spec.health_check.without_kube_proxy();
+        for port in spec.ports.values_mut() {
+            port.health_check.without_kube_proxy();
+        }
+        spec
+    }
 }
 
 /// Everything the annotations and env defaults say about one Service's load balancer.
