@@ -114,15 +114,25 @@ fn main() -> ExitCode {
 }
 
 fn docs() -> anyhow::Result<()> {
-    use cloud_client::hcloud::load_balancer::annotation_reference::render_into;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/annotations.md");
-    let page = std::fs::read_to_string(&path)?;
-    let rendered = render_into(&page).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    if rendered == page {
-        eprintln!("docs/annotations.md: up to date");
-    } else {
-        std::fs::write(&path, rendered)?;
-        eprintln!("docs/annotations.md: written from the annotation reference");
+    use cloud_client::hcloud::load_balancer::annotations::reference::{policy_checks, render_into};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let page_path = root.join("docs/annotations.md");
+    let page = std::fs::read_to_string(&page_path)?;
+    let page = render_into(&page).map_err(|e| anyhow::anyhow!("{}: {e}", page_path.display()))?;
+    for (file, text) in [
+        ("docs/annotations.md", page),
+        (
+            "charts/cloud-controllers/files/annotations.json",
+            policy_checks(),
+        ),
+    ] {
+        let path = root.join(file);
+        if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {
+            eprintln!("{file}: up to date");
+        } else {
+            std::fs::write(&path, text)?;
+            eprintln!("{file}: written from the annotation declarations");
+        }
     }
     Ok(())
 }

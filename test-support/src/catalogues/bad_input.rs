@@ -23,6 +23,13 @@ use cloud_client::hcloud::load_balancer::spec::LbSpec;
 /// Common prefix of the annotations; the tables below name them without it.
 pub const PREFIX: &str = "load-balancer.hetzner.cloud/";
 
+/// How many annotations the parser checks on its own, by their declarations.
+pub fn checked_annotations() -> usize {
+    cloud_client::hcloud::load_balancer::annotations::all()
+        .filter(|a| a.kind.is_checked())
+        .count()
+}
+
 /// The ports of a case's Service.
 #[derive(Debug, Clone, Copy)]
 pub enum Ports {
@@ -634,7 +641,7 @@ macro_rules! accepted {
 }
 
 /// Accepted values of every annotation the controller knows (the 40 keys of cloud-client's
-/// `annotations::ALL`).
+/// `annotations::all()`).
 pub const ACCEPTED: &[Accepted] = &[
     accepted!(
         "name",
@@ -1257,8 +1264,26 @@ mod tests {
             .iter()
             .map(|acc| format!("{PREFIX}{}", acc.key))
             .collect();
-        let known: BTreeSet<String> = a::ALL.iter().map(|k| k.to_string()).collect();
+        let known: BTreeSet<String> = a::all().map(|a| a.key.to_string()).collect();
         assert_eq!(covered, known);
+    }
+
+    /// The catalogue is held to the declarations: a key the parser can refuse has a case that
+    /// shows it refused.
+    #[test]
+    fn every_checked_annotation_has_a_refused_case() {
+        let refused: BTreeSet<String> = CASES
+            .iter()
+            .filter(|c| c.admission == Admission::Refused)
+            .map(|c| format!("{PREFIX}{}", c.field))
+            .collect();
+        for ann in a::all().filter(|a| a.kind.is_checked()) {
+            assert!(
+                refused.contains(ann.key),
+                "{}: no refused case in the catalogue",
+                ann.key
+            );
+        }
     }
 
     #[test]

@@ -17,7 +17,6 @@
 //! zone ([`per_zone`]).
 //! This module only wires them together behind the provider trait.
 
-pub mod annotation_reference;
 pub mod annotations;
 mod apply;
 pub mod catalog;

@@ -30,29 +30,7 @@ use reader::*;
 pub use reader::{Provenance, Source};
 pub use values::{LbAlgorithm, LbProtocol, Placement};
 
-/// The `HCLOUD_LOAD_BALANCERS_*` variable that sets the default of annotation `key`, if any.
-pub fn env_var(key: &str) -> Option<&'static str> {
-    Some(match key {
-        a::TYPE => "HCLOUD_LOAD_BALANCERS_TYPE",
-        a::LOCATION => "HCLOUD_LOAD_BALANCERS_LOCATION",
-        a::NETWORK_ZONE => "HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
-        a::ALGORITHM_TYPE => "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE",
-        a::USES_PROXYPROTOCOL => "HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL",
-        a::IPV6_DISABLED => "HCLOUD_LOAD_BALANCERS_DISABLE_IPV6",
-        a::DISABLE_PUBLIC_NETWORK => "HCLOUD_LOAD_BALANCERS_DISABLE_PUBLIC_NETWORK",
-        a::DISABLE_PRIVATE_INGRESS => "HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS",
-        a::USE_PRIVATE_IP => "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP",
-        a::PRIVATE_SUBNET_IP_RANGE => "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE",
-        a::HEALTH_CHECK_INTERVAL => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL",
-        a::HEALTH_CHECK_TIMEOUT => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT",
-        a::HEALTH_CHECK_RETRIES => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES",
-        a::HEALTH_CHECK_KUBE_PROXY => "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY",
-        a::ROBOT_TARGET_ADDRESS_FAMILY => "HCLOUD_LOAD_BALANCERS_ROBOT_TARGET_ADDRESS_FAMILY",
-        a::TARGET_NODES_WITH_ENDPOINTS => "HCLOUD_LOAD_BALANCERS_TARGET_NODES_WITH_ENDPOINTS",
-        a::ONE_PER_NETWORK_ZONE => "HCLOUD_LOAD_BALANCERS_ONE_PER_NETWORK_ZONE",
-        _ => return None,
-    })
-}
+pub use a::env_var;
 
 /// Why a Hetzner load balancer cannot honour `loadBalancerSourceRanges`, and what a user can do.
 pub const SOURCE_RANGES_UNENFORCED: &str = "Hetzner load balancers cannot filter by source \
@@ -291,9 +269,8 @@ fn scoped_ports(svc: &ServiceRef) -> Result<BTreeSet<u16>, CloudError> {
         let Some((base, port)) = a::split_port(key) else {
             continue;
         };
-        if !a::PER_PORT.contains(&base) {
-            let settable: Vec<&str> = a::PER_PORT
-                .iter()
+        if !a::is_per_port(base) {
+            let settable: Vec<&str> = a::per_port()
                 .map(|k| k.trim_start_matches(a::PREFIX))
                 .collect();
             return Err(CloudError::invalid_input(
@@ -423,8 +400,15 @@ fn parse_forwarding(r: &mut Reader<'_>, s: &mut LbSpec, defaults: &LbDefaults) {
     s.ipv6_rdns = r.host_name(a::IPV6_RDNS);
 }
 
-/// The first error, with the others appended to its message.
-fn into_result(s: LbSpec, errors: Vec<CloudError>) -> Result<LbSpec, CloudError> {
+/// The spec, or every problem found: the first as the error, the others appended to its
+/// message, in the order of the annotation table (as the admission policy lists them).
+fn into_result(s: LbSpec, mut errors: Vec<CloudError>) -> Result<LbSpec, CloudError> {
+    errors.sort_by_key(|e| match e {
+        CloudError::InvalidInput { field, .. } => {
+            a::position(field.strip_prefix("annotation ").unwrap_or(field))
+        }
+        _ => usize::MAX,
+    });
     let mut errors = errors.into_iter();
     match errors.next() {
         None => Ok(s),

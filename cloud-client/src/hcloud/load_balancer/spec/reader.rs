@@ -27,7 +27,7 @@ pub(super) struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// The port-scoped key that sets `key` for the port being read, if there is one.
     pub(super) fn scoped(&self, key: &str) -> Option<String> {
-        let port = self.port.filter(|_| a::PER_PORT.contains(&key))?;
+        let port = self.port.filter(|_| a::is_per_port(key))?;
         let k = a::for_port(key, port);
         self.ann.contains_key(&k).then_some(k)
     }

@@ -401,10 +401,50 @@ fn one_per_zone_is_never_a_shared_load_balancer() {
     );
 }
 
+/// For a kind the table declares, a value it refuses, one it accepts, and the refusal's words.
+fn probe(kind: a::Kind) -> Option<(&'static str, String, &'static str)> {
+    use crate::values::{BOOL_EXPECTED, DURATION_EXPECTED};
+    Some(match kind {
+        a::Kind::Bool => ("maybe", "false".into(), BOOL_EXPECTED),
+        a::Kind::Duration { min, .. } => ("soon", format!("{min}s"), DURATION_EXPECTED),
+        a::Kind::Protocol => ("udp", "HTTP".into(), "tcp, http or https"),
+        a::Kind::HostName => ("not a host", "lb.example.com".into(), HOST_NAME_EXPECTED),
+        a::Kind::OwnRule | a::Kind::Text | a::Kind::Reserved => return None,
+    })
+}
+
 #[test]
-fn known_annotation_list_is_complete() {
-    assert_eq!(a::ALL.len(), 44);
-    assert!(a::ALL.iter().all(|k| k.starts_with(a::PREFIX)));
+fn the_parser_refuses_what_each_declared_kind_refuses_in_the_tables_order() {
+    let mut all_bad = Vec::new();
+    for ann in a::all() {
+        let Some((bad, good, words)) = probe(ann.kind) else {
+            continue;
+        };
+        let msg = parse(&[(ann.key, bad)]).unwrap_err().to_string();
+        assert!(msg.contains(ann.key) && msg.contains(words), "{msg}");
+        assert!(parse(&[(ann.key, &good)]).is_ok(), "{}={good}", ann.key);
+        let scoped = a::for_port(ann.key, 443);
+        match with_ports(&[(&scoped, bad)], &[443]) {
+            Err(e) if ann.per_port => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(&format!("{scoped}:")) && msg.contains(words),
+                    "{msg}"
+                );
+            }
+            Err(e) => assert!(e.to_string().contains("no port suffix"), "{e}"),
+            Ok(_) => panic!("{scoped}={bad} accepted"),
+        }
+        all_bad.push((ann.key, bad));
+    }
+    assert!(all_bad.len() >= 20, "{all_bad:?}");
+    // All at once: each named, in the order of the table (the admission policy's order).
+    let msg = parse(&all_bad).unwrap_err().to_string();
+    let at: Vec<usize> = all_bad
+        .iter()
+        .map(|(key, _)| msg.find(&format!("annotation {key}:")).expect(key))
+        .collect();
+    assert!(at.is_sorted(), "{msg}");
 }
 
 fn with_ports(pairs: &[(&str, &str)], ports: &[u16]) -> Result<LbSpec, CloudError> {

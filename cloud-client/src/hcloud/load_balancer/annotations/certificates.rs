@@ -1,0 +1,48 @@
+//! TLS certificates of `https` services.
+
+use super::declaration::{Annotation, Kind, Section, declare};
+
+declare! {
+    section: "TLS certificates (`protocol: https` only)";
+
+    CERTIFICATE_TYPE = "certificate-type" {
+        kind: Kind::OwnRule,
+        values: "`uploaded`, `managed` (exactly, lowercase)",
+        default: "`uploaded`",
+        does: "Where the certificate comes from: existing certificates, or a Let's Encrypt certificate Hetzner issues.",
+        hccm: "Compared exactly, as HCCM; `Managed` is refused rather than guessed.",
+    }
+
+    HTTP_CERTIFICATES = "http-certificates" {
+        kind: Kind::Text,
+        per_port: true,
+        values: "comma-separated certificate ids or names",
+        default: "none; required for `https` with `uploaded`",
+        does: "The certificates of every https service. Names are looked up (`GET /certificates?name=`); an id not in use yet is checked to exist. An unknown one is refused before any write.",
+        hccm: "",
+    }
+
+    HTTP_MANAGED_CERTIFICATE_NAME = "http-managed-certificate-name" {
+        kind: Kind::Text,
+        values: "string",
+        default: "`ccm-managed-certificate-<Service UID>`",
+        does: "Name of the managed certificate ordered for this Service.",
+        hccm: "The certificate is found again by its `hcloud-ccm/service-uid` label, not its name, as HCCM: renaming does not order a second one. A name taken by a certificate without our label is refused. Managed certificates are never deleted, as in HCCM.",
+    }
+
+    HTTP_MANAGED_CERTIFICATE_DOMAINS = "http-managed-certificate-domains" {
+        kind: Kind::OwnRule,
+        values: "comma-separated domain names, `*.` wildcards allowed",
+        default: "none; required with `managed`",
+        does: "Domains of the managed certificate.",
+        hccm: "",
+    }
+
+    HTTP_MANAGED_CERTIFICATE_ACME_STAGING = "http-managed-certificate-acme-staging" {
+        kind: Kind::Bool,
+        values: "boolean",
+        default: "`false`",
+        does: "Labels the managed certificate `HC-Use-Staging-CA=true` (Hetzner's staging CA, for testing).",
+        hccm: "",
+    }
+}
