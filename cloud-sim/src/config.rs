@@ -36,6 +36,11 @@ pub struct SimConfig {
     pub robot_server_requests_per_hour: u32,
     /// Robot rate limit of the `reset` resource (`GET /reset/{n}`) per sliding hour (real: 500).
     pub robot_reset_requests_per_hour: u32,
+    /// The CloudStack API's (`/client/api`) key pair of the primary account, `admin`: the
+    /// `api-key` and `secret-key` a CloudStack client is configured with.
+    pub cloudstack_api_key: String,
+    /// Signs requests made with [`SimConfig::cloudstack_api_key`].
+    pub cloudstack_secret_key: String,
     /// Load balancers that carry TCP traffic and run real health checks (`data_plane` module).
     /// `None` (the default): load balancers are JSON only and start no task.
     pub data_plane: Option<DataPlaneConfig>,
@@ -82,6 +87,8 @@ impl Default for SimConfig {
             robot_password: DEFAULT_ROBOT_PASSWORD.to_owned(),
             robot_server_requests_per_hour: 200,
             robot_reset_requests_per_hour: 500,
+            cloudstack_api_key: DEFAULT_CLOUDSTACK_API_KEY.to_owned(),
+            cloudstack_secret_key: DEFAULT_CLOUDSTACK_SECRET_KEY.to_owned(),
             data_plane: None,
         }
     }
@@ -112,6 +119,8 @@ impl fmt::Debug for SimConfig {
                 "robot_reset_requests_per_hour",
                 &self.robot_reset_requests_per_hour,
             )
+            .field("cloudstack_api_key", &"<redacted>")
+            .field("cloudstack_secret_key", &"<redacted>")
             .field("data_plane", &self.data_plane)
             .finish()
     }
@@ -129,3 +138,12 @@ pub const DEFAULT_ROBOT_USER: &str = "cloudsim-robot";
 
 /// The Robot webservice password a default `SimConfig` accepts (`Sim::robot_password()`).
 pub const DEFAULT_ROBOT_PASSWORD: &str = "cloudsim-robot-password";
+
+/// The CloudStack API key a default `SimConfig` accepts (`Sim::cloudstack_api_key()`), shaped
+/// like a real one (86 characters of base64url).
+pub const DEFAULT_CLOUDSTACK_API_KEY: &str =
+    "uQNwp2QVKAtwdLvzInv9zHDQIIN0UMezv4VYLziFRiPLae5ZGUXxKnOKbzoaUGDIPd3TLLpSoLzzPCLzpwpgvg";
+
+/// The secret key of [`DEFAULT_CLOUDSTACK_API_KEY`] (`Sim::cloudstack_secret_key()`).
+pub const DEFAULT_CLOUDSTACK_SECRET_KEY: &str =
+    "t0ZXopIKyf_D3Ya05BGa_Olgbtdq7jLXsECVfL0Zv5MEz-RkXn4Z3YsbIy7FS3Xt4PeUM9j2a-1SYpISbfsOCw";

@@ -432,7 +432,7 @@ pub(crate) fn omit_items(body: &mut Value, share: f64, seed: u64) {
     }
 }
 
-fn omit_in(value: &mut Value, path: &[&str], null: bool) {
+pub(crate) fn omit_in(value: &mut Value, path: &[&str], null: bool) {
     let Some((last, parents)) = path.split_last() else {
         return;
     };

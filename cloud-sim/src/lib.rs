@@ -37,7 +37,9 @@
 //! Control endpoints live under `/_sim` without authentication; see the `control` module.
 //! The metadata service is at `/hetzner/v1/metadata` and `/metadata/{server}/hetzner/v1/metadata`;
 //! see the `handlers::metadata` module for how the asking server is chosen. The Robot
-//! webservice is at `/robot` (HTTP basic auth); see the `handlers::robot` module.
+//! webservice is at `/robot` (HTTP basic auth); see the `handlers::robot` module. The CloudStack
+//! API is at `/client/api` (signed requests, `Sim::cloudstack_endpoint()`), its world building at
+//! `/_sim/cloudstack`; see the `cloudstack` module and [`CloudStackClient`].
 
 mod actions;
 mod app;
@@ -45,6 +47,7 @@ mod catalog;
 mod cidr;
 pub mod client;
 mod clock;
+mod cloudstack;
 mod config;
 mod control;
 mod counters;
@@ -64,8 +67,10 @@ mod state;
 mod wire;
 
 pub use client::{ActionInfo, ApiFailure, RawResponse, SimClient, SimClientError};
+pub use cloudstack::client::{CloudStackClient, CsClientError, CsResponse, CsVmSpec};
 pub use config::{
-    DEFAULT_ROBOT_PASSWORD, DEFAULT_ROBOT_USER, DEFAULT_TOKEN, DataPlaneConfig, SimConfig,
+    DEFAULT_CLOUDSTACK_API_KEY, DEFAULT_CLOUDSTACK_SECRET_KEY, DEFAULT_ROBOT_PASSWORD,
+    DEFAULT_ROBOT_USER, DEFAULT_TOKEN, DataPlaneConfig, SimConfig,
 };
 pub use counters::RequestLogEntry;
 pub use data_plane::{ConnectionCounts, ListenerInfo, TargetFault};

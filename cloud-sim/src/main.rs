@@ -6,8 +6,8 @@ use anyhow::Context;
 use clap::Parser;
 use cloud_sim::{DataPlaneConfig, Sim, SimClientError, SimConfig};
 
-/// Serve a simulated Hetzner Cloud API (endpoint: http://<listen>/v1) and Robot webservice
-/// (http://<listen>/robot).
+/// Serve a simulated Hetzner Cloud API (endpoint: http://<listen>/v1), Robot webservice
+/// (http://<listen>/robot) and CloudStack API (http://<listen>/client/api).
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
@@ -53,6 +53,24 @@ struct Args {
     /// Robot requests to the `reset` resource (GET /reset/NUMBER) per sliding hour.
     #[arg(long, default_value_t = 500)]
     robot_reset_limit: u32,
+    /// CloudStack API (http://<listen>/client/api) key of the primary account, `admin`.
+    #[arg(
+        long,
+        env = "CLOUD_SIM_CLOUDSTACK_API_KEY",
+        hide_env_values = true,
+        hide_default_value = true,
+        default_value = cloud_sim::DEFAULT_CLOUDSTACK_API_KEY
+    )]
+    cloudstack_api_key: String,
+    /// CloudStack API secret key of the primary account.
+    #[arg(
+        long,
+        env = "CLOUD_SIM_CLOUDSTACK_SECRET_KEY",
+        hide_env_values = true,
+        hide_default_value = true,
+        default_value = cloud_sim::DEFAULT_CLOUDSTACK_SECRET_KEY
+    )]
+    cloudstack_secret_key: String,
     /// Create a network with this name (10.0.0.0/8, one cloud subnet 10.0.0.0/16 in eu-central)
     /// unless the world already holds one: the network a route-controller is started with, so an
     /// in-cluster simulator needs no set-up by hand.
@@ -104,6 +122,8 @@ async fn main() -> anyhow::Result<()> {
         robot_password: args.robot_password,
         robot_server_requests_per_hour: args.robot_server_limit,
         robot_reset_requests_per_hour: args.robot_reset_limit,
+        cloudstack_api_key: args.cloudstack_api_key,
+        cloudstack_secret_key: args.cloudstack_secret_key,
         data_plane,
         ..SimConfig::default()
     })
@@ -120,6 +140,11 @@ async fn main() -> anyhow::Result<()> {
         "cloud-sim: Robot webservice at {} (user {})",
         sim.robot_endpoint(),
         sim.robot_user()
+    );
+    // The keys are secrets: the caller passed them, or they are the documented defaults.
+    println!(
+        "cloud-sim: CloudStack API at {} (account admin)",
+        sim.cloudstack_endpoint()
     );
     if args.data_plane {
         println!(

@@ -52,6 +52,7 @@ pub(crate) fn router(app: App) -> Router {
         .merge(handlers::actions::routes())
         .merge(handlers::metadata::routes())
         .merge(handlers::robot::routes())
+        .merge(crate::cloudstack::routes())
         .merge(control::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
@@ -98,6 +99,9 @@ async fn pipeline(State(app): State<App>, req: Request, next: Next) -> Response 
         .is_some_and(|p| p.is_empty() || p.starts_with('/'))
     {
         return robot_pipeline(app, req, next, path, method).await;
+    }
+    if path == crate::cloudstack::PATH {
+        return next.run(req).await;
     }
     let Some(api_path) = path
         .strip_prefix("/v1")
@@ -373,6 +377,11 @@ impl Sim {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The shared handle, for the `impl Sim` blocks of other modules (`cloudstack::sim`).
+    pub(crate) fn app(&self) -> &App {
+        &self.app
     }
 
     /// `http://127.0.0.1:PORT/v1`: what `HCLOUD_ENDPOINT` is set to.

@@ -25,6 +25,10 @@ pub struct State {
     /// written before Robot support: empty then.
     #[serde(default)]
     pub robot_servers: BTreeMap<u64, RobotServer>,
+    /// The CloudStack cloud (`/client/api`), fixtures included. Missing in state files written
+    /// before CloudStack support: a fresh one then.
+    #[serde(default)]
+    pub cloudstack: crate::cloudstack::World,
     /// Ids of actions still running; the only ones `advance` has to look at.
     #[serde(skip)]
     pub running: BTreeSet<u64>,

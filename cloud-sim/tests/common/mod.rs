@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod cloudstack;
+
 use std::time::{Duration, Instant};
 
 use cloud_sim::client::{RawResponse, SimClient};
