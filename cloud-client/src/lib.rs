@@ -51,6 +51,14 @@ pub mod shadow;
 pub mod stats;
 pub mod values;
 
+/// The prefix of every key this project adds to Kubernetes or cloud objects (labels, annotations,
+/// condition types). Keys named before it was chosen keep their names (the Service condition
+/// `cloud-controllers.github.io/LoadBalancerReady`, the shared load balancers' labels
+/// `shared.cloud-controllers/<uid>` and `cloud-controllers/shared-targets`) and are still read and
+/// written; a key users write by hand is read in both spellings (`cloud-controllers/adopt`).
+/// `xtask/tests/own_keys.rs` holds new keys to it.
+pub const KEY_PREFIX: &str = "cloud-controllers.io/";
+
 pub use capabilities::*;
 pub use credentials::{Credentials, CredentialsStatus};
 pub use error::{ApiError, CloudError, ErrorClass};

@@ -545,7 +545,7 @@ async fn a_load_balancer_made_outside_the_cluster_is_written_only_with_its_owner
         .unwrap();
     let before = fx.sim.client().get_load_balancer(api_id).await.unwrap();
     let consent = format!(
-        "hcloud load-balancer add-label {api_name} cloud-controllers/adopt={}",
+        "hcloud load-balancer add-label {api_name} cloud-controllers.io/adopt={}",
         fx.ns
     );
 
@@ -616,7 +616,7 @@ async fn a_load_balancer_made_outside_the_cluster_is_written_only_with_its_owner
         .call(
             reqwest::Method::PUT,
             &format!("/load_balancers/{api_id}"),
-            Some(json!({"labels": {"cloud-controllers/adopt": fx.ns}})),
+            Some(json!({"labels": {"cloud-controllers.io/adopt": fx.ns}})),
         )
         .await
         .unwrap();

@@ -245,7 +245,8 @@ async fn lb_annotation_changes_are_applied_minimally() {
 }
 
 /// A load balancer made outside the cluster (no label of ours or HCCM's) is adopted by the name
-/// a Service gives only with its owner's consent on it (`cloud-controllers/adopt=<namespace>`),
+/// a Service gives only with its owner's consent on it (`cloud-controllers.io/adopt=<namespace>`,
+/// or as spelt before 0.2, `cloud-controllers/adopt`, which this test uses),
 /// or with HCCM's adoption by name turned on (`HCLOUD_LOAD_BALANCERS_ADOPT_BY_NAME`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lb_adopts_an_existing_lb_by_name_with_consent() {
@@ -266,9 +267,9 @@ async fn lb_adopts_an_existing_lb_by_name_with_consent() {
     sim.reset_counters();
     let refused = lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap_err();
     assert!(
-        refused
-            .to_string()
-            .contains("hcloud load-balancer add-label legacy-lb cloud-controllers/adopt=default"),
+        refused.to_string().contains(
+            "hcloud load-balancer add-label legacy-lb cloud-controllers.io/adopt=default"
+        ),
         "{refused}"
     );
     assert_eq!(

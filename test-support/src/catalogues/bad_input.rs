@@ -566,7 +566,7 @@ pub const CASES: &[Case] = &[
         [("name", NOT_OURS_LB)],
         "name",
         NOT_OURS_LB,
-        "cloud-controllers/adopt=",
+        "cloud-controllers.io/adopt=",
         NOT_OURS
     ),
     case!(
@@ -574,7 +574,7 @@ pub const CASES: &[Case] = &[
         [("name", NOT_OURS_LB), ("shared", "true")],
         "name",
         NOT_OURS_LB,
-        "cloud-controllers/adopt=",
+        "cloud-controllers.io/adopt=",
         NOT_OURS
     ),
     // Service specs.

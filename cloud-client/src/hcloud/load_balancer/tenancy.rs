@@ -29,8 +29,10 @@ use crate::hcloud::wire::LoadBalancer;
 pub const SHARED_ACROSS_NAMESPACES: &str = "LoadBalancerSharedAcrossNamespaces";
 
 /// The label by which a load balancer's owner lets the Services of one namespace adopt it:
-/// `hcloud load-balancer add-label <name> cloud-controllers/adopt=<namespace>`.
-pub const ADOPT_LABEL: &str = "cloud-controllers/adopt";
+/// `hcloud load-balancer add-label <name> cloud-controllers.io/adopt=<namespace>`.
+pub const ADOPT_LABEL: &str = "cloud-controllers.io/adopt";
+/// [`ADOPT_LABEL`] as it was spelt before the project's keys had one prefix: still honoured.
+pub const LEGACY_ADOPT_LABEL: &str = "cloud-controllers/adopt";
 
 impl Tenancy {
     /// Refuses, before any write, a Service that may not write to `lb`, found as `how`.
@@ -68,7 +70,10 @@ impl Tenancy {
     /// A load balancer that nothing in the cluster made: written only with its owner's consent
     /// or the administrator's adoption by name.
     fn consented(&self, lb: &LoadBalancer, svc: &ServiceRef) -> Result<(), CloudError> {
-        let consent = lb.labels.get(ADOPT_LABEL).map(String::as_str);
+        let consent = [ADOPT_LABEL, LEGACY_ADOPT_LABEL]
+            .iter()
+            .find_map(|label| lb.labels.get(*label))
+            .map(String::as_str);
         if self.adopt_by_name || consent == Some(svc.namespace.as_str()) {
             return Ok(());
         }
@@ -292,7 +297,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("hcloud load-balancer add-label prod-lb cloud-controllers/adopt=tenant"),
+            e.contains("hcloud load-balancer add-label prod-lb cloud-controllers.io/adopt=tenant"),
             "{e}"
         );
         assert!(
@@ -304,6 +309,12 @@ mod tests {
         assert!(
             t.check(&consented, &BY_NAME, &svc("t-1", "tenant"), false)
                 .is_ok()
+        );
+        let consented_before = lb(&[(LEGACY_ADOPT_LABEL, "tenant")]);
+        assert!(
+            t.check(&consented_before, &BY_NAME, &svc("t-1", "tenant"), false)
+                .is_ok(),
+            "the label as spelt before 0.2"
         );
         assert!(
             t.check(&consented, &BY_NAME, &svc("x-1", "other"), false)
