@@ -114,6 +114,12 @@ impl HcloudClients {
         })
     }
 
+    /// The load balancers' client itself, for the stages' unit tests.
+    #[cfg(test)]
+    pub(crate) fn load_balancer_client(&self) -> Arc<HcloudLoadBalancers> {
+        self.load_balancers.clone()
+    }
+
     /// Everything a controller needs, as trait objects. Load balancers are `None` when
     /// `HCLOUD_LOAD_BALANCERS_ENABLED=false`; routes are `None` without a network or when disabled.
     pub fn cloud(&self) -> Cloud {

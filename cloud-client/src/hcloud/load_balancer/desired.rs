@@ -82,3 +82,56 @@ impl HcloudLoadBalancers {
         Ok(robot)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use cloud_sim::Sim;
+
+    use super::super::test_world;
+    use super::*;
+    use crate::capabilities::NODES_OUTSIDE_ZONE;
+
+    #[tokio::test]
+    async fn services_and_targets_within_the_zone_with_the_warnings_before_any_write() {
+        let sim = Sim::start().await;
+        let lbs = test_world::load_balancers(&sim).await;
+        let w = sim.client();
+        let eu = w.create_server("eu-1", "cx22", "fsn1").await.unwrap() as i64;
+        let us = w.create_server("us-1", "cpx11", "ash").await.unwrap() as i64;
+        let node = |name: &str, id: i64| LbNode {
+            name: name.into(),
+            provider_id: Some(format!("hcloud://{id}")),
+            ..Default::default()
+        };
+        let nodes = [node("eu-1", eu), node("us-1", us)];
+        let svc = test_world::service(
+            "u1",
+            &[
+                (annotations::LOCATION, "fsn1"),
+                (annotations::PRIVATE_IPV4, "10.0.0.9"),
+            ],
+        );
+        let spec = LbSpec::parse(&svc, &LbDefaults::default()).unwrap();
+        sim.reset_counters();
+        let mut warnings = Vec::new();
+        let desired = lbs
+            .desired(&svc, &spec, &nodes, None, &mut warnings)
+            .await
+            .unwrap();
+        assert_eq!(desired.services.services.len(), 1);
+        assert_eq!(desired.services.services[0].destination_port, 30080);
+        // A load balancer in fsn1 reaches eu-central's servers only.
+        assert_eq!(desired.targets.servers, [eu]);
+        let reasons: Vec<&str> = warnings.iter().map(|w| w.reason.as_str()).collect();
+        assert!(reasons.contains(&NODES_OUTSIDE_ZONE), "{reasons:?}");
+        // No network: the private IP is ignored, and said so.
+        assert!(reasons.contains(&"PrivateNetworkIgnored"), "{reasons:?}");
+        let writes: u64 = sim
+            .request_counts()
+            .iter()
+            .filter(|(k, _)| !k.starts_with("GET "))
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(writes, 0, "the desired stage writes nothing");
+    }
+}

@@ -40,6 +40,9 @@ pub mod status;
 pub mod tenancy;
 pub mod zones;
 
+#[cfg(test)]
+mod test_world;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
