@@ -278,3 +278,187 @@ async fn the_sdk_reports_cloudstack_errors_as_the_ccm_logs_them() {
     assert_eq!(lines[0]["count"], -1);
     assert_eq!(lines[1]["count"], 0);
 }
+
+/// The item of a list the simulator sends for `id`.
+async fn item(cs: &CloudStackClient, command: &str, key: &str, params: &[(&str, &str)]) -> Value {
+    let list = cs.call(command, params).await.unwrap();
+    assert_eq!(list["count"], 1, "{command}: {list}");
+    list[key][0].clone()
+}
+
+fn str_of(v: &Value, key: &str) -> String {
+    v[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {key} in {v}"))
+        .to_owned()
+}
+
+/// The upstream CCM's load-balancer calls, in its order, through the SDK's async client (it
+/// polls `queryAsyncJobResult` itself): each answer decodes, and reads back as the simulator
+/// lists the object.
+#[tokio::test]
+async fn the_sdk_drives_a_load_balancer_as_the_ccm_does() {
+    // Jobs are done at once, so the SDK's first poll finds them finished (it sleeps a second
+    // before the next).
+    let sim = Sim::start_with(cloud_sim::SimConfig {
+        action_duration: std::time::Duration::ZERO,
+        ..Default::default()
+    })
+    .await;
+    let cs = sim.cloudstack_client();
+    let nets = cs.call("listNetworks", &[]).await.unwrap();
+    let net = str_of(&nets["network"][0], "id");
+    let vms = cs
+        .create_vms(2, "node", &CsVmSpec::default())
+        .await
+        .unwrap();
+    let tier = cs
+        .create_network(serde_json::json!({"name": "tier-1", "kind": "vpc_tier", "acl": "k8s-acl"}))
+        .await
+        .unwrap();
+    let acl = str_of(
+        &item(&cs, "listNetworks", "network", &[("id", &tier)]).await,
+        "aclid",
+    );
+
+    let run = sdk_admin(
+        &sim,
+        &[format!("network:{net}"), format!("associate:{net}")],
+    )
+    .await;
+    assert_parsed_as_sent(
+        &run[0]["result"],
+        &item(&cs, "listNetworks", "network", &[("id", &net)]).await,
+    );
+    assert_eq!(run[0]["count"], 1);
+    let ip = str_of(&run[1]["result"], "id");
+    let sent_ip = item(
+        &cs,
+        "listPublicIpAddresses",
+        "publicipaddress",
+        &[("id", &ip)],
+    )
+    .await;
+    assert_parsed_as_sent(&run[1]["result"], &sent_ip);
+    let address = str_of(&sent_ip, "ipaddress");
+
+    let run = sdk_admin(
+        &sim,
+        &[
+            format!("ip:{ip}"),
+            format!("ip-by-address:{address}"),
+            format!("create-lb:a1b2-tcp-80,{ip},{net},tcp,80,30080"),
+        ],
+    )
+    .await;
+    assert_parsed_as_sent(&run[0]["result"], &sent_ip);
+    assert_eq!(run[1]["count"], 1);
+    let created = &run[2]["result"];
+    let rule = str_of(created, "id");
+    let sent_rule = item(
+        &cs,
+        "listLoadBalancerRules",
+        "loadbalancerrule",
+        &[("id", &rule)],
+    )
+    .await;
+    assert_parsed_as_sent(created, &sent_rule);
+    assert_eq!(
+        (
+            created["publicport"].as_str(),
+            created["privateport"].as_str()
+        ),
+        (Some("80"), Some("30080"))
+    );
+
+    let run = sdk_admin(
+        &sim,
+        &[
+            "list-lb:a1b2".into(),
+            format!("assign:{rule},{}+{}", vms[0], vms[1]),
+            format!("lb-instances:{rule}"),
+            format!("fw-create:{ip},tcp,80"),
+            format!("fw-list:{ip}"),
+            format!("update-lb:{rule},source,tcp-proxy"),
+        ],
+    )
+    .await;
+    assert_eq!(run[0]["count"], 1);
+    assert_eq!(run[1]["result"]["success"], true, "{}", run[1]);
+    assert_eq!(run[2]["count"], 2);
+    let fw = str_of(&run[3]["result"], "id");
+    let sent_fw = item(&cs, "listFirewallRules", "firewallrule", &[("id", &fw)]).await;
+    assert_parsed_as_sent(&run[3]["result"], &sent_fw);
+    assert_eq!(run[4]["count"], 1);
+    assert_parsed_as_sent(&run[4]["result"]["firewallrule"][0], &sent_fw);
+    assert_eq!(
+        (
+            run[5]["result"]["algorithm"].as_str(),
+            run[5]["result"]["protocol"].as_str()
+        ),
+        (Some("source"), Some("tcp-proxy"))
+    );
+
+    let run = sdk_admin(
+        &sim,
+        &[
+            format!("acl-list-by-id:{acl}"),
+            format!("acl-create:{acl},{tier},tcp,80"),
+            format!("acls:{tier}"),
+        ],
+    )
+    .await;
+    assert_eq!(run[0]["result"]["name"], "k8s-acl");
+    let acl_rule = str_of(&run[1]["result"], "id");
+    let sent_acl = item(&cs, "listNetworkACLs", "networkacl", &[("id", &acl_rule)]).await;
+    assert_parsed_as_sent(&run[1]["result"], &sent_acl);
+    assert_eq!(run[2]["count"], 1);
+
+    let run = sdk_admin(
+        &sim,
+        &[
+            format!("acl-delete:{acl_rule}"),
+            format!("remove:{rule},{}", vms[1]),
+            format!("fw-delete:{fw}"),
+            format!("delete-lb:{rule}"),
+            format!("disassociate:{ip}"),
+            "list-lb:a1b2".into(),
+            format!("ip:{ip}"),
+        ],
+    )
+    .await;
+    for line in &run[..5] {
+        assert_eq!(line["result"]["success"], true, "{line}");
+    }
+    assert_eq!(run[5]["count"], 0);
+    // Released: not allocated any more, so not found by id (the SDK's count 0).
+    assert_eq!(run[6]["count"], 0, "{}", run[6]);
+}
+
+/// A failed job as the SDK reports it: an object `jobresult` is an "Undefined error" carrying
+/// CloudStack's error object.
+#[tokio::test]
+async fn the_sdk_reports_a_failed_job() {
+    let sim = Sim::start_with(cloud_sim::SimConfig {
+        action_duration: std::time::Duration::ZERO,
+        ..Default::default()
+    })
+    .await;
+    let cs = sim.cloudstack_client();
+    let net = str_of(
+        &cs.call("listNetworks", &[]).await.unwrap()["network"][0],
+        "id",
+    );
+    sim.cloudstack_fail_jobs(Some("associateIpAddress"), 1, 530);
+    let run = sdk_admin(
+        &sim,
+        &[format!("associate:{net}"), format!("associate:{net}")],
+    )
+    .await;
+    let err = run[0]["error"].as_str().unwrap();
+    assert!(
+        err.starts_with("Undefined error: {\"errorcode\":530,\"errortext\":"),
+        "{err}"
+    );
+    assert!(run[1]["result"]["ipaddress"].is_string(), "{}", run[1]);
+}

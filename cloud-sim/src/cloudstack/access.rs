@@ -38,6 +38,22 @@ impl Caller {
         }
     }
 
+    /// The owner a new resource gets: the project of `projectid`, else the caller's account.
+    pub fn new_owner(&self, world: &World, params: &Params) -> Result<Owner, CsError> {
+        match params.get("projectid") {
+            Some(p) => {
+                let project = world
+                    .project(p)
+                    .ok_or_else(|| params.unknown_id("projectid", p))?;
+                if !self.may_use(world, &Owner::Project(project.id.clone())) {
+                    return Err(self.no_project_access(p));
+                }
+                Ok(Owner::Project(project.id.clone()))
+            }
+            None => Ok(Owner::Account(self.account_id.clone())),
+        }
+    }
+
     fn no_project_access(&self, project: &str) -> CsError {
         CsError::denied(format!(
             "Account {} does not have permission to access project id={project}",

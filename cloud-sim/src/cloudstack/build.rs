@@ -18,11 +18,11 @@ pub struct NetworkSpec {
     pub name: String,
     pub zone: String,
     pub kind: NetworkKind,
-    /// Default: the next free `10.N.0.0/16`.
+    /// Default: the next free `10.N.0.0/16`; in a VPC the next /24 of the VPC's CIDR.
     pub cidr: Option<String>,
     /// `None`: a shared network anyone may use (only for `Shared`).
     pub owner: Option<Owner>,
-    /// A VPC tier's VPC, created (10.0.0.0/8-wide) when none has this name.
+    /// A VPC tier's VPC, created (the next free `172.N.0.0/16`) when none has this name.
     pub vpc: Option<String>,
     /// A VPC tier's ACL list: `default_allow` (default), `default_deny`, or a list of the VPC,
     /// created when none has this name.
@@ -168,10 +168,6 @@ impl World {
             .zone_ref(&spec.zone)
             .map(|z| z.id.clone())
             .ok_or_else(|| format!("no zone {:?}", spec.zone))?;
-        let cidr = match &spec.cidr {
-            Some(c) => Ipv4Net::parse(c).ok_or_else(|| format!("bad cidr {c:?}"))?,
-            None => self.free_cidr()?,
-        };
         if spec.owner.is_none() && spec.kind != NetworkKind::Shared {
             return Err("only a shared network may have no owner".into());
         }
@@ -184,6 +180,10 @@ impl World {
                 (Some(vpc_id.clone()), Some(self.acl_or_new(acl, &vpc_id)))
             }
             _ => (None, None),
+        };
+        let cidr = match &spec.cidr {
+            Some(c) => Ipv4Net::parse(c).ok_or_else(|| format!("bad cidr {c:?}"))?,
+            None => self.free_cidr(vpc_id.as_deref())?,
         };
         let services = match spec.kind {
             NetworkKind::Isolated => ISOLATED_SERVICES,
@@ -221,28 +221,50 @@ impl World {
         Owner::Account(self.primary().id.clone())
     }
 
-    /// The next `10.N.0.0/16` no network or VPC uses.
-    fn free_cidr(&self) -> Result<Ipv4Net, String> {
-        (1..=254u32)
-            .map(|n| Ipv4Net::new_unchecked(0x0A00_0000 | n << 16, 16))
-            .find(|c| {
-                !self.networks.iter().any(|n| n.cidr.overlaps(c))
-                    && !self.vpcs.iter().any(|v| v.cidr.overlaps(c))
-            })
-            .ok_or_else(|| "no free 10.N.0.0/16 left".to_owned())
+    /// The first block of `prefix` bits inside `within` that overlaps none of `taken`.
+    fn free_block(within: Ipv4Net, prefix: u8, taken: &[Ipv4Net]) -> Option<Ipv4Net> {
+        let step = 1u64 << (32 - u32::from(prefix));
+        (0..within.size() / step)
+            .map(|i| Ipv4Net::new_unchecked(within.first() + (i * step) as u32, prefix))
+            .find(|c| !taken.iter().any(|t| t.overlaps(c)))
+    }
+
+    /// A network's default CIDR: a tier takes the next /24 of its VPC; any other network the
+    /// next `10.N.0.0/16`.
+    fn free_cidr(&self, vpc: Option<&str>) -> Result<Ipv4Net, String> {
+        let found = match vpc.and_then(|v| self.vpcs.iter().find(|x| x.id == v)) {
+            Some(vpc) => {
+                let tiers: Vec<Ipv4Net> = self
+                    .networks
+                    .iter()
+                    .filter(|n| n.vpc_id.as_deref() == Some(vpc.id.as_str()))
+                    .map(|n| n.cidr)
+                    .collect();
+                Self::free_block(vpc.cidr, 24, &tiers)
+            }
+            None => {
+                let taken: Vec<Ipv4Net> = self.networks.iter().map(|n| n.cidr).collect();
+                Self::free_block(Ipv4Net::new_unchecked(0x0A00_0000, 8), 16, &taken)
+            }
+        };
+        found.ok_or_else(|| "no free CIDR left".to_owned())
     }
 
     fn vpc_or_new(&mut self, key: &str, zone_id: &str, owner: Owner) -> Result<String, String> {
         if let Some(v) = self.vpcs.iter().find(|v| v.id == key || v.name == key) {
             return Ok(v.id.clone());
         }
+        // VPCs take 172.16.0.0/16, 172.17.0.0/16, ...: apart from other networks' 10.N/16.
+        let taken: Vec<Ipv4Net> = self.vpcs.iter().map(|v| v.cidr).collect();
+        let vpc_cidr = Self::free_block(Ipv4Net::new_unchecked(0xAC10_0000, 12), 16, &taken)
+            .ok_or("no free VPC CIDR left")?;
         let (id, seq) = self.new_id();
         self.vpcs.push(Vpc {
             id: id.clone(),
             seq,
             name: key.into(),
             zone_id: zone_id.into(),
-            cidr: Ipv4Net::new_unchecked(0x0A00_0000, 8),
+            cidr: vpc_cidr,
             owner: owner.clone(),
         });
         // A VPC's router takes the source NAT address, associated with the VPC, not a tier.

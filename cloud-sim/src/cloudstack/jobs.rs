@@ -3,13 +3,53 @@
 //! 0 (pending), 1 (done, `jobresult` the object or `{"success": true}`) or 2 (failed,
 //! `jobresult` `{"errorcode", "errortext"}`).
 //!
-//! World building makes jobs of any fate directly (`/_sim/cloudstack/jobs`).
+//! Fault rules decide a job's fate when its command arrives: an `action_error` rule makes it
+//! fail (its `code` is the error code, 530 unless numeric), an `action_duration` rule makes it
+//! take that long, `u64::MAX` milliseconds meaning never. World building makes jobs of any fate
+//! directly (`/_sim/cloudstack/jobs`).
 
 use serde_json::{Map, Value, json};
 
 use super::access::Caller;
 use super::model::{Job, JobOutcome, World};
 use super::render::cs_date;
+use crate::faults::Decision;
+
+/// The fate fault rules gave the job a request starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobPlan {
+    /// Fail with this error code and text instead of doing anything.
+    pub fail: Option<(u16, String)>,
+    /// How long the job runs; `Some(u64::MAX)` never finishes. `None`: the configured duration.
+    pub duration_ms: Option<u64>,
+}
+
+/// Milliseconds that stand for "never" in an `action_duration` rule.
+pub const NEVER_MS: u64 = u64::MAX;
+
+impl JobPlan {
+    pub fn from_decision(d: &Decision) -> JobPlan {
+        JobPlan {
+            fail: d.action_error.as_ref().map(|f| {
+                let code = f.code.parse::<u16>().unwrap_or(530);
+                let text = if f.message.starts_with("injected action failure") {
+                    format!("Failed to run the job (injected fault {code})")
+                } else {
+                    f.message.clone()
+                };
+                (code, text)
+            }),
+            duration_ms: d
+                .action_duration
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(NEVER_MS)),
+        }
+    }
+
+    /// Whether the job stays pending for good.
+    pub fn stalls(&self) -> bool {
+        self.duration_ms == Some(NEVER_MS)
+    }
+}
 
 /// The Java command class a job's `cmd` names.
 fn command_class(command: &str) -> String {

@@ -7,11 +7,13 @@
 //! - model: `model` (the world as plain data, part of the `--state` file), `world` (fixtures,
 //!   ids, lookups, VM transitions), `build` (what creates and changes things, shared by world
 //!   building and the API), `access` (who the caller is and what a list shows them), `jobs`
-//!   (async jobs and their answers), `render` (each object's JSON).
+//!   (async jobs and their answers), `render` and `render_rules` (each object's JSON).
 //! - HTTP: `pipeline` (`/client/api`: authentication, throttling, faults, counters, dispatch),
 //!   `params` (parameters, paging, list answers), `signature` and `crypto` (the request
 //!   signature), `error` (CloudStack's error answer), `commands::*` (one module per area),
-//!   `control` (`/_sim/cloudstack`, world building), `client` (the test-side client).
+//!   `control` (`/_sim/cloudstack`, world building), `sim` (`Sim`'s CloudStack accessors).
+//! - [`client::CloudStackClient`]: the test-side client, signing as cloudstack-go does
+//!   (`client`) and building worlds (`client_world`).
 
 mod access;
 mod build;
@@ -26,6 +28,7 @@ mod model;
 mod params;
 mod pipeline;
 mod render;
+mod render_rules;
 mod signature;
 mod sim;
 mod world;

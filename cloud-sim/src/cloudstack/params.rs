@@ -75,6 +75,11 @@ impl Params {
             .transpose()
     }
 
+    pub fn required_int(&self, name: &str) -> Result<i64, CsError> {
+        self.required(name)?;
+        self.int(name).map(|v| v.unwrap_or_default())
+    }
+
     /// A comma-separated list (`virtualmachineids`, `cidrlist`), items trimmed.
     pub fn list(&self, name: &str) -> Vec<String> {
         self.get(name)

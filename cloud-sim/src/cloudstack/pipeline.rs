@@ -11,6 +11,7 @@
 //! Every request is counted and logged as `CLOUDSTACK <command>` (see `Sim::cloudstack_calls`),
 //! whatever its outcome.
 
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::Json;
@@ -22,6 +23,7 @@ use serde_json::{Value, json};
 use super::access::Caller;
 use super::commands::{self, Command, Ctx};
 use super::error::{CsError, code, cs_code};
+use super::jobs::JobPlan;
 use super::model::World;
 use super::params::Params;
 use super::signature;
@@ -116,7 +118,13 @@ async fn respond(app: &AppInner, params: &Params, unfaulted: bool) -> Response {
         )
         .into_response_named(&name);
     }
-    let result = run(app, command, caller, params);
+    let result = run(
+        app,
+        command,
+        caller,
+        params,
+        JobPlan::from_decision(&decision),
+    );
     match result {
         Ok(mut inner) => {
             shape(&mut inner, &decision);
@@ -131,7 +139,9 @@ fn run(
     command: &Command,
     caller: Caller,
     params: &Params,
+    plan: JobPlan,
 ) -> Result<Value, CsError> {
+    let job_ms = app.action_ms.load(Ordering::Relaxed);
     let mut st = app.write();
     let now = now_ms();
     st.cloudstack.settle(now);
@@ -140,6 +150,8 @@ fn run(
         caller,
         params,
         now,
+        job_ms,
+        plan,
     };
     (command.run)(&mut ctx)
 }

@@ -34,7 +34,7 @@ pub fn stable_id(world: &World, name: &str) -> String {
     )
 }
 
-fn object(v: Value) -> Map<String, Value> {
+pub(super) fn object(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
         _ => Map::new(),
@@ -50,7 +50,7 @@ fn netmask(prefix: u8) -> String {
     Ipv4Addr::from(mask).to_string()
 }
 
-fn zone_name(world: &World, id: &str) -> String {
+pub(super) fn zone_name(world: &World, id: &str) -> String {
     world.zone(id).map(|z| z.name.clone()).unwrap_or_default()
 }
 

@@ -3,8 +3,10 @@
 use std::time::Duration;
 
 use super::client::CloudStackClient;
+use super::jobs::NEVER_MS;
 use super::model::Throttling;
 use super::pipeline::METHOD;
+use crate::faults::{FaultKind, FaultRule};
 use crate::server::Sim;
 
 impl Sim {
@@ -53,6 +55,26 @@ impl Sim {
         let endpoint = rule_endpoint(command);
         let cs = super::error::CsError::usual_cs_code(errorcode).to_string();
         self.faults().fail_next(Some(&endpoint), n, errorcode, &cs)
+    }
+
+    /// The jobs the next `n` requests for `command` (every command: `None`) start fail:
+    /// `jobstatus` 2 with `errorcode` (530 is CloudStack's usual). The request itself succeeds,
+    /// and the job's effect is not made. The rule's id.
+    pub fn cloudstack_fail_jobs(&self, command: Option<&str>, n: u32, errorcode: u16) -> u64 {
+        self.faults()
+            .fail_actions(Some(&rule_endpoint(command)), n, &errorcode.to_string())
+    }
+
+    /// The jobs the next `n` requests for `command` start never finish: `jobstatus` 0 for good,
+    /// and no effect. The rule's id.
+    pub fn cloudstack_stall_jobs(&self, command: Option<&str>, n: u32) -> u64 {
+        self.faults().add(FaultRule {
+            endpoint: Some(rule_endpoint(command)),
+            count: Some(n),
+            probability: 1.0,
+            every: None,
+            kind: FaultKind::ActionDuration { ms: NEVER_MS },
+        })
     }
 
     /// Every request answers 503 from the proxy in front of the management server (no

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use super::model::{
-    Account, AclList, Network, Offering, Owner, Project, PublicIp, Role, Settings, Vm, World, Zone,
+    Account, AclList, LbRule, Network, Offering, Owner, Project, PublicIp, Role, Settings, Vm,
+    World, Zone,
 };
 use crate::clock::now_ms;
 
@@ -180,6 +181,14 @@ impl World {
 
     pub fn ip_mut(&mut self, id: &str) -> Option<&mut PublicIp> {
         self.public_ips.iter_mut().find(|i| i.id == id)
+    }
+
+    pub fn lb_rule(&self, id: &str) -> Option<&LbRule> {
+        self.lb_rules.iter().find(|r| r.id == id)
+    }
+
+    pub fn lb_rule_mut(&mut self, id: &str) -> Option<&mut LbRule> {
+        self.lb_rules.iter_mut().find(|r| r.id == id)
     }
 
     /// The owner's `account`/`domain`/`project` fields as every response shows them: a project's

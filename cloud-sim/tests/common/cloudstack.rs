@@ -1,6 +1,6 @@
 //! Helpers of the CloudStack tests.
 
-use cloud_sim::CsResponse;
+use cloud_sim::{CloudStackClient, CsResponse, CsVmSpec};
 use serde_json::{Value, json};
 
 /// The error answer of `command` as CloudStack serializes it, with the status it came with.
@@ -34,4 +34,59 @@ pub fn names(list: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The id of the network named `name`.
+pub async fn network_id(cs: &CloudStackClient, name: &str) -> String {
+    let nets = cs
+        .call("listNetworks", &[("listall", "true")])
+        .await
+        .unwrap();
+    nets["network"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("no network {name}: {nets}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Associates an address with `network` and waits for it: the address object.
+pub async fn associate(cs: &CloudStackClient, params: &[(&str, &str)]) -> Value {
+    cs.call_async("associateIpAddress", params).await.unwrap()["ipaddress"].clone()
+}
+
+/// The upstream CCM's rule for a Service port, on an address of the default network.
+pub async fn lb_world(cs: &CloudStackClient) -> (String, String, Vec<String>) {
+    let net = network_id(cs, "default-zone-1").await;
+    let ip = associate(cs, &[("networkid", &net)]).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let vms = cs
+        .create_vms(3, "node", &CsVmSpec::default())
+        .await
+        .unwrap();
+    (net, ip, vms)
+}
+
+pub fn rule_params<'a>(
+    name: &'a str,
+    ip: &'a str,
+    net: &'a str,
+    protocol: &'a str,
+) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("name", name),
+        ("algorithm", "roundrobin"),
+        ("publicipid", ip),
+        ("networkid", net),
+        ("publicport", "80"),
+        ("privateport", "30080"),
+        ("protocol", protocol),
+        ("openfirewall", "false"),
+        ("cidrlist", "0.0.0.0/0"),
+    ]
 }
