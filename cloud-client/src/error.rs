@@ -57,10 +57,11 @@ pub enum CloudError {
         message: String,
     },
 
-    /// An asynchronous cloud action finished with status `error`.
+    /// An asynchronous cloud action (a Hetzner action, a CloudStack async job) finished with an
+    /// error. `id` is the cloud's id of it, as the cloud writes it (a number, a UUID).
     #[error("action {id} ({command}) failed: {code}: {message}")]
     ActionFailed {
-        id: i64,
+        id: String,
         command: String,
         code: String,
         message: String,

@@ -13,7 +13,8 @@
 //!   settings; [`providers`] lists the built-in ones.
 //! - [`values`], [`label_selector`]: the value parsers and the label-selector grammar settings and
 //!   annotations share.
-//! - `http`: the HTTP client builder every API client uses.
+//! - `http`: the HTTP client builder every API client uses; [`retry`]: the retry policy and
+//!   backoff every transport shares.
 //!
 //! The providers above it, siblings that never import each other except where said:
 //! - [`hcloud`]: the Hetzner Cloud implementation (HCCM-compatible). Its instances and load
@@ -44,6 +45,7 @@ pub(crate) mod http;
 pub mod label_selector;
 pub mod providers;
 pub mod registry;
+pub mod retry;
 pub mod robot;
 pub mod scrub;
 pub mod secret;

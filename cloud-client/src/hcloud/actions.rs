@@ -433,7 +433,7 @@ fn outcome(a: &Action, transport: &Transport) -> Result<(), CloudError> {
             })
             .unwrap_or_default();
         Err(CloudError::ActionFailed {
-            id: a.id,
+            id: a.id.to_string(),
             command: a.command.clone(),
             code,
             message,
@@ -452,7 +452,7 @@ fn clone_result(r: &Result<(), CloudError>) -> Result<(), CloudError> {
             code,
             message,
         }) => Err(CloudError::ActionFailed {
-            id: *id,
+            id: id.clone(),
             command: command.clone(),
             code: code.clone(),
             message: message.clone(),

@@ -14,8 +14,9 @@ use crate::credentials::{Credentials, TokenFile};
 use crate::error::{ApiError, CloudError};
 use crate::hcloud::config::{ClientConfig, RetryPolicy, Token};
 use crate::hcloud::rate_limit::{RateLimiter, parse_headers};
-use crate::hcloud::retry::{backoff, should_retry};
+use crate::hcloud::retry::should_retry;
 use crate::hcloud::wire::ErrorBody;
+use crate::retry::backoff;
 use crate::shadow::{Api as WriteApi, PlannedWrites};
 use crate::stats::ClientStats;
 

@@ -16,6 +16,9 @@ use crate::error::CloudError;
 use crate::robot::RobotConfig;
 use crate::values::{SettingsReader, url_problem};
 
+/// The client-side retry policy, shared by every provider's transport.
+pub use crate::retry::RetryPolicy;
+
 pub use address_family::AddressFamily;
 pub use load_balancers::{
     LbDefaults, LoadBalancersConfig, SHARE_ACROSS_NAMESPACES_EXPECTED, ShareAcrossNamespaces,
@@ -113,25 +116,6 @@ pub struct NetworkConfig {
 pub struct RoutesConfig {
     /// Only meaningful with a network (default true).
     pub enabled: bool,
-}
-
-/// Client-side retry policy for retryable errors (jittered exponential backoff).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Total attempts including the first (1 = no retry).
-    pub max_attempts: u32,
-    pub base: Duration,
-    pub cap: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_attempts: 5,
-            base: Duration::from_millis(500),
-            cap: Duration::from_secs(30),
-        }
-    }
 }
 
 /// How actions are polled: first after `initial`, then ×`factor` up to `max`, giving up after `timeout`.
