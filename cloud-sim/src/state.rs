@@ -28,7 +28,7 @@ pub struct State {
     /// The CloudStack cloud (`/client/api`), fixtures included. Missing in state files written
     /// before CloudStack support: a fresh one then.
     #[serde(default)]
-    pub cloudstack: crate::cloudstack::World,
+    pub cloudstack: crate::cloudstack::model::World,
     /// Ids of actions still running; the only ones `advance` has to look at.
     #[serde(skip)]
     pub running: BTreeSet<u64>,

@@ -24,7 +24,7 @@ mod control;
 mod crypto;
 mod error;
 mod jobs;
-mod model;
+pub(crate) mod model;
 mod params;
 mod pipeline;
 mod render;
@@ -38,7 +38,6 @@ use axum::routing::any;
 
 use crate::app::App;
 
-pub use model::World;
 
 /// Where the API lives below the simulator's root (CloudStack's own path).
 pub const PATH: &str = "/client/api";
