@@ -12,7 +12,23 @@ pub(crate) fn client(
     user_agent: &str,
     timeout: Duration,
 ) -> Result<reqwest::Client, CloudError> {
+    client_with(endpoint, user_agent, timeout, false)
+}
+
+/// [`client`], accepting any certificate of any host when `insecure_tls` (an operator's explicit
+/// choice, e.g. CloudStack's `ssl-no-verify`, as Go's `InsecureSkipVerify`).
+pub(crate) fn client_with(
+    endpoint: &str,
+    user_agent: &str,
+    timeout: Duration,
+    insecure_tls: bool,
+) -> Result<reqwest::Client, CloudError> {
     let mut builder = reqwest::Client::builder();
+    if insecure_tls {
+        builder = builder
+            .tls_danger_accept_invalid_certs(true)
+            .tls_danger_accept_invalid_hostnames(true);
+    }
     if ["http://127.0.0.1", "http://localhost", "http://[::1]"]
         .iter()
         .any(|p| endpoint.starts_with(p))

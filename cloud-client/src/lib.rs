@@ -21,6 +21,7 @@
 //!   balancers use [`robot`] on purpose: dedicated servers join a cluster as Cloud instances do, and
 //!   become load-balancer IP targets.
 //! - [`robot`]: Hetzner's dedicated servers (the Robot webservice).
+//! - [`cloudstack`]: Apache CloudStack (upstream's `external-cloudstack`), node side.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), cloud_client::CloudError> {
@@ -38,6 +39,7 @@
 //! `status` and `correlation_id`.
 
 pub mod capabilities;
+pub mod cloudstack;
 pub mod credentials;
 pub mod error;
 pub mod hcloud;

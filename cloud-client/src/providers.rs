@@ -7,5 +7,8 @@ use crate::registry::Registry;
 
 /// Every built-in provider; the first (`hcloud`) is the default `--cloud-provider`.
 pub fn builtin() -> Registry {
-    Registry::new(vec![Arc::new(crate::hcloud::HcloudProvider)])
+    Registry::new(vec![
+        Arc::new(crate::hcloud::HcloudProvider),
+        Arc::new(crate::cloudstack::CloudStackProvider),
+    ])
 }

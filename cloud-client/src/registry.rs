@@ -255,7 +255,16 @@ mod tests {
         assert_eq!(r.select(None).unwrap().name(), "hcloud");
         assert_eq!(r.select(Some("hcloud")).unwrap().name(), "hcloud");
         assert_eq!(
+            r.select(Some("external-cloudstack")).unwrap().name(),
+            "external-cloudstack"
+        );
+        assert_eq!(
             r.select(Some("aws")).err().unwrap(),
+            "--cloud-provider=\"aws\": not a known provider (hcloud, external-cloudstack)"
+        );
+        let one = Registry::new(vec![r.default_provider().clone()]);
+        assert_eq!(
+            one.select(Some("aws")).err().unwrap(),
             "--cloud-provider=\"aws\": only \"hcloud\" is supported"
         );
     }

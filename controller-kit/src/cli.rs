@@ -7,6 +7,7 @@
 //! table is accepted without effect, and the ones actually given are named in one startup Warning
 //! that says why each has none here ([`warn_ignored`]).
 
+use std::borrow::Cow;
 use std::sync::Mutex;
 
 use clap::parser::ValueSource;
@@ -28,6 +29,10 @@ pub enum Why {
     ReadBy(&'static str),
     /// Nothing here reads it, for this reason.
     NoEffect(&'static str),
+    /// A setting of another provider than `--cloud-provider` selects (this provider, by name):
+    /// every binary takes every built-in provider's settings, and only the selected one reads
+    /// its own.
+    SettingOf(&'static str),
 }
 
 impl std::fmt::Display for Why {
@@ -35,9 +40,16 @@ impl std::fmt::Display for Why {
         match self {
             Why::ReadBy(controller) => write!(f, "read by {controller}, not by this controller"),
             Why::NoEffect(reason) => f.write_str(reason),
+            Why::SettingOf(provider) => write!(
+                f,
+                "a setting of --cloud-provider={provider}, not of the provider this process runs"
+            ),
         }
     }
 }
+
+/// A flag given without effect (its name, without `--`), and why.
+pub type Ignored = (Cow<'static, str>, Why);
 
 const NO_HTTPS: Why = Why::NoEffect(
     "no HTTPS endpoint is served: /healthz, /readyz and /metrics are plain HTTP on --admin-address",
@@ -195,7 +207,7 @@ const HEADING: &str = "Upstream flags accepted without effect in this controller
 
 /// The upstream flags given on this process's command line without effect here, recorded by
 /// [`parse`] for [`warn_ignored`], which runs once logging is set up (parsing comes first).
-static IGNORED: Mutex<Vec<(&'static str, Why)>> = Mutex::new(Vec::new());
+static IGNORED: Mutex<Vec<Ignored>> = Mutex::new(Vec::new());
 
 /// Parses the process's arguments into `C`, exiting as clap does on an error or `--help`.
 pub fn parse<C: Parser>() -> C {
@@ -209,7 +221,7 @@ pub fn parse<C: Parser>() -> C {
 
 /// [`parse`] over `args` (the first is the program name), returning the upstream flags given
 /// that have no effect in `C`.
-pub fn parse_from<C: Parser, I, T>(args: I) -> (C, Vec<(&'static str, Why)>)
+pub fn parse_from<C: Parser, I, T>(args: I) -> (C, Vec<Ignored>)
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
@@ -219,6 +231,7 @@ where
     let ignored = added
         .into_iter()
         .filter(|(name, _)| matches.value_source(name) == Some(ValueSource::CommandLine))
+        .map(|(name, why)| (Cow::Borrowed(name), why))
         .collect();
     let parsed = C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     (parsed, ignored)
@@ -226,7 +239,7 @@ where
 
 /// Logs, once, the upstream flags [`parse`] accepted without effect, and `more` (those the
 /// validation found), each with the reason.
-pub fn warn_ignored(more: &[(&'static str, Why)]) {
+pub fn warn_ignored(more: &[Ignored]) {
     let mut ignored = std::mem::take(&mut *IGNORED.lock().unwrap_or_else(|e| e.into_inner()));
     ignored.extend_from_slice(more);
     if ignored.is_empty() {
@@ -301,7 +314,7 @@ mod tests {
             "--tls-sni-cert-key=b.crt,b.key",
         ]);
         assert_eq!(r.cluster_cidr.as_deref(), Some("10.244.0.0/16"));
-        let names: Vec<_> = ignored.iter().map(|(n, _)| *n).collect();
+        let names: Vec<_> = ignored.iter().map(|(n, _)| n.as_ref()).collect();
         assert_eq!(
             names,
             [
@@ -314,7 +327,7 @@ mod tests {
         );
         let why = ignored
             .iter()
-            .find(|(n, _)| *n == "node-monitor-period")
+            .find(|(n, _)| n == "node-monitor-period")
             .unwrap()
             .1;
         assert_eq!(

@@ -3,14 +3,17 @@
 //! of every binary, declared by the provider itself. The kit reads none of them: it hands them
 //! to the selected provider, which checks them all and reports every problem.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use cloud_client::registry::{Provider, ProviderConfig, Registry, SettingValues, Uses};
+use cloud_client::registry::{Provider, ProviderConfig, Registry, Setting, SettingValues, Uses};
 use cloud_client::{Capability, Secret};
 
 use super::problems::Problems;
+use crate::cli::{Ignored, Why};
 
 /// `--cloud-provider` and the providers' settings.
 #[derive(Args, Debug, Clone, Default)]
@@ -48,6 +51,26 @@ impl CloudArgs {
             .unwrap_or("<provider>://")
     }
 
+    /// The settings given on the command line that `provider` does not read: other providers'
+    /// (`--cloud-config` is CloudStack's, and runs under `--cloud-provider=hcloud` to no
+    /// effect), each named in the startup Warning with the provider it belongs to.
+    pub fn unread_settings(&self, registry: &Registry, provider: &dyn Provider) -> Vec<Ignored> {
+        let own = |env: &str| provider.settings().iter().any(|s| s.env == env);
+        self.settings
+            .given_as_flags
+            .iter()
+            .filter(|setting| !own(setting.env))
+            .filter_map(|setting| {
+                let owner = registry
+                    .names()
+                    .into_iter()
+                    .filter_map(|name| registry.get(name))
+                    .find(|p| p.settings().iter().any(|s| s.env == setting.env))?;
+                Some((Cow::Owned(setting.flag()), Why::SettingOf(owner.name())))
+            })
+            .collect()
+    }
+
     /// The selected provider's checked settings; their problems go to `p`.
     pub(super) fn configure(
         &self,
@@ -70,6 +93,9 @@ impl CloudArgs {
 #[derive(Debug, Clone, Default)]
 pub struct ProviderSettings {
     pub values: SettingValues,
+    /// The settings given as flags (not from their variables): whichever provider runs, the
+    /// others' are named as given without effect.
+    pub given_as_flags: Vec<&'static Setting>,
 }
 
 impl Args for ProviderSettings {
@@ -98,14 +124,21 @@ impl Args for ProviderSettings {
 impl FromArgMatches for ProviderSettings {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
         let mut values = SettingValues::from_env();
+        let mut given_as_flags = Vec::new();
         for setting in cloud_client::providers::builtin().settings() {
+            if matches.value_source(setting.env) == Some(ValueSource::CommandLine) {
+                given_as_flags.push(setting);
+            }
             if setting.secret {
                 values.give_secret(setting.env, matches.get_one::<Secret>(setting.env).cloned());
             } else {
                 values.give(setting.env, matches.get_one::<String>(setting.env).cloned());
             }
         }
-        Ok(Self { values })
+        Ok(Self {
+            values,
+            given_as_flags,
+        })
     }
 
     fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {

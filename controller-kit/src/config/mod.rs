@@ -35,7 +35,7 @@ pub use problems::{ConfigError, Problems};
 pub use serving::{MetricsServing, ServingArgs};
 pub use upstream::{UpstreamArgs, controller_enabled};
 
-use crate::cli::Why;
+use crate::cli::Ignored;
 use crate::info::ControllerInfo;
 
 /// Flags and environment variables every controller binary accepts.
@@ -114,7 +114,7 @@ pub struct Config {
     /// Shadow mode (`--dry-run`): where the writes not made are planned; `None` acts.
     pub planned_writes: Option<Arc<PlannedWrites>>,
     /// Flags given that this controller does not read, each with why (logged once at start).
-    pub ignored_flags: Vec<(&'static str, Why)>,
+    pub ignored_flags: Vec<Ignored>,
     /// `--api-budget-floor`: percent of the API budget below which periodic work waits.
     pub api_budget_floor: u8,
 }
@@ -158,6 +158,7 @@ impl CommonArgs {
             p.push(problem);
             registry.default_provider().clone()
         });
+        ignored_flags.extend(self.cloud.unread_settings(registry, provider.as_ref()));
         let metrics = serving::metrics_serving(provider.as_ref(), &self.cloud.settings.values, p);
         let log_filter = self.logging.filter(p);
         let kube_api_rate = self.kube_api.rate(p);
@@ -311,6 +312,44 @@ mod tests {
             assert!(text.contains(needle), "{needle} missing in {text}");
         }
         assert_eq!(err.problems.len(), 7, "{text}");
+    }
+
+    #[test]
+    fn another_providers_setting_given_as_a_flag_is_named_as_without_effect() {
+        let unread = |args: &[&str]| -> Vec<(String, String)> {
+            let mut args = parse(args);
+            args.cloud
+                .settings
+                .values
+                .give_secret("HCLOUD_TOKEN", Some(Secret::new("t0ken")));
+            args.validate(&INFO, false)
+                .unwrap()
+                .ignored_flags
+                .into_iter()
+                .map(|(name, why)| (name.into_owned(), why.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            unread(&["--cloud-config=/config/cloud-config"]),
+            [(
+                "cloud-config".to_string(),
+                "a setting of --cloud-provider=external-cloudstack, not of the provider this \
+                 process runs"
+                    .to_string()
+            )]
+        );
+        assert_eq!(
+            unread(&["--cloud-provider=external-cloudstack", "--cloud-config=/x"]),
+            []
+        );
+        assert_eq!(
+            unread(&[
+                "--cloud-provider=external-cloudstack",
+                "--hcloud-network=k8s"
+            ])[0]
+                .0,
+            "hcloud-network"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use clap::Args;
 
 use super::problems::Problems;
-use crate::cli::Why;
+use crate::cli::{Ignored, Why};
 use crate::info::ControllerInfo;
 
 /// The upstream flags every binary reads.
@@ -40,7 +40,7 @@ impl UpstreamArgs {
     pub fn concurrent_node_syncs(
         &self,
         info: &ControllerInfo,
-        ignored: &mut Vec<(&'static str, Why)>,
+        ignored: &mut Vec<Ignored>,
         p: &mut Problems,
     ) -> u16 {
         match (&self.concurrent_node_syncs, info.node_syncs_default) {
@@ -49,7 +49,7 @@ impl UpstreamArgs {
             (given, None) => {
                 if given.is_some() {
                     ignored.push((
-                        "concurrent-node-syncs",
+                        "concurrent-node-syncs".into(),
                         Why::ReadBy("node-controller and lifecycle-controller"),
                     ));
                 }

@@ -215,7 +215,10 @@ pub const COMMON: &[ConfigCase] = &[
         name: "cloud provider",
         args: &["--cloud-provider=aws"],
         env: &[],
-        expect: &["--cloud-provider=\"aws\"", "only \"hcloud\" is supported"],
+        expect: &[
+            "--cloud-provider=\"aws\"",
+            "not a known provider (hcloud, external-cloudstack)",
+        ],
     },
     ConfigCase {
         name: "log format (clap)",

@@ -891,7 +891,9 @@ mod tests {
         let _ = unknown.validate_with(&registry, &INFO, false, &mut problems);
         let text = problems.finish(()).unwrap_err().to_string();
         assert!(
-            text.contains("--cloud-provider=\"aws\": not a known provider (hcloud, memory)"),
+            text.contains(
+                "--cloud-provider=\"aws\": not a known provider (hcloud, external-cloudstack, memory)"
+            ),
             "{text}"
         );
     }
