@@ -63,6 +63,41 @@ fn every_bad_configuration_exits_2_naming_flag_value_and_accepted_forms() {
     assert_all(BIN, CASES);
 }
 
+/// CloudStack offers no routes: with a valid cloud-config, the process stops before anything
+/// runs, with one line that says so and what to do.
+#[test]
+fn with_cloudstack_it_stops_at_once_with_one_line() {
+    let dir = std::env::temp_dir().join(test_support::e2e::unique("cs-routes"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("cloud-config");
+    std::fs::write(
+        &config,
+        "[Global]\napi-url = http://127.0.0.1:9/client/api\napi-key = k\nsecret-key = s\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .args([
+            "--cloud-provider=external-cloudstack",
+            &format!("--cloud-config={}", config.display()),
+            "--cluster-cidr=10.244.0.0/16",
+            "--kubeconfig=/nonexistent",
+        ])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let problems: Vec<&str> = stderr.lines().filter(|l| l.starts_with("  - ")).collect();
+    assert_eq!(problems.len(), 1, "{stderr}");
+    assert!(
+        problems[0].contains("external-cloudstack: CloudStack offers no routes")
+            && problems[0].ends_with("(or pass --configure-cloud-routes=false)"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn every_hccm_flag_is_accepted_and_the_unread_ones_are_named_in_one_warning() {
     test_support::catalogues::hccm_flags::assert_every_flag_accepted(

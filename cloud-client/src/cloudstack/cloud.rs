@@ -17,8 +17,8 @@ use crate::shadow::PlannedWrites;
 use crate::stats::ClientStats;
 
 /// Why route-controller has nothing to do with this provider.
-pub const NO_ROUTES: &str = "CloudStack offers no routes to the controllers: its networks route \
-     pod traffic themselves, as with upstream's CCM";
+pub const NO_ROUTES: &str =
+    "CloudStack offers no routes (nor does upstream's CCM: the pod network is the CNI's)";
 
 /// Why service-controller has nothing to do yet.
 pub const NO_LOAD_BALANCERS: &str =

@@ -65,8 +65,8 @@ impl Provider for CloudStackProvider {
             // Upstream's CCM does not start its route controller for this cloud; a
             // route-controller started anyway stops at once and says why.
             Capability::Routes => vec![format!(
-                "--cloud-provider={PROVIDER_NAME} has no routes: {NO_ROUTES}; do not run \
-                 route-controller (or pass --configure-cloud-routes=false)"
+                "--cloud-provider={PROVIDER_NAME}: {NO_ROUTES}; do not run route-controller \
+                 (or pass --configure-cloud-routes=false)"
             )],
             _ => Vec::new(),
         }

@@ -221,6 +221,33 @@ pub const COMMON: &[ConfigCase] = &[
         ],
     },
     ConfigCase {
+        name: "cloudstack without its cloud-config",
+        args: &["--cloud-provider=external-cloudstack"],
+        env: &[],
+        expect: &[
+            "--cloud-config (or CLOUD_CONFIG) is required with --cloud-provider=external-cloudstack",
+            "--cloud-config=/config/cloud-config",
+        ],
+    },
+    ConfigCase {
+        name: "cloudstack cloud-config with unknown keys and no api-url",
+        args: &[
+            "--cloud-provider=external-cloudstack",
+            concat!(
+                "--cloud-config=",
+                env!("CARGO_MANIFEST_DIR"),
+                "/data/cloudstack/bad-cloud-config.ini"
+            ),
+        ],
+        env: &[],
+        expect: &[
+            "bad-cloud-config.ini line 5 (\"secret_key = <value not shown>\"): unknown key \"secret_key\"",
+            "line 6 (\"foo = <value not shown>\"): unknown key \"foo\" in [Global]",
+            "[Global] (line 3) has no api-url",
+            "has no secret-key",
+        ],
+    },
+    ConfigCase {
         name: "log format (clap)",
         args: &["--log-format=xml"],
         env: &[],
