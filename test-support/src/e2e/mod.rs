@@ -1,8 +1,9 @@
 //! The end-to-end harness: what a test needs that runs against the testenv control plane and a
 //! cloud-sim. Here the Nodes as kubelet creates them, the chart's RBAC applied and bound, polling
 //! with a deadline ([`T`], [`eventually`]); [`test_run`] puts one test's pieces together, [`run`]
-//! starts a controller in-process and [`process`] as a built binary, [`sim`] builds the cloud side,
-//! [`hccm_switch`] checks what an operator switching from HCCM keeps.
+//! starts a controller in-process and [`process`] as a built binary, [`sim`] builds the cloud side
+//! ([`cloudstack`] CloudStack's), [`hccm_switch`] checks what an operator switching from HCCM
+//! keeps.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -15,6 +16,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 
+pub mod cloudstack;
 pub mod hccm_switch;
 pub mod process;
 pub mod run;
