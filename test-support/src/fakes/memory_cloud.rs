@@ -854,7 +854,10 @@ mod tests {
         memory.add_server(Server::new("node-a"));
         let mut registry = cloud_client::providers::builtin();
         registry.register(Arc::new(MemoryProvider(memory.clone())));
-        assert_eq!(registry.names(), ["hcloud", "external-cloudstack", "memory"]);
+        assert_eq!(
+            registry.names(),
+            ["hcloud", "external-cloudstack", "memory"]
+        );
 
         let args = CommonArgs {
             cloud: CloudArgs {
