@@ -38,7 +38,6 @@ use axum::routing::any;
 
 use crate::app::App;
 
-
 /// Where the API lives below the simulator's root (CloudStack's own path).
 pub const PATH: &str = "/client/api";
 
