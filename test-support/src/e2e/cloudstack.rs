@@ -73,3 +73,76 @@ pub async fn set_state(sim: &Sim, vm: &TestVm, state: &str) {
         .await
         .expect("set VM state");
 }
+
+/// Writes upstream's cloud-config (`[Global]`, `api-url`, `api-key`, `secret-key`) for `sim`'s
+/// primary account to `path`: the file both upstream's CCM and ours read.
+pub fn write_cloud_config(sim: &Sim, path: &std::path::Path) {
+    let text = format!(
+        "[Global]\napi-url = {}\napi-key = {}\nsecret-key = {}\n",
+        sim.cloudstack_endpoint(),
+        sim.cloudstack_api_key(),
+        sim.cloudstack_secret_key()
+    );
+    std::fs::write(path, text).expect("write the cloud-config");
+}
+
+/// Upstream's CCM (apache/cloudstack-kubernetes-provider, built by `testenv::cloudstack_ccm()`)
+/// running as a process against a test control plane: `cloud-node` and `cloud-node-lifecycle`,
+/// no leader election, no serving, no routes. Killed when dropped.
+#[derive(Debug)]
+pub struct UpstreamCcm {
+    child: tokio::process::Child,
+    /// Its output (klog), for a failing test's message.
+    pub log: std::path::PathBuf,
+}
+
+impl UpstreamCcm {
+    /// Starts it with `cloud_config` against the apiserver of `kubeconfig`, its output in `log`.
+    pub fn start(
+        kubeconfig: &std::path::Path,
+        cloud_config: &std::path::Path,
+        log: &std::path::Path,
+    ) -> UpstreamCcm {
+        let binary =
+            testenv::cloudstack_ccm().expect("upstream's CloudStack CCM (testenv builds it)");
+        let out = std::fs::File::create(log).expect("create the upstream CCM's log");
+        let err = out.try_clone().expect("duplicate a log file handle");
+        let child = tokio::process::Command::new(binary)
+            .arg("--cloud-provider=external-cloudstack")
+            .arg(format!("--cloud-config={}", cloud_config.display()))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .args([
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--authentication-skip-lookup",
+                "--controllers=cloud-node,cloud-node-lifecycle",
+                "--configure-cloud-routes=false",
+                "--v=2",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start upstream's CloudStack CCM");
+        UpstreamCcm {
+            child,
+            log: log.to_owned(),
+        }
+    }
+
+    /// Its output so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Stops it (SIGTERM, then waits at most 30 s) and returns its output. Panics if it had
+    /// already exited: it must run until told to stop.
+    pub async fn stop(mut self) -> String {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("upstream's CCM exited early ({status}):\n{}", self.output());
+        }
+        crate::e2e::process::sigterm(&mut self.child).await;
+        self.output()
+    }
+}
