@@ -106,6 +106,17 @@ pub fn service_ref(svc: &Service) -> ServiceRef {
             .flatten()
             .filter_map(|i| i.ip.clone())
             .collect(),
+        load_balancer_ip: svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.load_balancer_ip.clone())
+            .filter(|ip| !ip.trim().is_empty()),
+        source_ranges: crate::source_ranges::given(svc),
+        session_affinity_client_ip: svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.session_affinity.as_deref())
+            == Some("ClientIP"),
     }
 }
 

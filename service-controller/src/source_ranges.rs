@@ -30,9 +30,22 @@ pub struct Ranges {
     pub ranges: Vec<String>,
 }
 
+/// The ranges a Service asks for, as given: the spec field's, else the annotation's (what a
+/// provider that enforces them gets in `ServiceRef::source_ranges`).
+pub fn given(svc: &Service) -> Vec<String> {
+    from(svc).1
+}
+
 /// The ranges a Service asks for that restrict who may connect: the spec field's, else the
 /// annotation's; `None` when there are none, or when one of them lets everyone in.
 pub fn restricting(svc: &Service) -> Option<Ranges> {
+    let (set_by, ranges) = from(svc);
+    (!ranges.is_empty() && !ranges.iter().any(|r| is_everyone(r)))
+        .then_some(Ranges { set_by, ranges })
+}
+
+/// Where the ranges are set, and the ranges (empty entries left out).
+fn from(svc: &Service) -> (&'static str, Vec<String>) {
     let from_spec: Vec<String> = svc
         .spec
         .as_ref()
@@ -49,8 +62,7 @@ pub fn restricting(svc: &Service) -> Option<Ranges> {
         (FIELD, from_spec)
     };
     let ranges: Vec<String> = ranges.into_iter().filter(|r| !r.is_empty()).collect();
-    (!ranges.is_empty() && !ranges.iter().any(|r| is_everyone(r)))
-        .then_some(Ranges { set_by, ranges })
+    (set_by, ranges)
 }
 
 fn is_everyone(range: &str) -> bool {

@@ -77,6 +77,27 @@ pub struct ServiceRef {
     /// What the provider read from the annotations, on first use: build one `ServiceRef` per
     /// reconcile and ask everything of it, so they are read once.
     pub read_once: ReadOnce,
+    /// `spec.loadBalancerIP`, when set: the address a provider that offers a choice of addresses
+    /// gives the Service (CloudStack: an address the project holds, or one it may associate).
+    pub load_balancer_ip: Option<String>,
+    /// `spec.loadBalancerSourceRanges`, else upstream's older annotation
+    /// `service.beta.kubernetes.io/load-balancer-source-ranges` (comma-separated), as given: the
+    /// ranges a provider that enforces them (see [`LoadBalancers::unenforced_source_ranges`])
+    /// lets in. Empty: every address.
+    pub source_ranges: Vec<String>,
+    /// `spec.sessionAffinity` is `ClientIP` (CloudStack balances such a Service by source
+    /// address, as upstream).
+    pub session_affinity_client_ip: bool,
+}
+
+/// Upstream's `DefaultLoadBalancerName` (cloud-provider `cloud.go`): `a` + the Service's UID
+/// without dashes, at most 32 characters. Hetzner and CloudStack name their load balancers (and
+/// CloudStack its rules) from it, as HCCM and upstream's CloudStack CCM do.
+pub fn default_load_balancer_name(uid: &str) -> String {
+    let mut n = String::from("a");
+    n.extend(uid.chars().filter(|c| *c != '-'));
+    n.truncate(32);
+    n
 }
 
 /// A Service's `spec.ipFamilies`. Neither set (a Service the apiserver did not default, as in

@@ -35,7 +35,7 @@ impl CloudStackApi {
     }
 
     /// `call` scoped to the project, when there is one.
-    fn scoped(&self, call: Call) -> Call {
+    pub(crate) fn scoped(&self, call: Call) -> Call {
         match &self.project_id {
             Some(p) => call.param("projectid", p.clone()),
             None => call,
@@ -180,7 +180,7 @@ impl CloudStackApi {
     /// `page`/`pagesize` (the operator's `default.page.size` answers, and no page size the
     /// server would refuse is sent); when `count` says there is more, the next pages are asked
     /// for in that size.
-    async fn list_all<T: DeserializeOwned>(
+    pub(crate) async fn list_all<T: DeserializeOwned>(
         &self,
         call: Call,
         key: &str,

@@ -8,10 +8,11 @@ use super::client::CloudStackApi;
 use super::config::CloudStackConfig;
 use super::errors::REFUSED_KEYS;
 use super::instances::CloudStackInstances;
+use super::load_balancer::CloudStackLoadBalancers;
 use super::provider_id::PROVIDER_NAME;
 use super::transport::Transport;
 use super::wire::Zone;
-use crate::capabilities::{Capability, Cloud, Instances};
+use crate::capabilities::{Capability, Cloud, Instances, LoadBalancers};
 use crate::error::CloudError;
 use crate::shadow::PlannedWrites;
 use crate::stats::ClientStats;
@@ -20,10 +21,6 @@ use crate::stats::ClientStats;
 pub const NO_ROUTES: &str =
     "CloudStack offers no routes (nor does upstream's CCM: the pod network is the CNI's)";
 
-/// Why service-controller has nothing to do yet.
-pub const NO_LOAD_BALANCERS: &str =
-    "load balancers are not implemented yet for external-cloudstack";
-
 /// The configured CloudStack clients (what `CloudStackProvider` builds).
 #[derive(Debug, Clone)]
 pub struct CloudStackClients {
@@ -31,6 +28,7 @@ pub struct CloudStackClients {
     zone: Option<Zone>,
     project_id: Option<String>,
     instances: Arc<CloudStackInstances>,
+    load_balancers: Arc<CloudStackLoadBalancers>,
 }
 
 impl CloudStackClients {
@@ -76,26 +74,25 @@ impl CloudStackClients {
             scope,
             config.region.clone(),
         ));
+        let load_balancers = Arc::new(CloudStackLoadBalancers::new(api.clone()));
         Ok(Self {
             api,
             zone,
             project_id,
             instances,
+            load_balancers,
         })
     }
 
-    /// What the controllers use: instances; no load balancers yet and no routes, each with why.
+    /// What the controllers use: instances and load balancers; no routes, and why.
     pub fn cloud(&self) -> Cloud {
         let transport = self.api.transport();
         Cloud {
             provider_name: PROVIDER_NAME,
             instances: Some(self.instances()),
-            load_balancers: None,
+            load_balancers: Some(self.load_balancers()),
             routes: None,
-            switched_off: vec![
-                (Capability::LoadBalancers, NO_LOAD_BALANCERS.to_owned()),
-                (Capability::Routes, NO_ROUTES.to_owned()),
-            ],
+            switched_off: vec![(Capability::Routes, NO_ROUTES.to_owned())],
             stats: transport.stats().clone(),
             other_api_stats: Vec::new(),
             credentials: Some(transport.credentials().clone()),
@@ -106,6 +103,10 @@ impl CloudStackClients {
 
     pub fn instances(&self) -> Arc<dyn Instances> {
         self.instances.clone()
+    }
+
+    pub fn load_balancers(&self) -> Arc<dyn LoadBalancers> {
+        self.load_balancers.clone()
     }
 
     /// The API (async jobs).

@@ -49,8 +49,7 @@ impl Call {
         }
     }
 
-    /// A write: sent as a form POST. (The node side writes nothing; load balancers will.)
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// A write: sent as a form POST (load balancers' writes).
     pub fn write(command: &'static str, template: &'static str) -> Self {
         Self {
             write: true,

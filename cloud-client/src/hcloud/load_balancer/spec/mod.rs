@@ -114,10 +114,7 @@ pub struct LbSpec {
 
 /// Upstream `DefaultLoadBalancerName`: `a` + UID without dashes, at most 32 characters.
 pub fn default_name(uid: &str) -> String {
-    let mut n = String::from("a");
-    n.extend(uid.chars().filter(|c| *c != '-'));
-    n.truncate(32);
-    n
+    crate::capabilities::default_load_balancer_name(uid)
 }
 
 /// The load balancer's name: the `name` annotation, else [`default_name`]. Unlike
