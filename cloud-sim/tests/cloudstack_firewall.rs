@@ -138,6 +138,7 @@ async fn firewall_rules_on_isolated_networks_and_acls_on_vpc_tiers() {
         ("startport", "80"),
         ("endport", "80"),
         ("traffictype", "Ingress"),
+        ("reason", "a0216b82-tcp-80"),
     ];
     let made = cs
         .call_async("createNetworkACL", &acl_params)
@@ -156,6 +157,8 @@ async fn firewall_rules_on_isolated_networks_and_acls_on_vpc_tiers() {
         (made["aclname"].as_str(), made["traffictype"].as_str()),
         (Some("k8s-acl"), Some("Ingress"))
     );
+    // The creator's `reason` is kept and listed (CloudStack 4.12+).
+    assert_eq!(made["reason"].as_str(), Some("a0216b82-tcp-80"));
     let listed = cs
         .call(
             "listNetworkACLs",

@@ -347,6 +347,9 @@ pub struct AclRule {
     /// `Ingress` or `Egress`.
     pub traffic_type: String,
     pub number: u32,
+    /// `reason`: why the rule exists, free text its creator gave (CloudStack 4.12+).
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// An async job. Its effect is made when it is submitted (so lists show it at once); what it

@@ -134,7 +134,7 @@ pub fn acl_rule(world: &World, r: &AclRule) -> Value {
         "number": r.number,
         "aclid": r.acl_id,
         "aclname": world.acl_list(&r.acl_id).map(|a| a.name.as_str()).unwrap_or_default(),
-        "reason": "",
+        "reason": r.reason,
         "tags": [],
         "fordisplay": true,
     }));

@@ -317,7 +317,7 @@ pub fn list_acls(ctx: &mut Ctx) -> Result<Value, CsError> {
 }
 
 /// `protocol` required; the list from `aclid` or `networkid`; `action` (`Allow`), `cidrlist`,
-/// `startport`, `endport`, `traffictype` (`Ingress`), `number` (after the last). The default
+/// `startport`, `endport`, `traffictype` (`Ingress`), `number` (after the last), `reason`. The default
 /// lists cannot be changed.
 pub fn create_acl(ctx: &mut Ctx) -> Result<Value, CsError> {
     let protocol = protocol(ctx)?;
@@ -384,6 +384,7 @@ pub fn create_acl(ctx: &mut Ctx) -> Result<Value, CsError> {
             action: action.into(),
             traffic_type: traffic_type.into(),
             number,
+            reason: params.get("reason").unwrap_or_default().to_owned(),
         });
     }
     let rule_id = id.clone();
