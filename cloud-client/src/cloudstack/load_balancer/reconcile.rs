@@ -78,7 +78,8 @@ impl CloudStackLoadBalancers {
             .all(|(_, m)| wanted.iter().all(|w| m.contains(w)));
         let all_rules = have.rules.len() >= spec.rules.len();
         let mut network_id = have.rules.first().map(|(r, _)| r.networkid.clone());
-        if !(all_members && all_rules && network_id.is_some()) && !wanted.is_empty() {
+        let known = all_members && all_rules && network_id.is_some();
+        if !known && !wanted.is_empty() {
             let ids: Vec<String> = wanted.iter().cloned().collect();
             let vms = self.calls.vms(&ids).await?;
             let nets: BTreeMap<String, String> = vms
