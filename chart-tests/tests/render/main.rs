@@ -8,6 +8,7 @@
 //! of them read from rendered objects lives in `support`.
 
 mod chart;
+mod cloudstack;
 mod controllers;
 mod hccm_values;
 mod monitoring;

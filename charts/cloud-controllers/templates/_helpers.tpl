@@ -6,6 +6,28 @@ camelCase (node-controller -> nodeController) and its RBAC in files/rbac/<name>.
 node-controller lifecycle-controller service-controller route-controller
 {{- end }}
 
+{{/* "true" with `cloud: cloudstack`, else "". */}}
+{{- define "cc.cloudstack" -}}
+{{- if eq (toString .Values.cloud) "cloudstack" }}true{{ end }}
+{{- end }}
+
+{{/*
+What `cloud: cloudstack` cannot render: the parts only Hetzner has, asked for explicitly.
+*/}}
+{{- define "cc.cloudChecks" -}}
+{{- if include "cc.cloudstack" . }}
+{{- if .Values.routeController.enabled }}
+{{- fail "routeController.enabled=true with cloud=cloudstack: CloudStack offers no routes (nor does upstream's CCM; the pod network is the CNI's). Leave routeController.enabled unset." }}
+{{- end }}
+{{- if .Values.simulator.enabled }}
+{{- fail "simulator.enabled=true with cloud=cloudstack: the in-cluster simulator serves the Hetzner API only (cargo xtask demo --cloud cloudstack runs cloud-sim's CloudStack API outside the cluster)." }}
+{{- end }}
+{{- if .Values.credentials.create }}
+{{- fail "credentials.create=true with cloud=cloudstack: credentials are Hetzner's. CloudStack's controllers read the Secret cloudstack.secretName (key cloudstack.key) as upstream's CCM does; create it with kubectl." }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* The values block of controller `.name`: dict "root" $ "name" "node-controller". */}}
 {{- define "cc.valuesKey" -}}
 {{- . | camelcase | untitle -}}
@@ -17,7 +39,9 @@ route-controller's default) follows networking.enabled, HCCM's switch. dict "roo
 */}}
 {{- define "cc.enabled" -}}
 {{- $v := index .root.Values (include "cc.valuesKey" .component) }}
-{{- if kindIs "invalid" $v.enabled }}
+{{- if and (eq .component "route-controller") (include "cc.cloudstack" .root) }}
+{{- /* CloudStack offers no routes (checked in cc.cloudChecks). */}}
+{{- else if kindIs "invalid" $v.enabled }}
 {{- if .root.Values.networking.enabled }}true{{ end }}
 {{- else if $v.enabled }}true{{ end }}
 {{- end }}
@@ -246,6 +270,10 @@ then the block's `args` (the block wins; null drops a flag). dict "root" $ "comp
 {{- if eq .component "route-controller" }}
 {{- $_ := set $args "cluster-cidr" (include "cc.clusterCIDR" $root) }}
 {{- end }}
+{{- if include "cc.cloudstack" $root }}
+{{- $_ := set $args "cloud-provider" "external-cloudstack" }}
+{{- $_ := set $args "cloud-config" "/config/cloud-config" }}
+{{- end }}
 {{- if $v.dryRun }}
 {{- $_ := set $args "dry-run" "true" }}
 {{- end }}
@@ -290,6 +318,7 @@ dict "root" $ "component" name "values" block
 {{- $secret := include "cc.credentialsSecret" $root }}
 {{- $env := dict }}
 {{- $_ := set $env "POD_NAME" (dict "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) }}
+{{- if not (include "cc.cloudstack" $root) }}
 {{- $token := include "cc.token" $root | fromYaml }}
 {{- if $token.secret }}
 {{- if $root.Values.credentials.tokenAsFile }}
@@ -365,6 +394,7 @@ dict "root" $ "component" name "values" block
 {{- range $name, $value := $plain }}
 {{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) }}
 {{- $_ := set $env $name (dict "value" (toString $value)) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- /* HCCM's top-level env (the variables this controller reads); null removes one. */}}
@@ -461,7 +491,9 @@ chart (HCCM's `env.HCLOUD_TOKEN: null`, e.g. for HCLOUD_TOKEN_FILE).
 */}}
 {{- define "cc.token" -}}
 {{- $c := .Values.credentials }}
-{{- if .Values.simulator.enabled }}
+{{- if include "cc.cloudstack" . }}
+{}
+{{- else if .Values.simulator.enabled }}
 secret: {{ include "cc.credentialsSecret" . }}
 key: token
 {{- else if not (hasKey .Values.env "HCLOUD_TOKEN") }}
