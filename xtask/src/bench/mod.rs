@@ -1,4 +1,4 @@
-//! `cargo xtask bench [nodes|services|routes|system|admission|data-path|all]`: benchmarks. They
+//! `cargo xtask bench [nodes|services|routes|system|admission|data-path|cloudstack-nodes|all]`: benchmarks. They
 //! print figures (and write them as JSON with `--json`) and assert nothing.
 //!
 //! Every controller scenario runs one controller binary (profile `release` by default, what the
@@ -10,6 +10,7 @@
 
 mod admission;
 mod budget;
+mod cloudstack_nodes;
 mod data_path;
 mod nodes;
 pub mod plot;
@@ -54,6 +55,10 @@ pub enum Scenario {
     /// The four controllers' Cloud API calls per hour once converged, idle and under churn
     /// (Nodes replaced and rebooted, Services created and deleted), against the 3600/h budget.
     Budget,
+    /// node-controller with `--cloud-provider=external-cloudstack` beside upstream's CloudStack
+    /// CCM (v1.2.0, built by testenv): many tainted Nodes at once on cloud-sim's CloudStack API.
+    /// Not part of `all`.
+    CloudstackNodes,
     /// `nodes`, then `services`, then `routes`, then `system`, then `admission`, then `data-path`.
     All,
 }
@@ -283,6 +288,23 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             rows.push(h.row());
             figures.insert("nodes_hccm", serde_json::to_value(h)?);
         }
+    }
+    if args.scenario == Scenario::CloudstackNodes {
+        let binary = controller_binary("node-controller", &args)?;
+        let upstream = testenv::cloudstack_ccm()?;
+        let ours = rt.block_on(cloudstack_nodes::run(
+            &args,
+            cloudstack_nodes::Manager::Ours(&binary),
+        ))?;
+        let theirs = rt.block_on(cloudstack_nodes::run(
+            &args,
+            cloudstack_nodes::Manager::Upstream(&upstream),
+        ))?;
+        cloudstack_nodes::print(&ours, &theirs);
+        curves.extend([ours.convergence.clone(), theirs.convergence.clone()]);
+        rows.extend([ours.row(), theirs.row()]);
+        figures.insert("cloudstack_nodes", serde_json::to_value(ours)?);
+        figures.insert("cloudstack_nodes_upstream", serde_json::to_value(theirs)?);
     }
     if matches!(args.scenario, Scenario::Services | Scenario::All) {
         let binary = controller_binary("service-controller", &args)?;
