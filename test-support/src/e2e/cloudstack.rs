@@ -146,3 +146,137 @@ impl UpstreamCcm {
         self.output()
     }
 }
+
+/// A load-balancer rule as cloud-sim's CloudStack API lists it, with its members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsRule {
+    pub name: String,
+    /// `tcp`, `udp` or `tcp-proxy`.
+    pub protocol: String,
+    pub public_ip: String,
+    pub public_ip_id: String,
+    pub public_port: u16,
+    pub private_port: u16,
+    /// The member VMs' ids, sorted.
+    pub members: Vec<String>,
+}
+
+/// A firewall rule on a public address: protocol, start port and the sorted CIDRs.
+pub type CsFirewallRule = (String, u16, Vec<String>);
+
+async fn list(
+    sim: &Sim,
+    command: &str,
+    params: &[(&str, &str)],
+    key: &str,
+) -> Vec<serde_json::Value> {
+    let v = sim
+        .cloudstack_client()
+        .unfaulted()
+        .call(command, params)
+        .await
+        .unwrap_or_else(|e| panic!("{command}: {e}"));
+    v[key].as_array().cloned().unwrap_or_default()
+}
+
+fn port(v: &serde_json::Value) -> u16 {
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(0)
+}
+
+/// The rules of the Service with `uid` (named `<load balancer name>-<protocol>-<port>`, as
+/// upstream names them), sorted by name; only exact names count, not the keyword's substrings.
+pub async fn lb_rules(sim: &Sim, uid: &str) -> Vec<CsRule> {
+    let lb = cloud_client::default_load_balancer_name(uid);
+    let listed = list(
+        sim,
+        "listLoadBalancerRules",
+        &[("keyword", &lb), ("listall", "true")],
+        "loadbalancerrule",
+    )
+    .await;
+    let mut out = Vec::new();
+    for r in listed {
+        let name = r["name"].as_str().unwrap_or_default().to_owned();
+        let ours = name
+            .strip_prefix(&format!("{lb}-"))
+            .and_then(|rest| rest.rsplit_once('-'))
+            .is_some_and(|(proto, p)| {
+                ["tcp", "udp", "tcp-proxy"].contains(&proto) && p.parse::<u16>().is_ok()
+            });
+        if !ours {
+            continue;
+        }
+        let id = r["id"].as_str().unwrap_or_default();
+        let mut members: Vec<String> = list(
+            sim,
+            "listLoadBalancerRuleInstances",
+            &[("id", id)],
+            "loadbalancerruleinstance",
+        )
+        .await
+        .iter()
+        .filter_map(|v| v["id"].as_str().map(str::to_owned))
+        .collect();
+        members.sort();
+        out.push(CsRule {
+            name,
+            protocol: r["protocol"].as_str().unwrap_or_default().to_owned(),
+            public_ip: r["publicip"].as_str().unwrap_or_default().to_owned(),
+            public_ip_id: r["publicipid"].as_str().unwrap_or_default().to_owned(),
+            public_port: port(&r["publicport"]),
+            private_port: port(&r["privateport"]),
+            members,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// The firewall rules on the public address `ip_id`, sorted.
+pub async fn firewall_rules(sim: &Sim, ip_id: &str) -> Vec<CsFirewallRule> {
+    let mut out: Vec<CsFirewallRule> = list(
+        sim,
+        "listFirewallRules",
+        &[("ipaddressid", ip_id), ("listall", "true")],
+        "firewallrule",
+    )
+    .await
+    .iter()
+    .map(|f| {
+        let mut cidrs: Vec<String> = f["cidrlist"]
+            .as_str()
+            .unwrap_or_default()
+            .split([',', ' '])
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect();
+        cidrs.sort();
+        (
+            f["protocol"].as_str().unwrap_or_default().to_owned(),
+            port(&f["startport"]),
+            cidrs,
+        )
+    })
+    .collect();
+    out.sort();
+    out
+}
+
+/// The public addresses the account holds besides source NAT and static NAT ones: those a load
+/// balancer would hold.
+pub async fn held_addresses(sim: &Sim) -> Vec<String> {
+    list(
+        sim,
+        "listPublicIpAddresses",
+        &[("issourcenat", "false"), ("listall", "true")],
+        "publicipaddress",
+    )
+    .await
+    .iter()
+    .filter(|ip| ip["isstaticnat"] != true)
+    .filter_map(|ip| ip["ipaddress"].as_str().map(str::to_owned))
+    .collect()
+}
