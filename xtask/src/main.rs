@@ -301,6 +301,7 @@ fn simulated_worlds() -> anyhow::Result<()> {
     demo::run(&demo::DemoArgs {
         keep: false,
         profile: "dev".into(),
+        cloud: demo::DemoCloud::Hcloud,
     })?;
     section("cargo xtask bench --quick all (figures are printed, never asserted)");
     bench_report_is_well_formed()?;

@@ -2,8 +2,10 @@
 //! cloud-sim, six servers in a private network with their Nodes registered as kubelets would, the
 //! four controllers as separate processes configured as the chart configures them, and a story
 //! that shows each of them at work. Every step waits for what it shows, with a deadline, so the
-//! demo is also an end-to-end check (`cargo xtask test` runs it).
+//! demo is also an end-to-end check (`cargo xtask test` runs it). `--cloud cloudstack` plays the
+//! node story against cloud-sim's CloudStack API instead ([`cloudstack`]).
 
+mod cloudstack;
 pub(crate) mod machines;
 mod progress;
 pub(crate) mod story;
@@ -28,19 +30,41 @@ pub struct DemoArgs {
     /// `release` is what the images ship).
     #[arg(long, default_value = "dev")]
     pub profile: String,
+    /// The cloud: `hcloud` (the whole system on Hetzner Cloud) or `cloudstack` (the node story
+    /// with `--cloud-provider=external-cloudstack`).
+    #[arg(long, value_enum, default_value_t = DemoCloud::Hcloud)]
+    pub cloud: DemoCloud,
+}
+
+/// The cloud `cargo xtask demo` plays against (cloud-sim simulates both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoCloud {
+    Hcloud,
+    Cloudstack,
 }
 
 /// Runs the demo; Ctrl-C stops every process it started, at any point.
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
-    let names: Vec<&str> = fleet::ALL.iter().map(|c| c.name).collect();
+    let names: Vec<&str> = match args.cloud {
+        DemoCloud::Hcloud => fleet::ALL.iter().map(|c| c.name).collect(),
+        DemoCloud::Cloudstack => cloudstack::CONTROLLERS.to_vec(),
+    };
     let binaries = build_controllers(&names, &args.profile, false)?;
     testenv::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
+        let played = async {
+            match args.cloud {
+                DemoCloud::Hcloud => demo(args, &binaries).await,
+                DemoCloud::Cloudstack => {
+                    cloudstack::demo(args.keep, &args.profile, &binaries).await
+                }
+            }
+        };
         tokio::select! {
-            r = demo(args, &binaries) => r,
+            r = played => r,
             _ = tokio::signal::ctrl_c() => {
                 println!("\ninterrupted: stopping every process the demo started");
                 Ok(())

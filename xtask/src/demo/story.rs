@@ -25,7 +25,9 @@ const BAD_SERVICE: &str = "typo";
 const READY_CONDITION: &str = "cloud-controllers.github.io/LoadBalancerReady";
 
 /// Polls `check` every 200 ms until it yields a value, or fails after [`DEADLINE`].
-async fn until<T>(mut check: impl AsyncFnMut() -> anyhow::Result<Option<T>>) -> anyhow::Result<T> {
+pub(super) async fn until<T>(
+    mut check: impl AsyncFnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
         if let Some(v) = check().await? {
@@ -599,7 +601,8 @@ impl Story<'_> {
     }
 }
 
-fn has_taint(node: &Node, key: &str) -> bool {
+/// Whether the node has a taint with `key`.
+pub fn has_taint(node: &Node, key: &str) -> bool {
     taints(node).iter().any(|t| t == key)
 }
 
