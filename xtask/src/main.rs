@@ -55,7 +55,8 @@ enum Command {
     /// (the chart tests run them), then `cargo test --workspace --all-targets` (its test binaries
     /// a few at a time), the images and the chart run from them, the real one-node cluster (as
     /// root: helm install, skaffold run/dev, the release for both platforms installed from the
-    /// node's registry), the demo, `bench --quick all` and `chaos --quick all`.
+    /// node's registry), the demo (and its CloudStack node story), `bench --quick all` and
+    /// `chaos --quick all`.
     Test {
         /// Extra arguments passed to `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -78,8 +79,9 @@ enum Command {
     /// leaks and wrong deletions, and scans everything captured for the API token. Fails when
     /// an audit does; prints a results table.
     Chaos(chaos::ChaosArgs),
-    /// The part of `cargo xtask test` that runs beside the images and the real cluster: the demo,
-    /// `bench --quick all` and `chaos --quick all`, each section's seconds written to `timeline`.
+    /// The part of `cargo xtask test` that runs beside the images and the real cluster: the demo
+    /// (both clouds), `bench --quick all` and `chaos --quick all`, each section's seconds written
+    /// to `timeline`.
     #[command(hide = true)]
     TestWorlds {
         #[arg(long)]
@@ -295,13 +297,20 @@ fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The demo, then every benchmark and chaos scenario in their quick forms (`test-worlds`).
+/// The demo (Hetzner, then the CloudStack node story), then every benchmark and chaos scenario in
+/// their quick forms (`test-worlds`).
 fn simulated_worlds() -> anyhow::Result<()> {
     section("the demo, end to end (each step waits for what it shows)");
     demo::run(&demo::DemoArgs {
         keep: false,
         profile: "dev".into(),
         cloud: demo::DemoCloud::Hcloud,
+    })?;
+    section("the CloudStack node story (cargo xtask demo --cloud cloudstack), end to end");
+    demo::run(&demo::DemoArgs {
+        keep: false,
+        profile: "dev".into(),
+        cloud: demo::DemoCloud::Cloudstack,
     })?;
     section("cargo xtask bench --quick all (figures are printed, never asserted)");
     bench_report_is_well_formed()?;
