@@ -27,7 +27,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// The whole system on this machine: control plane, cloud-sim, the four controllers as
-    /// processes, and a story showing each at work, ending with a summary.
+    /// processes, and a story showing each at work, ending with a summary (`--cloud cloudstack`:
+    /// the node story against cloud-sim's CloudStack API).
     Demo(demo::DemoArgs),
     /// A persistent local kube-apiserver + etcd for people (tests start their own).
     #[command(subcommand)]
