@@ -1,4 +1,4 @@
-//! `cargo xtask chaos [cloud|crash|apiserver|failover|soak|all] [--quick]`: the reliability suite.
+//! `cargo xtask chaos [cloud|cloudstack|crash|apiserver|failover|soak|all] [--quick]`: the reliability suite.
 //!
 //! Every scenario builds a [`cluster::ChaosCluster`] (a real kube-apiserver + etcd, cloud-sim, servers in a
 //! private network with their Nodes, LoadBalancer Services), runs the four controllers as
@@ -14,6 +14,7 @@
 
 mod apiserver;
 mod cloud;
+mod cloudstack;
 mod cluster;
 mod crash;
 mod failover;
@@ -36,6 +37,9 @@ pub enum Scenario {
     /// Cloud faults through cloud-sim's rules: 5xx, 429 under a low rate limit, latency, slow
     /// actions, locked/conflict, server lists that omit servers.
     Cloud,
+    /// CloudStack (`external-cloudstack`): API errors 431 and 530, async jobs that fail (or never
+    /// end), throttling, an unreachable management server; one world, a row per fault.
+    Cloudstack,
     /// `kill -9` a random controller at random points, 20 times, restarting it each time.
     Crash,
     /// The crash scenario with each node pool's Services on one shared load balancer.
@@ -64,8 +68,9 @@ pub struct ChaosArgs {
     /// LoadBalancer Services in those worlds [default: 100, 5 with --quick].
     #[arg(long)]
     pub services: Option<usize>,
-    /// `cloud`: run only the faults whose name contains this (`5xx`, `429`, `latency`, `slow`,
-    /// `locked`, `omit`).
+    /// `cloud`, `cloudstack`: run only the faults whose name contains this (`5xx`, `429`,
+    /// `latency`, `slow`, `locked`, `omit`; CloudStack's `cs 431/530`, `cs jobs`, `cs 429`,
+    /// `cs unreachable`, or `cs` for all four).
     #[arg(long)]
     pub fault: Option<String>,
     /// Length of the soak [default: 30, 1 with --quick].
@@ -182,6 +187,11 @@ async fn suite(args: &ChaosArgs, binaries: &[PathBuf]) -> anyhow::Result<Report>
             print_row(&row);
             report.rows.push(row);
         }
+    }
+    if all || args.scenario == Scenario::Cloudstack {
+        let wanted = |name: &str| args.fault.as_deref().is_none_or(|w| name.contains(w));
+        let rows = cloudstack::run(args, binaries, wanted, &logs, &mut scan).await?;
+        report.rows.extend(rows);
     }
     if all || args.scenario == Scenario::Crash {
         let row = crash::run(args, binaries, &logs, &mut scan, false).await?;
