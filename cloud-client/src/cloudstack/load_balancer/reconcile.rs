@@ -21,6 +21,13 @@ use crate::capabilities::{LbNode, LoadBalancerStatus, TARGETS_LEFT_OUT, Warning}
 use crate::cloudstack::provider_id;
 use crate::error::CloudError;
 
+/// The waits before each further attempt to release an address a failed reconcile associated.
+const RELEASE_RETRIES: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(500),
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(2),
+];
+
 /// What a reconcile did.
 #[derive(Debug, Default)]
 pub(super) struct Done {
@@ -190,8 +197,18 @@ impl CloudStackLoadBalancers {
             .await;
         if let Err(e) = applied {
             if address.fresh {
-                // Nothing half made: the address goes, and the rules made on it with it.
-                if let Err(undo) = self.calls.disassociate(&address.id).await {
+                // Nothing half made: the address goes, and the rules made on it with it. Tried
+                // again when the release fails too: an address without a rule carries nothing
+                // the next reconcile could find it by (the chaos suite's 530s leaked one).
+                let mut undone = self.calls.disassociate(&address.id).await;
+                for wait in RELEASE_RETRIES {
+                    if undone.is_ok() {
+                        break;
+                    }
+                    tokio::time::sleep(wait).await;
+                    undone = self.calls.disassociate(&address.id).await;
+                }
+                if let Err(undo) = undone {
                     tracing::warn!(error = %undo, address = %address.address,
                         "could not release the address this reconcile associated; the next \
                          reconcile finds it through its rules, if any were made");
