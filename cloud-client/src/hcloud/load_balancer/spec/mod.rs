@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use super::annotations as a;
-use crate::capabilities::{ServiceRef, TrafficPolicy, Warning};
+use crate::capabilities::{
+    ServiceRef, TrafficPolicy, Warning, default_load_balancer_name as default_name,
+};
 use crate::error::CloudError;
 use crate::hcloud::config::{AddressFamily, LbDefaults};
 use crate::label_selector::LabelSelector;
@@ -110,11 +112,6 @@ pub struct LbSpec {
     /// Ports with port-scoped annotations (`protocol.443`), each the whole spec as that port
     /// sees it: its own values over the Service-wide ones.
     pub ports: BTreeMap<u16, LbSpec>,
-}
-
-/// Upstream `DefaultLoadBalancerName`: `a` + UID without dashes, at most 32 characters.
-pub fn default_name(uid: &str) -> String {
-    crate::capabilities::default_load_balancer_name(uid)
 }
 
 /// The load balancer's name: the `name` annotation, else [`default_name`]. Unlike
