@@ -5,7 +5,7 @@ use std::hash::{Hash, Hasher};
 
 use cloud_client::{
     IpFamilies, IpMode, LoadBalancerStatus, PortProtocol, ServiceNames, ServicePort, ServiceRef,
-    TrafficPolicy,
+    TrafficPolicy, default_load_balancer_name,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use kube::ResourceExt;
@@ -120,13 +120,19 @@ pub fn service_ref(svc: &Service) -> ServiceRef {
     }
 }
 
-/// Other Services' names by UID, from the Service cache (looked up only for a conflict message).
+/// Other Services' names by UID or by the load-balancer name made of it, from the Service cache
+/// (looked up only for a conflict or tenancy decision).
 pub fn names(store: Store<Service>) -> ServiceNames {
-    ServiceNames::new(move |uid| {
+    ServiceNames::new(move |id| {
         store
             .state()
             .iter()
-            .find(|s| s.metadata.uid.as_deref() == Some(uid))
+            .find(|s| {
+                s.metadata
+                    .uid
+                    .as_deref()
+                    .is_some_and(|uid| uid == id || default_load_balancer_name(uid) == id)
+            })
             .map(|s| key(s))
     })
 }

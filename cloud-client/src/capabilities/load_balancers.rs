@@ -141,6 +141,8 @@ pub struct ServiceNames(Option<Arc<NameLookup>>);
 type NameLookup = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 impl ServiceNames {
+    /// `lookup` answers `namespace/name` for a Service's UID, or for the load-balancer name
+    /// [`default_load_balancer_name`] makes of it (CloudStack's rules carry only that).
     pub fn new(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
         Self(Some(Arc::new(lookup)))
     }

@@ -7,6 +7,7 @@
 //!   write;
 //! - [`reconcile`]: what CloudStack has of the Service's (its rules by name, their members, the
 //!   network, the address and the filters) and the address it gets;
+//! - [`tenancy`]: whether an address `spec.loadBalancerIP` names may take the Service's rules;
 //! - [`plan`]: the writes, a pure function of what is wanted and what is there;
 //! - [`apply`]: the writes, each job awaited;
 //! - [`delete`]: everything of ours goes; the address only when we (or upstream) associated it;
@@ -22,6 +23,7 @@ mod delete;
 mod plan;
 mod reconcile;
 pub mod spec;
+mod tenancy;
 mod wire;
 
 use std::collections::HashMap;
@@ -32,7 +34,7 @@ use async_trait::async_trait;
 use super::client::CloudStackApi;
 use crate::capabilities::{
     DeleteOutcome, EnsureOutcome, LbNode, LoadBalancerIngress, LoadBalancerStatus, LoadBalancers,
-    ServiceRef, UpdateOutcome, default_load_balancer_name,
+    ServiceRef, TrafficPolicy, UpdateOutcome, default_load_balancer_name,
 };
 use crate::error::CloudError;
 use calls::Calls;
@@ -127,6 +129,14 @@ impl LoadBalancers for CloudStackLoadBalancers {
 
     // Source ranges are enforced: firewall rules on isolated networks, ACL rules on VPC tiers,
     // and a Service whose network has neither is refused (`reconcile`).
+
+    /// `externalTrafficPolicy: Local`: only the nodes running a serving endpoint are members.
+    /// CloudStack's virtual-router load balancers cannot health-check a node (health-check
+    /// policies are NetScaler's only), so a node without an endpoint, where kube-proxy drops the
+    /// traffic, must not be a member at all.
+    fn targets_nodes_with_endpoints(&self, svc: &ServiceRef) -> bool {
+        matches!(svc.traffic_policy, TrafficPolicy::Local { .. })
+    }
 
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError> {
         let name = default_load_balancer_name(&svc.uid);

@@ -14,10 +14,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::plan::{self, Have, Target};
-use super::spec::{LbSpec, parse_rule_name};
+use super::spec::LbSpec;
+use super::tenancy;
 use super::wire::{Filter, LbRule};
 use super::{ASSOCIATED_MARK, CloudStackLoadBalancers, status};
-use crate::capabilities::{LbNode, LoadBalancerStatus, TARGETS_LEFT_OUT, Warning};
+use crate::capabilities::{
+    LbNode, LoadBalancerStatus, ServiceRef, TARGETS_LEFT_OUT, TrafficPolicy, Warning,
+};
 use crate::cloudstack::provider_id;
 use crate::error::CloudError;
 
@@ -53,7 +56,7 @@ impl CloudStackLoadBalancers {
     /// Service alone (update_targets).
     pub(super) async fn reconcile(
         &self,
-        svc: &crate::capabilities::ServiceRef,
+        svc: &ServiceRef,
         nodes: &[LbNode],
         create: bool,
     ) -> Result<Done, CloudError> {
@@ -118,9 +121,14 @@ impl CloudStackLoadBalancers {
         let Some(network_id) = network_id else {
             return Err(CloudError::Inconsistent {
                 message: format!(
-                    "Service {}: no eligible node has a CloudStack VM (providerID {}…) to take \
-                     the load balancer's network from",
+                    "Service {}: no eligible node{} has a CloudStack VM (providerID {}…) to \
+                     take the load balancer's network from",
                     svc.key(),
+                    match svc.traffic_policy {
+                        TrafficPolicy::Local { .. } =>
+                            " running a serving endpoint (externalTrafficPolicy: Local)",
+                        TrafficPolicy::Cluster => "",
+                    },
                     provider_id::PREFIX
                 ),
             });
@@ -163,7 +171,7 @@ impl CloudStackLoadBalancers {
             ));
         }
         let address = self
-            .address(&spec, &have.rules, &network_id, network.vpc())
+            .address(svc, &spec, &have.rules, &network_id, network.vpc())
             .await?;
         let mut writes = u32::from(address.fresh);
         if filter == Filter::Firewall && !address.fresh {
@@ -225,6 +233,7 @@ impl CloudStackLoadBalancers {
 
     async fn address(
         &self,
+        svc: &ServiceRef,
         spec: &LbSpec,
         rules: &[(LbRule, Vec<String>)],
         network_id: &str,
@@ -282,31 +291,9 @@ impl CloudStackLoadBalancers {
                 marked: true,
             });
         }
-        // Held: its rules on our ports must be nobody else's.
-        let theirs = self.calls.rules_on(&ip.id).await?;
-        for want in &spec.rules {
-            let clash = theirs.iter().find(|r| {
-                parse_rule_name(&spec.name, &r.name).is_none()
-                    && r.publicport == want.public_port.to_string()
-                    && (r.protocol == "udp") == (want.protocol.transport() == "udp")
-            });
-            if let Some(r) = clash {
-                return Err(CloudError::Conflict {
-                    message: format!(
-                        "spec.loadBalancerIP {wanted}: port {} ({}) is taken by load-balancer \
-                         rule {:?}, which is not this Service's{}",
-                        want.public_port,
-                        want.protocol.transport(),
-                        r.name,
-                        if r.name.starts_with('a') && r.name.len() > 33 {
-                            " (another Service's)"
-                        } else {
-                            ""
-                        }
-                    ),
-                });
-            }
-        }
+        // Held: whose rules it carries decides whether this Service may use it.
+        let on_it = self.calls.rules_on(&ip.id).await?;
+        tenancy::check_held_address(svc, spec, &wanted, &on_it)?;
         Ok(Address {
             id: ip.id,
             address: ip.ipaddress,

@@ -116,7 +116,7 @@ impl LbSpec {
         }
         let rule_cidrs = match ann(SOURCE_CIDRS) {
             None => vec![EVERYONE.to_owned()],
-            Some(v) => cidrs(SOURCE_CIDRS, v.split(','))?,
+            Some(v) => cidrs(&format!("annotation {SOURCE_CIDRS}"), v.split(','))?,
         };
         let allowed = cidrs(
             "spec.loadBalancerSourceRanges",
