@@ -87,8 +87,8 @@ pub fn write_cloud_config(sim: &Sim, path: &std::path::Path) {
 }
 
 /// Upstream's CCM (apache/cloudstack-kubernetes-provider, built by `testenv::cloudstack_ccm()`)
-/// running as a process against a test control plane: `cloud-node` and `cloud-node-lifecycle`,
-/// no leader election, no serving, no routes. Killed when dropped.
+/// running as a process against a test control plane: `cloud-node` and `cloud-node-lifecycle`
+/// (or the controllers given), no leader election, no serving, no routes. Killed when dropped.
 #[derive(Debug)]
 pub struct UpstreamCcm {
     child: tokio::process::Child,
@@ -103,6 +103,21 @@ impl UpstreamCcm {
         cloud_config: &std::path::Path,
         log: &std::path::Path,
     ) -> UpstreamCcm {
+        Self::start_controllers(
+            kubeconfig,
+            cloud_config,
+            log,
+            "cloud-node,cloud-node-lifecycle",
+        )
+    }
+
+    /// [`UpstreamCcm::start`] running `controllers` (`--controllers`, e.g. `service`).
+    pub fn start_controllers(
+        kubeconfig: &std::path::Path,
+        cloud_config: &std::path::Path,
+        log: &std::path::Path,
+        controllers: &str,
+    ) -> UpstreamCcm {
         let binary =
             testenv::cloudstack_ccm().expect("upstream's CloudStack CCM (testenv builds it)");
         let out = std::fs::File::create(log).expect("create the upstream CCM's log");
@@ -115,10 +130,10 @@ impl UpstreamCcm {
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--authentication-skip-lookup",
-                "--controllers=cloud-node,cloud-node-lifecycle",
                 "--configure-cloud-routes=false",
                 "--v=2",
             ])
+            .arg(format!("--controllers={controllers}"))
             .stdin(std::process::Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -279,4 +294,17 @@ pub async fn held_addresses(sim: &Sim) -> Vec<String> {
     .filter(|ip| ip["isstaticnat"] != true)
     .filter_map(|ip| ip["ipaddress"].as_str().map(str::to_owned))
     .collect()
+}
+
+/// The CloudStack writes `sim` received so far, by command: every request but reads (`list*`)
+/// and job polls, whatever its outcome.
+pub fn cloudstack_writes(sim: &Sim) -> std::collections::BTreeMap<String, u64> {
+    sim.request_counts()
+        .into_iter()
+        .filter_map(|(k, n)| {
+            let cmd = k.strip_prefix("CLOUDSTACK ")?;
+            let read = cmd.starts_with("list") || cmd == "queryAsyncJobResult";
+            (!read).then(|| (cmd.to_owned(), n))
+        })
+        .collect()
 }
