@@ -2,18 +2,24 @@
 //! (`--cloud-provider=external-cloudstack`): real kube-apiserver (testenv), cloud-sim's CloudStack
 //! API over HTTP, the controller in-process under its chart RBAC (impersonated ServiceAccount).
 //! What it made is read back through cloud-sim's CloudStack API, unfaulted.
+//!
+//! Each test has its own namespace and controller (namespaced), on the binary's apiserver.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cloud_client::cloudstack::JobPolling;
+use cloud_client::cloudstack::load_balancer::spec::SOURCE_CIDRS;
 use cloud_sim::CsVmSpec;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
-use kube::api::{DeleteParams, PostParams};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use service_controller::Settings;
+use service_controller::{Settings, reasons};
 use test_support::e2e::cloudstack::{
-    CsRule, TestVm, cloud_with, config, firewall_rules, held_addresses, lb_rules, vm,
+    CsRule, TestVm, cloud_with, cloudstack_writes, config, firewall_rules, held_addresses,
+    lb_rules, vm,
 };
 use test_support::e2e::run::{Running, spawn, test_config};
 use test_support::e2e::test_run::TestRun;
@@ -22,6 +28,18 @@ use test_support::e2e::{NodeSpecT, T, create_node, eventually, unique};
 const RANGES: [&str; 2] = ["198.51.100.0/24", "203.0.113.0/24"];
 
 async fn start(world: &TestRun) -> Running {
+    start_in(
+        world,
+        &world.ns,
+        world.service_account().await,
+        Duration::from_secs(300),
+    )
+    .await
+}
+
+/// The controller for namespace `ns` as `sa`, on `world`'s Nodes and simulator, checking for
+/// drift every `drift_period`.
+async fn start_in(world: &TestRun, ns: &str, sa: kube::Client, drift_period: Duration) -> Running {
     let mut c = config(&world.sim);
     c.client.jobs = JobPolling {
         initial: Duration::from_millis(20),
@@ -31,11 +49,11 @@ async fn start(world: &TestRun) -> Running {
     };
     let cloud = cloud_with(c).await;
     let settings = Settings {
-        namespace: Some(world.ns.clone()),
+        namespace: Some(ns.to_owned()),
         node_sync_window: Duration::from_millis(200),
+        drift_period,
         ..Default::default()
     };
-    let sa = world.service_account().await;
     spawn(
         &service_controller::INFO,
         test_config(&service_controller::INFO, &world.run),
@@ -47,6 +65,11 @@ async fn start(world: &TestRun) -> Running {
 
 /// A VM and its Ready Node, initialized as node-controller would (upstream's providerID).
 async fn node(world: &TestRun) -> TestVm {
+    named_node(world).await.1
+}
+
+/// [`node`], with the Node's name.
+async fn named_node(world: &TestRun) -> (String, TestVm) {
     let name = unique("cs-node");
     let v = vm(&world.sim, &CsVmSpec::named(&name)).await;
     create_node(
@@ -62,29 +85,48 @@ async fn node(world: &TestRun) -> TestVm {
         },
     )
     .await;
-    v
+    (name, v)
 }
 
-async fn create_service(world: &TestRun, name: &str) -> Service {
-    let api: Api<Service> = Api::namespaced(world.admin.clone(), &world.ns);
-    let port = |n: &str, p: i32, proto: &str| ServicePort {
-        name: Some(n.into()),
-        port: p,
-        protocol: Some(proto.into()),
+fn port(name: &str, port: i32, protocol: &str) -> ServicePort {
+    ServicePort {
+        name: Some(name.into()),
+        port,
+        protocol: Some(protocol.into()),
         ..Default::default()
-    };
+    }
+}
+
+/// A LoadBalancer Service `name` in `ns` with `ports`, as `shape` makes it further.
+async fn create_in(
+    world: &TestRun,
+    ns: &str,
+    name: &str,
+    ports: Vec<ServicePort>,
+    shape: impl FnOnce(&mut Service),
+) -> Service {
+    let api: Api<Service> = Api::namespaced(world.admin.clone(), ns);
     let mut s = Service::default();
     s.metadata.name = Some(name.into());
     s.spec = Some(ServiceSpec {
         type_: Some("LoadBalancer".into()),
         selector: Some([("app".to_string(), name.to_string())].into()),
-        ports: Some(vec![port("https", 443, "TCP"), port("dns", 53, "UDP")]),
-        load_balancer_source_ranges: Some(RANGES.iter().map(|r| r.to_string()).collect()),
+        ports: Some(ports),
         ..Default::default()
     });
+    shape(&mut s);
     api.create(&PostParams::default(), &s)
         .await
         .expect("create the Service")
+}
+
+async fn create_service(world: &TestRun, name: &str) -> Service {
+    let ports = vec![port("https", 443, "TCP"), port("dns", 53, "UDP")];
+    create_in(world, &world.ns, name, ports, |s| {
+        let spec = s.spec.as_mut().expect("spec");
+        spec.load_balancer_source_ranges = Some(RANGES.iter().map(|r| r.to_string()).collect());
+    })
+    .await
 }
 
 fn node_port(s: &Service, port: i32) -> u16 {
@@ -227,5 +269,202 @@ async fn a_tcp_and_udp_service_with_source_ranges_gets_upstreams_rules_members_a
         "firewall rules left"
     );
     assert!(held_addresses(&world.sim).await.is_empty(), "address left");
+    ctl.stop().await.expect("controller stops cleanly");
+}
+
+/// The Service's `LoadBalancerReady` condition once its reason is `reason`.
+async fn condition_in(world: &TestRun, ns: &str, name: &str, reason: &str) -> Condition {
+    let api: Api<Service> = Api::namespaced(world.admin.clone(), ns);
+    eventually(&format!("{ns}/{name}: {reason}"), T, || async {
+        let s = api.get_opt(name).await.ok().flatten()?;
+        let c = service_controller::condition::current(&s)?.clone();
+        (c.reason == reason).then_some(c)
+    })
+    .await
+}
+
+async fn wait_ingress(world: &TestRun, name: &str) -> String {
+    let api: Api<Service> = Api::namespaced(world.admin.clone(), &world.ns);
+    eventually(&format!("{name}'s ingress"), T, || async {
+        let s = api.get_opt(name).await.ok().flatten()?;
+        ingress_ips(&s).into_iter().next()
+    })
+    .await
+}
+
+/// Waits until the Service has `rules` rules, each with exactly `members`.
+async fn wait_rules(world: &TestRun, uid: &str, rules: usize, members: &[String]) -> Vec<CsRule> {
+    eventually(
+        &format!("{rules} rule(s) with members {members:?}"),
+        T,
+        || async {
+            let got = lb_rules(&world.sim, uid).await;
+            (got.len() == rules && got.iter().all(|r| r.members == members)).then_some(got)
+        },
+    )
+    .await
+}
+
+/// The Service's EndpointSlice, written as the EndpointSlice controller would (testenv runs
+/// none): one ready endpoint on each of `nodes`.
+async fn endpoints_on(world: &TestRun, svc: &str, nodes: &[&str]) {
+    let slices: Api<EndpointSlice> = Api::namespaced(world.admin.clone(), &world.ns);
+    let slice = EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(format!("{svc}-slice")),
+            labels: Some([("kubernetes.io/service-name".to_owned(), svc.to_owned())].into()),
+            ..Default::default()
+        },
+        address_type: "IPv4".into(),
+        endpoints: nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| Endpoint {
+                addresses: vec![format!("10.244.0.{}", i + 10)],
+                node_name: Some((*node).to_owned()),
+                conditions: Some(EndpointConditions {
+                    ready: Some(true),
+                    serving: Some(true),
+                    terminating: Some(false),
+                }),
+                ..Default::default()
+            })
+            .collect(),
+        ports: None,
+    };
+    slices
+        .patch(
+            &format!("{svc}-slice"),
+            &PatchParams::apply("cloudstack-e2e").force(),
+            &Patch::Apply(&slice),
+        )
+        .await
+        .expect("write the EndpointSlice");
+}
+
+/// The id of the Service's rule `name`, read from the simulator.
+async fn rule_id(world: &TestRun, name: &str) -> String {
+    let listed = world
+        .sim
+        .cloudstack_client()
+        .call(
+            "listLoadBalancerRules",
+            &[("keyword", name), ("listall", "true")],
+        )
+        .await
+        .expect("list rules");
+    listed["loadbalancerrule"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["name"] == name)
+        .and_then(|r| r["id"].as_str())
+        .expect("the rule")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_tenancy_local_traffic_and_drift() {
+    let world = TestRun::start("service-controller", "cs-refuse", None).await;
+    let (a_name, a) = named_node(&world).await;
+    let (b_name, b) = named_node(&world).await;
+    let sa = world.service_account().await;
+    let ctl = start_in(&world, &world.ns, sa, Duration::from_secs(1)).await;
+    let http = |p| vec![port("http", p, "TCP")];
+
+    // Bad input: the condition and a Warning name the field, and nothing is written.
+    let before = cloudstack_writes(&world.sim);
+    create_in(&world, &world.ns, "bad-cidrs", http(80), |s| {
+        let ann = [(SOURCE_CIDRS.to_owned(), "10.0.0.0/8,nope".to_owned())];
+        s.metadata.annotations = Some(ann.into());
+    })
+    .await;
+    create_in(
+        &world,
+        &world.ns,
+        "sctp",
+        vec![port("sctp", 9, "SCTP")],
+        |_| {},
+    )
+    .await;
+    for (name, says) in [
+        (
+            "bad-cidrs",
+            format!("\"nope\" for annotation {SOURCE_CIDRS}"),
+        ),
+        ("sctp", "spec.ports[0].protocol".to_owned()),
+    ] {
+        let c = condition_in(&world, &world.ns, name, reasons::INVALID_INPUT).await;
+        assert!(c.message.contains(&says), "{name}: {}", c.message);
+        let note = world
+            .wait_event("Service", name, reasons::SYNC_FAILED)
+            .await;
+        assert!(note.contains(&says), "{name}: {note}");
+    }
+    assert_eq!(
+        cloudstack_writes(&world.sim),
+        before,
+        "bad input writes nothing"
+    );
+
+    // Tenancy: `first` gets an address; `second` asks for it on the same port and is refused,
+    // naming `first`; `intruder`, in another namespace, is refused on another port too, and
+    // learns nothing of `first`.
+    let first = create_in(&world, &world.ns, "first", http(80), |_| {}).await;
+    let ip = wait_ingress(&world, "first").await;
+    let lb_ip =
+        |s: &mut Service| s.spec.as_mut().expect("spec").load_balancer_ip = Some(ip.clone());
+    create_in(&world, &world.ns, "second", http(80), lb_ip).await;
+    let c = condition_in(&world, &world.ns, "second", reasons::CONFLICT).await;
+    let named = format!("port 80 (tcp) is taken by Service {}/first", world.ns);
+    assert!(c.message.contains(&named), "{}", c.message);
+    let other = TestRun::start("service-controller", "cs-other", None).await;
+    let sa = other.service_account().await;
+    let other_ctl = start_in(&world, &other.ns, sa, Duration::from_secs(300)).await;
+    create_in(&world, &other.ns, "intruder", http(8080), lb_ip).await;
+    let c = condition_in(&world, &other.ns, "intruder", reasons::CONFLICT).await;
+    assert!(c.message.contains("another namespace"), "{}", c.message);
+    for secret in ["first", world.ns.as_str()] {
+        assert!(!c.message.contains(secret), "{}", c.message);
+    }
+    other_ctl
+        .stop()
+        .await
+        .expect("the other controller stops cleanly");
+    let first_uid = first.uid().expect("uid");
+    let rules = wait_rules(&world, &first_uid, 1, &sorted(&[&a, &b])).await;
+    assert_eq!(rules[0].public_ip, ip);
+
+    // externalTrafficPolicy Local: the members are the nodes running a serving endpoint.
+    endpoints_on(&world, "local", &[&a_name]).await;
+    let local = create_in(&world, &world.ns, "local", http(8081), |s| {
+        s.spec.as_mut().expect("spec").external_traffic_policy = Some("Local".into());
+    })
+    .await;
+    let local_uid = local.uid().expect("uid");
+    wait_rules(&world, &local_uid, 1, &sorted(&[&a])).await;
+    endpoints_on(&world, "local", &[&b_name]).await;
+    wait_rules(&world, &local_uid, 1, &sorted(&[&b])).await;
+
+    // Drift: a rule deleted by hand comes back, a member removed by hand is added back.
+    let cs = world.sim.cloudstack_client();
+    let name = rules[0].name.clone();
+    let id = rule_id(&world, &name).await;
+    cs.call_async("deleteLoadBalancerRule", &[("id", &id)])
+        .await
+        .expect("delete the rule by hand");
+    wait_rules(&world, &first_uid, 1, &sorted(&[&a, &b])).await;
+    let id = rule_id(&world, &name).await;
+    cs.call_async(
+        "removeFromLoadBalancerRule",
+        &[("id", &id), ("virtualmachineids", &a.id)],
+    )
+    .await
+    .expect("remove a member by hand");
+    eventually("the member back", T, || async {
+        let r = lb_rules(&world.sim, &first_uid).await;
+        (r.len() == 1 && r[0].members == sorted(&[&a, &b])).then_some(())
+    })
+    .await;
     ctl.stop().await.expect("controller stops cleanly");
 }
