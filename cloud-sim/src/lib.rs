@@ -28,11 +28,13 @@
 //! - Shared plumbing: `pagination`, `label_selector`, `rate_limit`, [`faults`], `counters`.
 //! - Data plane (off unless `SimConfig::data_plane` is set): `data_plane` (`mod.rs` the
 //!   reconciler that makes listeners and health checkers follow the world; `tables`, `host`,
-//!   `addresses`, `targets`, `listener`, `health`, `proxy_protocol`, `faults` one concern each).
+//!   `addresses`, `targets`, `listener`, `health`, `proxy_protocol`, `faults` one concern each;
+//!   `rules` and `rule_traffic` carry CloudStack load-balancer rules).
 //!   It reads the world through its `Host` trait, which `AppInner` implements; the model only
 //!   holds the health table it fills (`state::TargetHealth`).
 //! - [`SimClient`]: the test-side client; [`stand_in`]: what a node answers (NodePort, kube-proxy's
-//!   health), for tests, the demo and the benchmark to put behind load balancers.
+//!   health), for tests, the demo and the benchmark to put behind load balancers;
+//!   [`stand_in_udp`]: a node's UDP NodePort, for CloudStack `udp` rules.
 //!
 //! Control endpoints live under `/_sim` without authentication; see the `control` module.
 //! The metadata service is at `/hetzner/v1/metadata` and `/metadata/{server}/hetzner/v1/metadata`;
@@ -63,6 +65,7 @@ mod rate_limit;
 mod resource;
 mod server;
 pub mod stand_in;
+pub mod stand_in_udp;
 mod state;
 mod wire;
 
@@ -73,7 +76,7 @@ pub use config::{
     DEFAULT_ROBOT_USER, DEFAULT_TOKEN, DataPlaneConfig, SimConfig,
 };
 pub use counters::RequestLogEntry;
-pub use data_plane::{ConnectionCounts, ListenerInfo, TargetFault};
+pub use data_plane::{ConnectionCounts, ListenerInfo, RuleListenerInfo, TargetFault};
 pub use error::StartError;
 pub use faults::{FaultKind, FaultRule, Faults, UNFAULTED_HEADER};
 pub use inventory::{Inventory, LoadBalancerItem, RouteItem, ServerItem};

@@ -1,5 +1,5 @@
 //! `CloudStackClient`'s world building: zones, offerings, networks, projects, accounts, VMs and
-//! their lifecycle, static NAT, settings and jobs, through `/_sim/cloudstack` (not counted,
+//! their lifecycle, static NAT, settings, jobs and where a load-balancer rule listens, through `/_sim/cloudstack` (not counted,
 //! untouched by faults).
 
 use std::time::Instant;
@@ -8,6 +8,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::client::{CloudStackClient, CsClientError, CsVmSpec};
+use crate::data_plane::RuleListenerInfo;
 
 type Result<T, E = CsClientError> = std::result::Result<T, E>;
 
@@ -226,5 +227,21 @@ impl CloudStackClient {
     pub async fn create_job(&self, spec: Value) -> Result<String> {
         let v = self.control(Method::POST, "/jobs", Some(spec)).await?;
         Self::id_of(&v, "jobid")
+    }
+
+    /// `GET /_sim/cloudstack/load_balancer_rules/{id}/listeners`: where load-balancer rule `id`
+    /// takes traffic, with its counts; `None` while it has no listener (data plane off, or not
+    /// reconciled yet: poll).
+    pub async fn rule_listener(&self, id: &str) -> Result<Option<RuleListenerInfo>> {
+        let v = self
+            .control(
+                Method::GET,
+                &format!("/load_balancer_rules/{id}/listeners"),
+                None,
+            )
+            .await?;
+        let listeners: Vec<RuleListenerInfo> = serde_json::from_value(v["listeners"].clone())
+            .map_err(|e| CsClientError::Unexpected(format!("listeners: {e}: {v}")))?;
+        Ok(listeners.into_iter().next())
     }
 }

@@ -7,11 +7,13 @@
 //! - model: `model` (the world as plain data, part of the `--state` file), `world` (fixtures,
 //!   ids, lookups, VM transitions), `build` (what creates and changes things, shared by world
 //!   building and the API), `access` (who the caller is and what a list shows them), `jobs`
-//!   (async jobs and their answers), `render` and `render_rules` (each object's JSON).
+//!   (async jobs and their answers), `render` and `render_rules` (each object's JSON), `reach`
+//!   (who may reach a load-balancer rule and which members take its traffic, for the data plane).
 //! - HTTP: `pipeline` (`/client/api`: authentication, throttling, faults, counters, dispatch),
 //!   `params` (parameters, paging, list answers), `signature` and `crypto` (the request
 //!   signature), `error` (CloudStack's error answer), `commands::*` (one module per area),
-//!   `control` (`/_sim/cloudstack`, world building), `sim` (`Sim`'s CloudStack accessors).
+//!   `control` (`/_sim/cloudstack`, world building), `sim` (`Sim`'s CloudStack accessors),
+//!   `traffic` (where a rule's listener is, for tests).
 //! - [`client::CloudStackClient`]: the test-side client, signing as cloudstack-go does
 //!   (`client`) and building worlds (`client_world`).
 
@@ -27,10 +29,12 @@ mod jobs;
 pub(crate) mod model;
 mod params;
 mod pipeline;
+pub(crate) mod reach;
 mod render;
 mod render_rules;
 mod signature;
 mod sim;
+mod traffic;
 mod world;
 
 use axum::Router;
@@ -45,4 +49,5 @@ pub fn routes() -> Router<App> {
     Router::new()
         .route(PATH, any(pipeline::api))
         .merge(control::routes())
+        .merge(traffic::routes())
 }

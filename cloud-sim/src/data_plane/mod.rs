@@ -13,6 +13,8 @@
 //! - `health`: the checks and the status they decide.
 //! - `proxy_protocol`: PROXY headers v1 and v2.
 //! - `faults`: target faults (refuse, hang, fail health).
+//! - `rules` and `rule_traffic`: CloudStack load-balancer rules, a listener per rule with the
+//!   firewall or ACL enforced (the same reconciler opens and closes them).
 //!
 //! Reconciling: every mutation (`AppInner::write`) and every finished action wakes the
 //! reconciler once the world's lock is released; a slow tick is the safety net. Per load
@@ -30,6 +32,8 @@ mod health;
 mod host;
 mod listener;
 mod proxy_protocol;
+mod rule_traffic;
+mod rules;
 mod tables;
 mod targets;
 
@@ -48,6 +52,7 @@ pub use faults::TargetFault;
 pub use host::{Host, HostRef};
 pub use listener::ConnectionCounts;
 use listener::ListenerRecord;
+pub use rules::RuleListenerInfo;
 pub use tables::Tables;
 
 use crate::config::DataPlaneConfig;
@@ -94,6 +99,8 @@ struct Tasks {
     reconciler: Option<JoinHandle<()>>,
     listeners: BTreeMap<(u64, u16), Listener>,
     checkers: BTreeMap<HealthKey, Checker>,
+    /// CloudStack load-balancer rules' listeners, by rule id.
+    rules: BTreeMap<String, rules::RuleListener>,
 }
 
 #[derive(Debug)]
@@ -159,6 +166,11 @@ impl DataPlane {
         let mut handles: Vec<JoinHandle<()>> = tasks.reconciler.take().into_iter().collect();
         handles.extend(
             std::mem::take(&mut tasks.listeners)
+                .into_values()
+                .map(|l| l.task),
+        );
+        handles.extend(
+            std::mem::take(&mut tasks.rules)
                 .into_values()
                 .map(|l| l.task),
         );
@@ -230,6 +242,7 @@ impl Desired {
 }
 
 async fn reconcile(app: &HostRef, dp: &DataPlane) {
+    rules::reconcile(app, dp).await;
     let want = Desired::of(&app.state());
 
     // Listeners: close the retired, keep the rest (with their address), then open the new.
