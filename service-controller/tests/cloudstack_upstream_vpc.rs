@@ -4,7 +4,8 @@
 //! tier's VMs never see traffic for (they receive on the NodePort). Ours keeps upstream's rules
 //! and address (no load-balancer write) and adds one ACL rule per port on the NodePort with the
 //! Service's ranges, told from others by its `reason`; upstream's ACL rules are left alone (they
-//! are not ours to delete: nothing marks whose they are).
+//! are not ours to delete: nothing marks whose they are). A PROXY Service upstream never served
+//! there (it sends its ACL rule as `protocol=tcp-proxy`, which is refused) is served by ours.
 //!
 //! One test in this binary: upstream's CCM watches every Node and Service of the apiserver.
 
@@ -25,6 +26,7 @@ use test_support::e2e::test_run::TestRun;
 use test_support::e2e::{NodeSpecT, T, create_node, eventually, unique};
 
 const RANGE: &str = "198.51.100.0/24";
+const PROXY: &str = "service.beta.kubernetes.io/cloudstack-load-balancer-proxy-protocol";
 
 async fn node(world: &TestRun, tier: &str) -> TestVm {
     let name = unique("cs-vpc");
@@ -99,7 +101,8 @@ fn ingress_ip(s: &Service) -> Option<String> {
         .load_balancer
         .as_ref()?
         .ingress
-        .as_ref()?[0]
+        .as_ref()?
+        .first()?
         .ip
         .clone()
 }
@@ -134,15 +137,18 @@ async fn on_a_vpc_tier_ours_keeps_upstreams_rules_and_adds_acl_rules_on_the_node
     );
     let api: Api<Service> = Api::namespaced(world.admin.clone(), &world.ns);
     let mut made = BTreeMap::new();
+    let mut proxy = service("proxy", 443, None);
+    proxy.annotations_mut().insert(PROXY.into(), "true".into());
     for s in [
         service("open", 80, None),
         service("ranged", 8080, Some(RANGE)),
+        proxy,
     ] {
         let s = api.create(&PostParams::default(), &s).await.unwrap();
         made.insert(s.name_any(), s);
     }
     let mut ips = BTreeMap::new();
-    for name in made.keys() {
+    for name in ["open", "ranged"] {
         let ip = tokio::time::timeout(
             Duration::from_secs(60),
             eventually(
@@ -159,8 +165,28 @@ async fn on_a_vpc_tier_ours_keeps_upstreams_rules_and_adds_acl_rules_on_the_node
         )
         .await
         .unwrap_or_else(|_| panic!("{name}: upstream's log:\n{}", upstream.output()));
-        ips.insert(name.clone(), ip);
+        ips.insert(name.to_string(), ip);
     }
+    // The PROXY Service: its rule made, its ACL rule refused (a third create), no address.
+    let proxy_uid = made["proxy"].uid().unwrap();
+    let proxy_rule = eventually(
+        "upstream's PROXY rule and its refused ACL rule",
+        T,
+        || async {
+            let r = lb_rules(&world.sim, &proxy_uid).await;
+            let tried = world.sim.cloudstack_calls("createNetworkACL") >= 3;
+            (tried && r.len() == 1 && r[0].members.len() == 2).then(|| r[0].clone())
+        },
+    )
+    .await;
+    assert_eq!(proxy_rule.protocol, "tcp-proxy");
+    let unserved = api.get("proxy").await.unwrap();
+    assert_eq!(
+        ingress_ip(&unserved),
+        None,
+        "upstream served the PROXY Service"
+    );
+    ips.insert("proxy".to_string(), proxy_rule.public_ip.clone());
     // Upstream's: the public ports, open to all, ranges or not.
     let theirs = eventually("upstream's ACL rules", T, || async {
         let acl = acl_rules(&world, &tier).await;
@@ -211,7 +237,7 @@ async fn on_a_vpc_tier_ours_keeps_upstreams_rules_and_adds_acl_rules_on_the_node
         .collect();
     assert_eq!(
         writes,
-        BTreeMap::from([("createNetworkACL".to_string(), 2)]),
+        BTreeMap::from([("createNetworkACL".to_string(), 3)]),
         "upstream's log:\n{log}"
     );
     for (name, s) in &made {
@@ -230,6 +256,12 @@ async fn on_a_vpc_tier_ours_keeps_upstreams_rules_and_adds_acl_rules_on_the_node
         node_port(&made["ranged"]),
         RANGE.into(),
         format!("{}-tcp-8080", lb("ranged")),
+    ));
+    want.push((
+        "tcp".into(),
+        node_port(&made["proxy"]),
+        all.clone(),
+        format!("{}-tcp-proxy-443", lb("proxy")),
     ));
     want.sort();
     assert_eq!(acl_rules(&world, &tier).await, want);
