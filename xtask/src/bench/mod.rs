@@ -1,4 +1,4 @@
-//! `cargo xtask bench [nodes|services|routes|system|admission|data-path|cloudstack-nodes|all]`: benchmarks. They
+//! `cargo xtask bench [nodes|services|routes|system|admission|data-path|cloudstack-nodes|cloudstack-services|all]`: benchmarks. They
 //! print figures (and write them as JSON with `--json`) and assert nothing.
 //!
 //! Every controller scenario runs one controller binary (profile `release` by default, what the
@@ -11,6 +11,7 @@
 mod admission;
 mod budget;
 mod cloudstack_nodes;
+mod cloudstack_services;
 mod data_path;
 mod nodes;
 pub mod plot;
@@ -59,6 +60,10 @@ pub enum Scenario {
     /// CCM (v1.2.0, built by testenv): many tainted Nodes at once on cloud-sim's CloudStack API.
     /// Not part of `all`.
     CloudstackNodes,
+    /// service-controller with `--cloud-provider=external-cloudstack` beside upstream's
+    /// CloudStack CCM: LoadBalancer Services created at once, a node join, idle. Not part of
+    /// `all`.
+    CloudstackServices,
     /// `nodes`, then `services`, then `routes`, then `system`, then `admission`, then `data-path`.
     All,
 }
@@ -86,9 +91,9 @@ pub struct BenchArgs {
     /// `nodes`, `system`: number of servers and Nodes [default: 1000, 100 with --quick].
     #[arg(long)]
     pub nodes: Option<usize>,
-    /// `services`: number of LoadBalancer Services [default: 20, 5 with --quick]; `system`:
-    /// [default: 100, 10 with --quick]; `admission`: Service creates per measured row [default:
-    /// 500, 50 with --quick].
+    /// `services`, `cloudstack-services`: number of LoadBalancer Services [default: 20, 5 with
+    /// --quick]; `system`: [default: 100, 10 with --quick]; `admission`: Service creates per
+    /// measured row [default: 500, 50 with --quick].
     #[arg(long)]
     pub services: Option<usize>,
     /// `services`: instead, the same Services (one port each) on one shared load balancer
@@ -305,6 +310,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         rows.extend([ours.row(), theirs.row()]);
         figures.insert("cloudstack_nodes", serde_json::to_value(ours)?);
         figures.insert("cloudstack_nodes_upstream", serde_json::to_value(theirs)?);
+    }
+    if args.scenario == Scenario::CloudstackServices {
+        cloudstack_services::run_both(&rt, &args, &mut figures, &mut curves, &mut rows)?;
     }
     if matches!(args.scenario, Scenario::Services | Scenario::All) {
         let binary = controller_binary("service-controller", &args)?;
