@@ -3,7 +3,7 @@
 //! four controllers as separate processes configured as the chart configures them, and a story
 //! that shows each of them at work. Every step waits for what it shows, with a deadline, so the
 //! demo is also an end-to-end check (`cargo xtask test` runs it). `--cloud cloudstack` plays the
-//! node story against cloud-sim's CloudStack API instead ([`cloudstack`]).
+//! node and load-balancer story against cloud-sim's CloudStack API instead ([`cloudstack`]).
 
 mod cloudstack;
 pub(crate) mod machines;
@@ -30,8 +30,8 @@ pub struct DemoArgs {
     /// `release` is what the images ship).
     #[arg(long, default_value = "dev")]
     pub profile: String,
-    /// The cloud: `hcloud` (the whole system on Hetzner Cloud) or `cloudstack` (the node story
-    /// with `--cloud-provider=external-cloudstack`).
+    /// The cloud: `hcloud` (the whole system on Hetzner Cloud) or `cloudstack` (the node and
+    /// load-balancer story with `--cloud-provider=external-cloudstack`).
     #[arg(long, value_enum, default_value_t = DemoCloud::Hcloud)]
     pub cloud: DemoCloud,
 }

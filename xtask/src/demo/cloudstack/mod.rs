@@ -1,11 +1,13 @@
-//! `cargo xtask demo --cloud cloudstack`: the node story on CloudStack. A real kube-apiserver +
-//! etcd (testenv) and cloud-sim's CloudStack API, VMs in two zones (one with a static-NAT public
-//! address) with their Nodes registered as kubelets would, and node-controller and
-//! lifecycle-controller as separate processes started as the chart's `cloud: cloudstack` starts
-//! them: `--cloud-provider=external-cloudstack --cloud-config=<file>` (upstream's `[Global]`
-//! cloud-config), each as its own ServiceAccount with its chart RBAC and its own Lease. CloudStack
-//! offers no routes, so no route-controller; load balancers are not in this story yet.
+//! `cargo xtask demo --cloud cloudstack`: the node and load-balancer story on CloudStack. A real
+//! kube-apiserver + etcd (testenv) and cloud-sim's CloudStack API with its data plane on, VMs in
+//! two zones (one with a static-NAT public address) with their Nodes registered as kubelets
+//! would, and node-controller, lifecycle-controller and service-controller as separate processes
+//! started as the chart's `cloud: cloudstack` starts them: `--cloud-provider=external-cloudstack
+//! --cloud-config=<file>` (upstream's `[Global]` cloud-config), each as its own ServiceAccount
+//! with its chart RBAC and its own Lease. CloudStack offers no routes, so no route-controller.
+//! The load-balancer steps come last and are short (`load_balancers`): CI runs this demo.
 
+mod load_balancers;
 mod story;
 
 use std::path::{Path, PathBuf};
@@ -19,7 +21,11 @@ use crate::fleet::{self, Launch, Output, Process, Spec};
 use story::Story;
 
 /// The controllers this story runs (by their names in [`fleet::ALL`]).
-pub const CONTROLLERS: [&str; 2] = ["node-controller", "lifecycle-controller"];
+pub const CONTROLLERS: [&str; 3] = [
+    "node-controller",
+    "lifecycle-controller",
+    "service-controller",
+];
 
 /// One controller process of the demo.
 struct Controller {
@@ -99,14 +105,16 @@ pub async fn demo(keep: bool, profile: &str, binaries: &[PathBuf]) -> anyhow::Re
     let progress = Progress::new();
     let (plane, sim) = progress
         .step(
-            "local control plane (kube-apiserver + etcd) and cloud-sim's CloudStack API up",
+            "local control plane (kube-apiserver + etcd) and cloud-sim's CloudStack API (data plane on) up",
             async {
                 let plane = testenv::ControlPlane::start()
                     .await
                     .context("starting the control plane")?;
-                // Stopping and expunging take 200 ms.
+                // Stopping, expunging and async jobs take 200 ms; load-balancer rules carry
+                // traffic.
                 let sim = cloud_sim::Sim::start_with(cloud_sim::SimConfig {
                     action_duration: Duration::from_millis(200),
+                    data_plane: Some(cloud_sim::DataPlaneConfig::default()),
                     ..Default::default()
                 })
                 .await;
@@ -159,12 +167,35 @@ pub async fn demo(keep: bool, profile: &str, binaries: &[PathBuf]) -> anyhow::Re
         vms,
         progress: &progress,
     };
-    if let Err(e) = story.play().await {
-        for c in &controllers {
-            eprintln!("--- last lines of {} ---\n{}", c.spec.name, c.log_tail(15));
+    let played = async {
+        story.play().await?;
+        let rows = progress
+            .step(
+                "LoadBalancer Services demo/web (TCP 80) and demo/dns (UDP 53) get an ingress IP and a rule each, their zone's VMs as members",
+                story.services_get_rules(),
+            )
+            .await?;
+        let (answers, stand_ins) = progress
+            .step(
+                "a request through demo/web's rule and a datagram through demo/dns's rule are answered by nodes",
+                story.traffic_through_rules(&rows),
+            )
+            .await?;
+        for a in answers {
+            println!("  {a}");
         }
-        return Err(e);
+        anyhow::Ok(stand_ins)
     }
+    .await;
+    let _stand_ins = match played {
+        Ok(s) => s,
+        Err(e) => {
+            for c in &controllers {
+                eprintln!("--- last lines of {} ---\n{}", c.spec.name, c.log_tail(15));
+            }
+            return Err(e);
+        }
+    };
     summary(&story, &controllers, profile).await?;
 
     if keep {
@@ -228,6 +259,14 @@ async fn summary(
             v[0], v[1], v[2], v[3], v[4], v[5]
         );
     }
+    println!("\nLoad-balancer rules (cloud-sim's CloudStack API; members by VM name)");
+    println!(
+        "  {:<9} {:<40} {:<5} {:<20}   {:<7} {:<7} members",
+        "Service", "rule", "proto", "public", "private", "zone"
+    );
+    for line in load_balancers::summary_lines(&story.rule_rows().await?) {
+        println!("{line}");
+    }
     let mut by_command: Vec<(String, u64)> = story
         .sim
         .request_counts()
@@ -236,7 +275,7 @@ async fn summary(
         .collect();
     by_command.sort();
     println!(
-        "\nCloudStack API calls by command: {}",
+        "\nCloudStack API calls by command (the demo's own reads of rules and members included): {}",
         by_command
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
