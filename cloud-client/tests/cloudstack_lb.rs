@@ -2,11 +2,14 @@
 //! names, TCP/UDP/PROXY, members by providerID, source ranges as firewall rules (isolated
 //! networks) and ACL rules (VPC tiers), minimal writes, deletion, faults.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cloud_client::cloudstack::load_balancer::ADDRESS_RECORD;
 use cloud_client::cloudstack::{CloudStackClients, CloudStackConfig, JobPolling};
 use cloud_client::retry::RetryPolicy;
-use cloud_client::{CloudError, LbNode, PortProtocol, Secret, ServicePort, ServiceRef};
+use cloud_client::{CloudError, LbNode, PortProtocol, Recorder, Secret, ServicePort, ServiceRef};
 use cloud_sim::{CloudStackClient, CsVmSpec, Sim};
 use serde_json::{Value, json};
 
@@ -464,4 +467,106 @@ async fn failed_jobs_leave_nothing_half_made_and_the_next_reconcile_finishes() {
     let e = lbs.ensure(&sctp, &nodes(&ids)).await.unwrap_err();
     assert!(e.to_string().contains("spec.ports[0].protocol"), "{e}");
     assert_eq!(sim.cloudstack_total_calls(), before);
+}
+
+/// A Service whose annotations are what the recorder wrote so far, as the controller's next
+/// read of it would be.
+fn recorded_svc(
+    ports: Vec<ServicePort>,
+    book: &Arc<Mutex<BTreeMap<String, String>>>,
+) -> ServiceRef {
+    let mut s = svc(ports, &[], &[]);
+    s.annotations = book.lock().unwrap().clone();
+    let b = book.clone();
+    s.recorder = Recorder::new(move |k, v| {
+        b.lock().unwrap().insert(k, v);
+        async { Ok(()) }
+    });
+    s
+}
+
+#[tokio::test]
+async fn an_address_left_without_rules_is_found_by_its_record_used_and_released() {
+    let sim = Sim::start().await;
+    let cs = sim.cloudstack_client();
+    let ids = vms(&cs, 1, None).await;
+    let p = provider(&sim).await;
+    let lbs = p.load_balancers();
+    let book = Arc::new(Mutex::new(BTreeMap::new()));
+    let held = || async {
+        list(
+            &cs,
+            "listPublicIpAddresses",
+            &[("issourcenat", "false")],
+            "publicipaddress",
+        )
+        .await
+        .iter()
+        .filter_map(|ip| ip["ipaddress"].as_str().map(str::to_owned))
+        .collect::<Vec<_>>()
+    };
+    // What a crash after the associate leaves: the address, no rule (here the rule's job fails
+    // and so does every release).
+    sim.cloudstack_fail_jobs(Some("createLoadBalancerRule"), 1, 530);
+    let no_release = sim.cloudstack_fail_next(Some("disassociateIpAddress"), 100, 530);
+    let ports = || vec![port(PortProtocol::Tcp, 80, 30080)];
+    assert!(
+        lbs.ensure(&recorded_svc(ports(), &book), &nodes(&ids))
+            .await
+            .is_err()
+    );
+    sim.faults().remove(no_release);
+    let recorded = book.lock().unwrap()[ADDRESS_RECORD].clone();
+    assert_eq!(
+        held().await,
+        vec![recorded.clone()],
+        "the address was recorded before it was made"
+    );
+    // The next reconcile uses it: no second address.
+    let out = lbs
+        .ensure(&recorded_svc(ports(), &book), &nodes(&ids))
+        .await
+        .unwrap();
+    assert_eq!(out.status.ingress[0].ip.as_deref(), Some(recorded.as_str()));
+    assert_eq!(sim.cloudstack_calls("associateIpAddress"), 1);
+    assert_eq!(held().await, vec![recorded.clone()]);
+    assert!(
+        lbs.delete(&recorded_svc(ports(), &book))
+            .await
+            .unwrap()
+            .deleted
+    );
+    assert!(held().await.is_empty());
+
+    // A Service deleted before its first rule: the recorded address goes with it.
+    let other = Arc::new(Mutex::new(BTreeMap::new()));
+    sim.cloudstack_fail_jobs(Some("createLoadBalancerRule"), 1, 530);
+    let no_release = sim.cloudstack_fail_next(Some("disassociateIpAddress"), 100, 530);
+    assert!(
+        lbs.ensure(&recorded_svc(ports(), &other), &nodes(&ids))
+            .await
+            .is_err()
+    );
+    sim.faults().remove(no_release);
+    assert_eq!(held().await.len(), 1);
+    assert!(
+        lbs.delete(&recorded_svc(ports(), &other))
+            .await
+            .unwrap()
+            .deleted
+    );
+    assert!(held().await.is_empty(), "released by its record");
+
+    // CloudStack refusing the associate itself (the address taken meanwhile): the record is
+    // cleared, so that address is never taken for this Service's.
+    let refused = Arc::new(Mutex::new(BTreeMap::new()));
+    sim.cloudstack_fail_next(Some("associateIpAddress"), 100, 431);
+    assert!(
+        lbs.ensure(&recorded_svc(ports(), &refused), &nodes(&ids))
+            .await
+            .is_err()
+    );
+    sim.faults().clear();
+    assert_eq!(refused.lock().unwrap()[ADDRESS_RECORD], "");
+    assert!(held().await.is_empty());
 }

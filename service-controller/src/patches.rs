@@ -1,5 +1,6 @@
 //! The controller's only Kubernetes writes to a Service: the cleanup finalizer,
-//! `status.loadBalancer` and its condition ([`crate::condition`]), all through the
+//! `status.loadBalancer` and its condition ([`crate::condition`]), the annotations a provider
+//! records ([`recorder`]), all through the
 //! `services/status` subresource (as upstream, so the role needs no write access to Services
 //! themselves). The finalizer patch is a strategic merge, which
 //! adds or removes one entry of the list without clobbering other controllers' finalizers.
@@ -27,6 +28,22 @@ pub async fn add_finalizer(client: &kube::Client, svc: &Service) -> Result<(), k
         )
         .await
         .map(drop)
+}
+
+/// The provider's [`Recorder`](cloud_client::Recorder) for `svc`: a merge patch of one
+/// annotation. Through the status subresource, which keeps metadata changes, like the finalizer.
+pub fn recorder(client: &kube::Client, svc: &Service) -> cloud_client::Recorder {
+    let (api, name) = (api(client, svc), svc.name_any());
+    cloud_client::Recorder::new(move |key, value| {
+        let (api, name) = (api.clone(), name.clone());
+        async move {
+            let patch = json!({ "metadata": { "annotations": { key: value } } });
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+    })
 }
 
 /// Removes the cleanup finalizer; a Service already gone is fine.

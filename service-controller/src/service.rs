@@ -117,6 +117,7 @@ pub fn service_ref(svc: &Service) -> ServiceRef {
             .as_ref()
             .and_then(|s| s.session_affinity.as_deref())
             == Some("ClientIP"),
+        recorder: Default::default(),
     }
 }
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cloud_client::cloudstack::JobPolling;
+use cloud_client::cloudstack::load_balancer::ADDRESS_RECORD;
 use cloud_client::cloudstack::load_balancer::spec::SOURCE_CIDRS;
 use cloud_sim::CsVmSpec;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
@@ -201,6 +202,11 @@ async fn a_tcp_and_udp_service_with_source_ranges_gets_upstreams_rules_members_a
     );
     assert_eq!(tcp.public_ip, udp.public_ip, "one address for the Service");
     assert_eq!(ingress_ips(&svc), vec![tcp.public_ip.clone()]);
+    assert_eq!(
+        svc.annotations().get(ADDRESS_RECORD),
+        Some(&tcp.public_ip),
+        "the address was recorded on the Service (through its status) before it was made"
+    );
     assert_eq!(
         held_addresses(&world.sim).await,
         vec![tcp.public_ip.clone()]

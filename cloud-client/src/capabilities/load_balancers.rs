@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::read_once::ReadOnce;
+use super::recorder::Recorder;
 use super::warning::Warning;
 use crate::error::CloudError;
 
@@ -88,6 +89,8 @@ pub struct ServiceRef {
     /// `spec.sessionAffinity` is `ClientIP` (CloudStack balances such a Service by source
     /// address, as upstream).
     pub session_affinity_client_ip: bool,
+    /// Writes an annotation on the Service before a cloud write a crash could orphan.
+    pub recorder: Recorder,
 }
 
 /// Upstream's `DefaultLoadBalancerName` (cloud-provider `cloud.go`): `a` + the Service's UID

@@ -10,12 +10,14 @@
 mod instances;
 mod load_balancers;
 mod read_once;
+mod recorder;
 mod routes;
 mod warning;
 
 pub use instances::*;
 pub use load_balancers::*;
 pub use read_once::ReadOnce;
+pub use recorder::Recorder;
 pub use routes::*;
 pub use warning::Warning;
 

@@ -354,6 +354,20 @@ impl World {
         Ok(id)
     }
 
+    /// Makes the zone's next `n` never-seen addresses visible as free ones, without using them:
+    /// `next_free_ip` hands them out in the same order (or skips those allocated by address).
+    pub fn show_free_ips(&mut self, zone_id: &str, n: u32) -> Result<(), CsError> {
+        let zone = self
+            .zone(zone_id)
+            .ok_or_else(|| CsError::invalid("Unknown zone"))?;
+        let (index, used) = (zone.index, zone.public_ips_used);
+        for k in used..(used + n).min(256 * 254) {
+            let a = Ipv4Addr::new(100, 100 + index, (k / 254) as u8, (k % 254 + 1) as u8);
+            self.ip_record(zone_id, a)?;
+        }
+        Ok(())
+    }
+
     fn next_free_ip(&mut self, zone_id: &str) -> Result<String, CsError> {
         loop {
             let zone = self

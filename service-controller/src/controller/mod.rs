@@ -204,6 +204,10 @@ impl ServiceReconciler {
             r.names = service::names(store.clone());
         }
         r.kube_proxy_unreachable = self.kube_proxy.is_falling_back(&r.uid);
+        // A shadow writes nothing, so it records nothing either: the provider does without.
+        if !self.dry_run {
+            r.recorder = patches::recorder(&self.client, svc);
+        }
         r
     }
 

@@ -126,17 +126,70 @@ impl Calls {
     /// Sends write `call` and waits for its job: the job's result.
     async fn write(&self, call: Call) -> Result<Value, CloudError> {
         let command = call.command;
+        let jobid = self.start(call).await?;
+        self.api.wait_job(&jobid, command).await
+    }
+
+    /// Sends write `call`: its job's id. An error here is CloudStack refusing the command
+    /// before its job exists (or no answer at all, which may still have acted).
+    async fn start(&self, call: Call) -> Result<String, CloudError> {
         let answer = self.api.transport().call(&call).await?;
-        let jobid =
-            answer
-                .get("jobid")
-                .and_then(Value::as_str)
-                .ok_or_else(|| CloudError::Decode {
-                    method: "POST".into(),
-                    endpoint: call.template.into(),
-                    message: "the answer carries no jobid".into(),
-                })?;
-        self.api.wait_job(jobid, command).await
+        answer
+            .get("jobid")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| CloudError::Decode {
+                method: "POST".into(),
+                endpoint: call.template.into(),
+                message: "the answer carries no jobid".into(),
+            })
+    }
+
+    /// Up to `n` free public addresses of zone `zone_id` (one page: any of them will do).
+    pub async fn free_addresses(&self, zone_id: &str, n: u32) -> Result<Vec<PublicIp>, CloudError> {
+        let call = Call::read(
+            "listPublicIpAddresses",
+            "listPublicIpAddresses?zoneid={id}&state=Free",
+        )
+        .param("zoneid", zone_id)
+        .param("allocatedonly", "false")
+        .param("forvirtualnetwork", "true")
+        .param("state", "Free")
+        .param("page", "1")
+        .param("pagesize", n.to_string());
+        let answer = self.api.transport().call(&call).await?;
+        let listed: Vec<PublicIp> = answer
+            .get("publicipaddress")
+            .cloned()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| CloudError::Decode {
+                method: "GET".into(),
+                endpoint: call.template.into(),
+                message: e.to_string(),
+            })?
+            .unwrap_or_default();
+        Ok(listed
+            .into_iter()
+            .filter(|ip| ip.allocated.as_deref().is_none_or(str::is_empty))
+            .collect())
+    }
+
+    /// [`associate`](Self::associate)'s first half: the job's id.
+    pub async fn start_associate(
+        &self,
+        network_id: &str,
+        vpc_id: Option<&str>,
+        address: &str,
+    ) -> Result<String, CloudError> {
+        let call = associate_call(network_id, vpc_id, Some(address));
+        self.start(self.api.scoped(call)).await
+    }
+
+    /// [`associate`](Self::associate)'s second half: the address, once its job is done.
+    pub async fn finish_associate(&self, jobid: &str) -> Result<PublicIp, CloudError> {
+        let result = self.api.wait_job(jobid, "associateIpAddress").await?;
+        decode(result.get("ipaddress"), "associateIpAddress")
     }
 
     /// Associates a new address with network `network_id`, or with VPC `vpc_id`; `address`: that
@@ -147,16 +200,7 @@ impl Calls {
         vpc_id: Option<&str>,
         address: Option<&str>,
     ) -> Result<PublicIp, CloudError> {
-        let mut call = match vpc_id {
-            Some(v) => {
-                Call::write("associateIpAddress", "associateIpAddress?vpcid={id}").param("vpcid", v)
-            }
-            None => Call::write("associateIpAddress", "associateIpAddress?networkid={id}")
-                .param("networkid", network_id),
-        };
-        if let Some(a) = address {
-            call = call.param("ipaddress", a);
-        }
+        let call = associate_call(network_id, vpc_id, address);
         let result = self.write(self.api.scoped(call)).await?;
         decode(result.get("ipaddress"), "associateIpAddress")
     }
@@ -275,6 +319,22 @@ pub(crate) struct NewRule<'a> {
     pub network_id: &'a str,
     pub cidrs: &'a [String],
     pub description: &'a str,
+}
+
+/// `associateIpAddress` for network `network_id` (for VPC `vpc_id` when given), of `address`
+/// when given.
+fn associate_call(network_id: &str, vpc_id: Option<&str>, address: Option<&str>) -> Call {
+    let mut call = match vpc_id {
+        Some(v) => {
+            Call::write("associateIpAddress", "associateIpAddress?vpcid={id}").param("vpcid", v)
+        }
+        None => Call::write("associateIpAddress", "associateIpAddress?networkid={id}")
+            .param("networkid", network_id),
+    };
+    if let Some(a) = address {
+        call = call.param("ipaddress", a);
+    }
+    call
 }
 
 fn decode<T: serde::de::DeserializeOwned>(

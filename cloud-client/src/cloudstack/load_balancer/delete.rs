@@ -7,6 +7,9 @@
 //! or upstream's annotation says it associated it, or our rules carry [`ASSOCIATED_MARK`] — and
 //! no rule on it is anybody else's.
 //!
+//! A Service with no rule left may still hold the address recorded for it by a reconcile that
+//! stopped before its first rule (`address`): released, when nothing but its rules is on it.
+//!
 //! The annotations are not checked here: a Service with invalid ones is deleted all the same.
 
 use super::spec::{self, parse_rule_name};
@@ -23,7 +26,7 @@ impl CloudStackLoadBalancers {
         let name = default_load_balancer_name(&svc.uid);
         let rules = self.calls.our_rules(&name).await?;
         let Some(first) = rules.first() else {
-            return Ok(DeleteOutcome::default());
+            return self.release_recorded(svc, &name).await;
         };
         let network = self.network(&first.networkid).await?;
         if network.filter() == Filter::Acl {

@@ -7,6 +7,8 @@
 //!   write;
 //! - [`reconcile`]: what CloudStack has of the Service's (its rules by name, their members, the
 //!   network, the address and the filters) and the address it gets;
+//! - [`address`]: a new Service's address, recorded on the Service before it is associated, so
+//!   a crash in between leaks nothing;
 //! - [`tenancy`]: whether an address `spec.loadBalancerIP` names may take the Service's rules;
 //! - [`plan`]: the writes, a pure function of what is wanted and what is there;
 //! - [`apply`]: the writes, each job awaited;
@@ -17,6 +19,7 @@
 //! their ports, and ACL rules whose `reason` is one of those names: nothing another Service or
 //! anyone else made.
 
+mod address;
 mod apply;
 mod calls;
 mod delete;
@@ -39,6 +42,8 @@ use crate::capabilities::{
 use crate::error::CloudError;
 use calls::Calls;
 use wire::Network;
+
+pub use address::ADDRESS_RECORD;
 
 /// What a rule's `description` says when the controller associated the address
 /// `spec.loadBalancerIP` named (upstream records it in the Service's annotation, which the

@@ -8,7 +8,7 @@
 //! - **The address** is the rules', else `spec.loadBalancerIP` (an address the project holds,
 //!   whose rules on the Service's ports must be nobody else's; or a free one, associated and
 //!   marked [`ASSOCIATED_MARK`]), else a new one associated in the network (in its VPC for a
-//!   tier). An address associated by a reconcile whose writes then fail is released before it
+//!   tier), recorded on the Service first (`address`). An address associated by a reconcile whose writes then fail is released before it
 //!   returns, so nothing is left half made.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::plan::{self, Have, Target};
 use super::spec::LbSpec;
 use super::tenancy;
-use super::wire::{Filter, LbRule};
+use super::wire::{Filter, LbRule, Network};
 use super::{ASSOCIATED_MARK, CloudStackLoadBalancers, status};
 use crate::capabilities::{
     LbNode, LoadBalancerStatus, ServiceRef, TARGETS_LEFT_OUT, TrafficPolicy, Warning,
@@ -170,9 +170,7 @@ impl CloudStackLoadBalancers {
                 ),
             ));
         }
-        let address = self
-            .address(svc, &spec, &have.rules, &network_id, network.vpc())
-            .await?;
+        let address = self.address(svc, &spec, &have.rules, &network).await?;
         let mut writes = u32::from(address.fresh);
         if filter == Filter::Firewall && !address.fresh {
             have.firewall = self.calls.firewall_rules(&address.id).await?;
@@ -236,9 +234,9 @@ impl CloudStackLoadBalancers {
         svc: &ServiceRef,
         spec: &LbSpec,
         rules: &[(LbRule, Vec<String>)],
-        network_id: &str,
-        vpc_id: Option<&str>,
+        network: &Network,
     ) -> Result<Address, CloudError> {
+        let (network_id, vpc_id) = (network.id.as_str(), network.vpc());
         let from_rules = |want: Option<&str>| {
             let ips: Vec<&LbRule> = rules
                 .iter()
@@ -260,13 +258,7 @@ impl CloudStackLoadBalancers {
             if let Some(a) = from_rules(None) {
                 return Ok(a);
             }
-            let ip = self.calls.associate(network_id, vpc_id, None).await?;
-            return Ok(Address {
-                id: ip.id,
-                address: ip.ipaddress,
-                fresh: true,
-                marked: false,
-            });
+            return self.new_address(svc, &spec.name, network).await;
         };
         if let Some(a) = from_rules(Some(&wanted)) {
             return Ok(a);

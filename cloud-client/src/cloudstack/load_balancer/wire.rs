@@ -53,6 +53,7 @@ pub(crate) struct PublicIp {
     /// When it was allocated; absent for a free address.
     pub allocated: Option<String>,
     pub issourcenat: bool,
+    pub isstaticnat: bool,
 }
 
 /// A rule of `listFirewallRules` (ingress to one public address).
@@ -87,6 +88,7 @@ pub(crate) struct AclRule {
 pub(crate) struct Network {
     pub id: String,
     pub name: String,
+    pub zoneid: String,
     pub vpcid: Option<String>,
     pub aclid: Option<String>,
     pub service: Vec<NetworkService>,

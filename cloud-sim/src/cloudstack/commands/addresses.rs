@@ -14,8 +14,9 @@ use crate::cloudstack::params::paged;
 use crate::cloudstack::render_rules;
 
 /// Addresses by `id`, `ipaddress`, `associatednetworkid`, `vpcid`, `zoneid`, `isstaticnat`,
-/// `issourcenat`, `keyword`, in the scope of `projectid`/`listall`. `allocatedonly` (default
-/// true) false adds free addresses: the ones seen before, and the one `ipaddress` names.
+/// `issourcenat`, `keyword`, `state` (`Free`, `Allocated`), in the scope of `projectid`/`listall`.
+/// `allocatedonly` (default true) false adds free addresses: the ones seen before, the one
+/// `ipaddress` names, and with `zoneid` a page of the zone's next free ones.
 pub fn list_public_ip_addresses(ctx: &mut Ctx) -> Result<Value, CsError> {
     let params = ctx.params;
     let allocated_only = params.flag("allocatedonly").unwrap_or(true);
@@ -31,11 +32,19 @@ pub fn list_public_ip_addresses(ctx: &mut Ctx) -> Result<Value, CsError> {
         ),
         None => None,
     };
-    // An address never seen yet exists as a free one of its zone.
+    // An address never seen yet exists as a free one of its zone; so do the zone's next free
+    // ones when free addresses of a zone are asked for (CloudStack lists its whole range).
     if let (Some(a), false) = (address, allocated_only)
         && let Some(zone) = zone_of(ctx, a)
     {
         ctx.world.ip_record(&zone, a)?;
+    }
+    if let (None, false, Some(zone)) = (address, allocated_only, params.get("zoneid")) {
+        let n = params
+            .get("pagesize")
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(u32::try_from(ctx.world.settings.default_page_size).unwrap_or(500));
+        ctx.world.show_free_ips(zone, n.min(500))?;
     }
     let (w, caller) = (&*ctx.world, &ctx.caller);
     let scope = Scope::of(w, caller, params)?;
@@ -61,6 +70,11 @@ pub fn list_public_ip_addresses(ctx: &mut Ctx) -> Result<Value, CsError> {
                 .is_none_or(|v| ip_vpc(ctx, i).as_deref() == Some(v))
         })
         .filter(|i| params.get("zoneid").is_none_or(|z| i.zone_id == z))
+        .filter(|i| match params.get("state") {
+            Some(s) if s.eq_ignore_ascii_case("free") => i.owner.is_none(),
+            Some(s) if s.eq_ignore_ascii_case("allocated") => i.owner.is_some(),
+            _ => true,
+        })
         .filter(|i| flag("isstaticnat", i.static_nat_vm.is_some()))
         .filter(|i| flag("issourcenat", i.source_nat))
         .filter(|i| {
