@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cloud_client::cloudstack::load_balancer::ADDRESS_RECORD;
+use cloud_client::cloudstack::load_balancer::spec::IP_ASSOCIATED;
 use cloud_client::cloudstack::{CloudStackClients, CloudStackConfig, JobPolling};
 use cloud_client::retry::RetryPolicy;
 use cloud_client::{CloudError, LbNode, PortProtocol, Recorder, Secret, ServicePort, ServiceRef};
@@ -569,4 +570,19 @@ async fn an_address_left_without_rules_is_found_by_its_record_used_and_released(
     sim.faults().clear();
     assert_eq!(refused.lock().unwrap()[ADDRESS_RECORD], "");
     assert!(held().await.is_empty());
+
+    // A free address `spec.loadBalancerIP` names: recorded as upstream records it (before the
+    // associate), so either CCM releases it on delete.
+    let named = Arc::new(Mutex::new(BTreeMap::new()));
+    let with_ip = || {
+        let mut s = recorded_svc(ports(), &named);
+        s.load_balancer_ip = Some("100.101.0.200".into());
+        s
+    };
+    let out = lbs.ensure(&with_ip(), &nodes(&ids)).await.unwrap();
+    assert_eq!(out.status.ingress[0].ip.as_deref(), Some("100.101.0.200"));
+    assert_eq!(named.lock().unwrap()[IP_ASSOCIATED], "true");
+    assert!(!named.lock().unwrap().contains_key(ADDRESS_RECORD));
+    assert!(lbs.delete(&with_ip()).await.unwrap().deleted);
+    assert!(held().await.is_empty(), "released: we associated it");
 }

@@ -20,7 +20,7 @@
 
 use super::CloudStackLoadBalancers;
 use super::reconcile::Address;
-use super::spec::parse_rule_name;
+use super::spec::{IP_ASSOCIATED, parse_rule_name};
 use super::wire::{Network, PublicIp};
 use crate::capabilities::{DeleteOutcome, ServiceRef};
 use crate::error::CloudError;
@@ -91,6 +91,40 @@ impl CloudStackLoadBalancers {
         network: &Network,
         address: &str,
     ) -> Result<Address, CloudError> {
+        self.associate_then(svc, network, address, (ADDRESS_RECORD, ""))
+            .await
+    }
+
+    /// The free address `spec.loadBalancerIP` names, associated and recorded as upstream records
+    /// it ([`IP_ASSOCIATED`] `"true"`, so either CCM releases it on delete), but before the
+    /// associate rather than after, so a crash in between cannot leave it unreleased; also
+    /// marked on the rules ([`ASSOCIATED_MARK`](super::ASSOCIATED_MARK)) for a Service without
+    /// a recorder.
+    pub(super) async fn associate_named(
+        &self,
+        svc: &ServiceRef,
+        network: &Network,
+        address: &str,
+    ) -> Result<Address, CloudError> {
+        svc.recorder.record(IP_ASSOCIATED, "true").await?;
+        let made = self
+            .associate_then(svc, network, address, (IP_ASSOCIATED, "false"))
+            .await?;
+        Ok(Address {
+            marked: true,
+            ..made
+        })
+    }
+
+    /// Associates `address`; when CloudStack refuses it outright, records `undo` (key, value)
+    /// before the error returns.
+    async fn associate_then(
+        &self,
+        svc: &ServiceRef,
+        network: &Network,
+        address: &str,
+        undo: (&str, &str),
+    ) -> Result<Address, CloudError> {
         let started = self
             .calls
             .start_associate(&network.id, network.vpc(), address)
@@ -99,7 +133,7 @@ impl CloudStackLoadBalancers {
             Ok(jobid) => jobid,
             Err(e) => {
                 if never_acted(&e) {
-                    svc.recorder.record(ADDRESS_RECORD, "").await?;
+                    svc.recorder.record(undo.0, undo.1).await?;
                 }
                 return Err(e);
             }

@@ -236,7 +236,6 @@ impl CloudStackLoadBalancers {
         rules: &[(LbRule, Vec<String>)],
         network: &Network,
     ) -> Result<Address, CloudError> {
-        let (network_id, vpc_id) = (network.id.as_str(), network.vpc());
         let from_rules = |want: Option<&str>| {
             let ips: Vec<&LbRule> = rules
                 .iter()
@@ -272,16 +271,7 @@ impl CloudStackLoadBalancers {
             ));
         };
         if ip.allocated.as_deref().is_none_or(str::is_empty) {
-            let made = self
-                .calls
-                .associate(network_id, vpc_id, Some(&wanted))
-                .await?;
-            return Ok(Address {
-                id: made.id,
-                address: made.ipaddress,
-                fresh: true,
-                marked: true,
-            });
+            return self.associate_named(svc, network, &wanted).await;
         }
         // Held: whose rules it carries decides whether this Service may use it.
         let on_it = self.calls.rules_on(&ip.id).await?;
