@@ -32,7 +32,14 @@ pub enum Kind {
     Throttling,
     /// The management server unreachable (503 from the proxy in front of it) for a while.
     Unreachable,
+    /// `kill -9` of a controller (the service-controller two times in three) at random moments
+    /// while the Services are made and while they are deleted, restarted at once: a kill between
+    /// an address's associate and its first rule must leak nothing.
+    Crash,
 }
+
+/// Kills while the Services converge, and while they are deleted.
+const KILLS: (usize, usize) = (6, 3);
 
 #[derive(Debug, Clone)]
 pub struct Fault {
@@ -74,6 +81,15 @@ pub fn faults(args: &ChaosArgs) -> Vec<Fault> {
             name: "cs 429",
             description: format!("throttling: {} calls per 5 s", r.throttle),
             kind: Kind::Throttling,
+        },
+        Fault {
+            name: "cs crash",
+            description: format!(
+                "kill -9 ×{} while Services are made, ×{} while deleted (service-controller 2 \
+                 in 3)",
+                KILLS.0, KILLS.1
+            ),
+            kind: Kind::Crash,
         },
         Fault {
             name: "cs unreachable",
@@ -186,8 +202,65 @@ fn apply(sim: &cloud_sim::Sim, kind: Kind, args: &ChaosArgs) -> Vec<(u64, &'stat
             sim.set_cloudstack_throttling(Some((r.throttle, Duration::from_secs(5))));
         }
         Kind::Unreachable => sim.set_cloudstack_unreachable(true),
+        // Associates that take 1.5 s: the first kills land while an address is allocated and
+        // has no rule yet, the moment a crash could leak it.
+        Kind::Crash => {
+            sim.faults().add(rule(
+                Some("associateIpAddress"),
+                1.0,
+                FaultKind::ActionDuration { ms: 1_500 },
+            ));
+        }
     }
     must_fire
+}
+
+/// How often the service-controller's logs say an address was found again by its record.
+fn found_by_record(fleet: &Fleet) -> usize {
+    fleet
+        .logs()
+        .iter()
+        .filter_map(|l| std::fs::read_to_string(l).ok())
+        .map(|text| text.matches(FOUND_BY_RECORD).count())
+        .sum()
+}
+
+/// In the service-controller's log lines for an address used or released by its record.
+const FOUND_BY_RECORD: &str = "the address recorded";
+
+/// What a crash storm did: the controllers killed, and the cloud calls and 429s their processes
+/// had counted (gone with them).
+#[derive(Debug, Default)]
+struct Storm {
+    killed: Vec<&'static str>,
+    calls: (u64, u64),
+}
+
+/// `kill -9` and restart `n` times, 50 to 600 ms apart: the service-controller two times in
+/// three (it makes the addresses and rules), another controller else.
+async fn crash_storm(
+    fleet: &mut Fleet,
+    rng: &mut fastrand::Rng,
+    n: usize,
+    storm: &mut Storm,
+) -> anyhow::Result<()> {
+    for _ in 0..n {
+        tokio::time::sleep(Duration::from_millis(rng.u64(50..600))).await;
+        let service = fleet
+            .replicas
+            .iter()
+            .position(|r| r.spec.name == "service-controller");
+        let i = match service {
+            Some(i) if rng.u8(..3) < 2 => i,
+            _ => rng.usize(..fleet.replicas.len()),
+        };
+        let m = fleet.replicas[i].metrics().await;
+        storm.calls.0 += fleet::cloud_calls(&m);
+        storm.calls.1 += fleet::cloud_calls_with_status(&m, 429);
+        storm.killed.push(fleet.replicas[i].spec.name);
+        fleet.crash_and_restart(i).await?;
+    }
+    Ok(())
 }
 
 fn clear(sim: &cloud_sim::Sim) {
@@ -327,6 +400,14 @@ async fn run_one(
     for s in 0..services {
         world.create_service(&format!("r{i}-svc-{s}")).await?;
     }
+    // Seeded, so a failing run can be repeated; printed in the row so it can be.
+    let seed = u64::from(std::process::id()) + i as u64;
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut storm = Storm::default();
+    let found_before = found_by_record(fleet);
+    if fault.kind == Kind::Crash {
+        crash_storm(fleet, &mut rng, KILLS.0, &mut storm).await?;
+    }
     let converged = world
         .wait_for(args.converge_timeout(), |a| a.converged())
         .await?;
@@ -344,6 +425,9 @@ async fn run_one(
     };
     let at_convergence = world.audit().await.unwrap_or_default();
     world.delete_services().await?;
+    if fault.kind == Kind::Crash {
+        crash_storm(fleet, &mut rng, KILLS.1, &mut storm).await?;
+    }
     let cleaned = world
         .wait_for(args.converge_timeout(), |a| a.cleaned())
         .await?;
@@ -369,11 +453,27 @@ async fn run_one(
     let exited = &exited[exits_before..];
     Ok(Row {
         scenario: format!("cloudstack: {}", fault.name.trim_start_matches("cs ")),
-        faults: fault.description.clone(),
+        faults: if storm.killed.is_empty() {
+            fault.description.clone()
+        } else {
+            let times = |name: &str| storm.killed.iter().filter(|k| **k == name).count();
+            let per_controller: Vec<String> = crate::fleet::ALL
+                .iter()
+                .filter(|c| times(c.name) > 0)
+                .map(|c| format!("{} ×{}", c.name, times(c.name)))
+                .collect();
+            format!(
+                "{}; associates take 1.5 s (seed {seed}: {}; {} address(es) found again by \
+                 their record)",
+                fault.description,
+                per_controller.join(", "),
+                found_by_record(fleet) - found_before
+            )
+        },
         size: format!("{} VMs, {} Services × TCP+UDP", world.vms.len(), services),
         converged_s,
-        calls: calls_after - calls_before,
-        rate_limited: throttled_after - throttled_before,
+        calls: (calls_after + storm.calls.0).saturating_sub(calls_before),
+        rate_limited: (throttled_after + storm.calls.1).saturating_sub(throttled_before),
         duplicates: at_convergence.duplicates,
         leaks: after.leaks,
         wrong_deletions: after.wrong_deletions.max(at_convergence.wrong_deletions),
