@@ -812,10 +812,3 @@ fn id_at(v: &Value, key: &str) -> Result<u64> {
     let r: IdOnly = decode(v.get(key).cloned().unwrap_or(Value::Null))?;
     Ok(r.id)
 }
-
-/// A self-signed-looking PEM pair that passes the simulator's certificate checks; the
-/// simulator never parses X.509, so tests need no crypto crate.
-pub const TEST_CERTIFICATE_PEM: &str =
-    "-----BEGIN CERTIFICATE-----\nTUlJQlNJTVVMQVRFRA==\n-----END CERTIFICATE-----\n";
-pub const TEST_PRIVATE_KEY_PEM: &str =
-    "-----BEGIN PRIVATE KEY-----\nU0lNVUxBVEVE\n-----END PRIVATE KEY-----\n";

@@ -20,7 +20,8 @@
 //! - model: `state` (the world as plain data, actions' records included), `actions` (their
 //!   lifecycle and locking), `resource` (what every resource kind shares: the `Resource` trait,
 //!   naming and label rules, renaming and relabelling), `config`, `app` (the shared handle),
-//!   `persistence`, `catalog`, `cidr`, `clock`.
+//!   `persistence`, `catalog`, `cidr`, `clock`, `certs` (uploads checked as Hetzner checks
+//!   them, managed ones issued as real certificates).
 //! - HTTP: `server` (router, request pipeline: rate limit, auth, faults, counters; [`Sim`]),
 //!   `handlers::*` (one module per API resource; `load_balancers` one per sub-resource;
 //!   `collection` the list and update endpoints every resource kind shares), `wire`
@@ -34,7 +35,8 @@
 //!   holds the health table it fills (`state::TargetHealth`).
 //! - [`SimClient`]: the test-side client; [`stand_in`]: what a node answers (NodePort, kube-proxy's
 //!   health), for tests, the demo and the benchmark to put behind load balancers;
-//!   [`stand_in_udp`]: a node's UDP NodePort, for CloudStack `udp` rules.
+//!   [`stand_in_udp`]: a node's UDP NodePort, for CloudStack `udp` rules; [`test_certs`]: real
+//!   certificates and keys to upload.
 //!
 //! Control endpoints live under `/_sim` without authentication; see the `control` module.
 //! The metadata service is at `/hetzner/v1/metadata` and `/metadata/{server}/hetzner/v1/metadata`;
@@ -46,6 +48,7 @@
 mod actions;
 mod app;
 mod catalog;
+mod certs;
 mod cidr;
 pub mod client;
 mod clock;
@@ -67,6 +70,7 @@ mod server;
 pub mod stand_in;
 pub mod stand_in_udp;
 mod state;
+pub mod test_certs;
 mod wire;
 
 pub use client::{ActionInfo, ApiFailure, RawResponse, SimClient, SimClientError};

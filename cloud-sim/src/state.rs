@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog;
 use crate::cidr::Ipv4Net;
-use crate::clock::now_ms;
 use crate::label_selector::{Labels, Selector};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -364,6 +363,10 @@ pub struct Certificate {
     pub labels: Labels,
     pub kind: String,
     pub certificate: Option<String>,
+    /// Uploaded, or made by the issuance: what the data plane ends TLS with. Never rendered;
+    /// `Debug` redacts it. Missing in state files written before TLS termination.
+    #[serde(default)]
+    pub private_key: Option<crate::certs::PrivateKeyPem>,
     pub created_ms: u64,
     pub not_valid_before_ms: Option<u64>,
     pub not_valid_after_ms: Option<u64>,
@@ -542,55 +545,4 @@ pub enum Effect {
     None,
     ServerStatus { server: u64, status: String },
     CertificateIssued { certificate: u64 },
-}
-
-// ---------------------------------------------------------------------------------------------
-// Certificates: what an upload or a finished issuance stores. The issuance runs as an action
-// (`Effect::CertificateIssued`), which is why this lives with the data, not with the handler.
-
-/// A stable pseudo SHA-256 fingerprint (32 colon-separated bytes); the simulator has no X.509
-/// parser, so this is a hash of the PEM text, not of the DER certificate.
-pub fn fingerprint(pem: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut out = Vec::with_capacity(32);
-    for round in 0..32u64 {
-        for b in pem.bytes().chain(round.to_le_bytes()) {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        out.push(format!("{:02x}", (h >> 24) as u8));
-    }
-    out.join(":")
-}
-
-fn fake_pem(domains: &[String]) -> String {
-    format!(
-        "-----BEGIN CERTIFICATE-----\nU0lNVUxBVEVEIENFUlRJRklDQVRFIEZPUiB7fQ==\n{}\n-----END CERTIFICATE-----\n",
-        domains.join(",")
-    )
-}
-
-/// How long a simulated certificate is valid: the simulator parses no PEM, so an uploaded one
-/// gets the same fixed validity as an issued one.
-pub const NINETY_DAYS_MS: u64 = 90 * 24 * 3600 * 1000;
-
-impl Certificate {
-    /// Applied when the issuance action ends.
-    pub fn finish_issuance(&mut self, failure: Option<ActionFailure>) {
-        match failure {
-            None => {
-                let pem = fake_pem(&self.domain_names);
-                let now = now_ms();
-                self.fingerprint = Some(fingerprint(&pem));
-                self.certificate = Some(pem);
-                self.not_valid_before_ms = Some(now);
-                self.not_valid_after_ms = Some(now + NINETY_DAYS_MS);
-                self.issuance = Some("completed".to_owned());
-                self.error = None;
-            }
-            Some(f) => {
-                self.issuance = Some("failed".to_owned());
-                self.error = Some((f.code, f.message));
-            }
-        }
-    }
 }

@@ -173,7 +173,8 @@ pub struct CreateCertificateReq {
     #[serde(rename = "type")]
     pub kind: Option<String>,
     pub certificate: Option<String>,
-    pub private_key: Option<String>,
+    /// Redacted in `Debug`, like the stored one.
+    pub private_key: Option<crate::certs::PrivateKeyPem>,
     pub domain_names: Option<Vec<String>>,
     pub labels: Option<Labels>,
 }

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use cloud_sim::client::{TEST_CERTIFICATE_PEM, TEST_PRIVATE_KEY_PEM};
+use cloud_sim::test_certs;
 use cloud_sim::{Sim, SimConfig};
 use common::{assert_error, invalid_fields, send};
 use reqwest::Method;
@@ -201,8 +201,9 @@ async fn load_balancer_rules() {
     .await;
     assert_error(&r, 400, "invalid_input");
     assert_eq!(invalid_fields(&r), ["http.certificates"]);
+    let (cert_pem, key_pem) = test_certs::self_signed(&["example.com"]);
     let cert = w
-        .create_certificate("c", TEST_CERTIFICATE_PEM, TEST_PRIVATE_KEY_PEM)
+        .create_certificate("c", &cert_pem, &key_pem)
         .await
         .unwrap();
     w.load_balancer_action(lb, "add_service", json!({"protocol": "https", "listen_port": 443, "destination_port": 30443, "http": {"certificates": [cert]}}))

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use cloud_sim::Sim;
-use cloud_sim::client::{TEST_CERTIFICATE_PEM, TEST_PRIVATE_KEY_PEM};
+use cloud_sim::test_certs;
 use common::{assert_error, eventually, send};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -166,8 +166,9 @@ async fn crud_and_every_action() {
     assert_eq!(svc["http"]["sticky_sessions"], true);
     assert_eq!(svc["destination_port"], 30081);
     // Switch it to https with a certificate.
+    let (cert_pem, key_pem) = test_certs::self_signed(&["example.com"]);
     let cert = w
-        .create_certificate("c", TEST_CERTIFICATE_PEM, TEST_PRIVATE_KEY_PEM)
+        .create_certificate("c", &cert_pem, &key_pem)
         .await
         .unwrap();
     act("update_service", json!({"listen_port": 8080, "protocol": "https", "http": {"certificates": [cert], "redirect_http": true}})).await;

@@ -481,13 +481,10 @@ async fn populate(w: &SimClient) {
     )
     .await
     .unwrap();
-    w.create_certificate(
-        "c",
-        cloud_sim::client::TEST_CERTIFICATE_PEM,
-        cloud_sim::client::TEST_PRIVATE_KEY_PEM,
-    )
-    .await
-    .unwrap();
+    let (cert_pem, key_pem) = cloud_sim::test_certs::self_signed(&["example.com"]);
+    w.create_certificate("c", &cert_pem, &key_pem)
+        .await
+        .unwrap();
 }
 
 #[test]

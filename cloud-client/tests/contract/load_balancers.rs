@@ -474,9 +474,11 @@ async fn lb_https_with_uploaded_and_managed_certificates() {
         .create_servers(1, "h", "cx22", "fsn1")
         .await
         .unwrap();
+    // The simulator checks uploads as Hetzner does: a real certificate and its key.
+    let (cert_pem, key_pem) = cloud_sim::test_certs::self_signed(&["example.com"]);
     let cert = sim
         .client()
-        .create_certificate("my-cert", CERT_PEM, KEY_PEM)
+        .create_certificate("my-cert", &cert_pem, &key_pem)
         .await
         .unwrap();
     let p = provider(&sim, |_| {}).await;
@@ -520,9 +522,11 @@ async fn lb_settings_per_port_over_the_service_wide_ones() {
         .create_servers(1, "pp", "cx22", "fsn1")
         .await
         .unwrap();
+    // The simulator checks uploads as Hetzner does: a real certificate and its key.
+    let (cert_pem, key_pem) = cloud_sim::test_certs::self_signed(&["example.com"]);
     let cert = sim
         .client()
-        .create_certificate("port-cert", CERT_PEM, KEY_PEM)
+        .create_certificate("port-cert", &cert_pem, &key_pem)
         .await
         .unwrap();
     let p = provider(&sim, |_| {}).await;
@@ -564,10 +568,6 @@ async fn lb_settings_per_port_over_the_service_wide_ones() {
     // As asked: nothing more to write.
     assert_eq!(lbs.ensure(&s, &lb_nodes(&nodes)).await.unwrap().writes, 0);
 }
-
-// The simulator checks only the PEM framing, so a stub pair is enough.
-const CERT_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ2FsbGVkIGJ5IHRlc3RzAAAAAAAAAAAwCgYIKoZIzj0EAwIw\n-----END CERTIFICATE-----\n";
-const KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lb_node_join_costs_only_the_target_write() {

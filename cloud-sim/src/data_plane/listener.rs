@@ -12,8 +12,10 @@
 //!   closed. Another target is not tried, so a test sees the failure it caused.
 //! - A relayed connection lives until either side closes, whatever happens to its target in the
 //!   API meanwhile (connection draining). Closing the listener ends its connections too.
-//! - `http` and `https` services are relayed as TCP like `tcp` ones: no TLS termination, no
-//!   sticky sessions, no redirects.
+//! - `https` services end TLS here (`tls`: the certificate is chosen per handshake) and relay
+//!   the decrypted bytes, plain HTTP, to the target; a failed handshake closes the connection
+//!   before the target is connected. `http` and `https` services are otherwise relayed as TCP
+//!   like `tcp` ones: no sticky sessions, no redirects, no added headers.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -22,20 +24,26 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use super::faults::TargetFault;
 use super::host::HostRef;
 use super::proxy_protocol;
 use super::targets;
+use super::tls;
 use crate::state::{HealthKey, HealthStatus, HealthSubject, LoadBalancer};
 
 /// How long a connect to a target may take before the client connection is given up. Targets
 /// are local addresses, where a connect succeeds or is refused at once; this only bounds a
 /// real address that drops packets.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a client may take over its TLS handshake: a client that connects and says nothing
+/// does not hold a target's slot for ever.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connection counts of one listener, as `GET /_sim/load_balancers/{id}/listeners` shows them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,12 +180,14 @@ impl Drop for Active {
 /// so aborting it ends them too (nothing outlives the listener).
 pub(super) async fn serve(app: HostRef, listener: TcpListener, record: Arc<ListenerRecord>) {
     let mut connections = JoinSet::new();
+    // Built once: the certificate is looked up per handshake, so a rotation needs no new one.
+    let tls = tls::acceptor(app.clone(), record.lb, record.listen_port);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((client, peer)) => {
                     record.accepted.fetch_add(1, Ordering::Relaxed);
-                    connections.spawn(handle(app.clone(), record.clone(), client, peer));
+                    connections.spawn(handle(app.clone(), record.clone(), client, peer, tls.clone()));
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -199,6 +209,8 @@ struct Route {
     /// The local address to connect to.
     to: SocketAddr,
     proxy_header: Option<Vec<u8>>,
+    /// An `https` service: the client's TLS ends here.
+    tls: bool,
     _slot: Slot,
 }
 
@@ -207,6 +219,7 @@ async fn handle(
     record: Arc<ListenerRecord>,
     mut client: TcpStream,
     peer: SocketAddr,
+    tls: Option<TlsAcceptor>,
 ) {
     let Some(route) = route(&app, &record, peer) else {
         record.refused.fetch_add(1, Ordering::Relaxed);
@@ -231,6 +244,26 @@ async fn handle(
         }
         Some(TargetFault::FailHealth) | None => {}
     }
+    if !route.tls {
+        return forward(&record, &route, client).await;
+    }
+    let Some(acceptor) = tls else {
+        record.refused.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(client)).await {
+        Ok(Ok(decrypted)) => forward(&record, &route, decrypted).await,
+        Ok(Err(e)) => tracing::debug!(error = %e, "cloud-sim data plane: TLS handshake failed"),
+        Err(_) => tracing::debug!("cloud-sim data plane: TLS handshake timed out"),
+    }
+}
+
+/// Connects the target and relays `client` (a TCP stream, or the decrypted side of a TLS one)
+/// to it, the PROXY header first if the service asks for one.
+async fn forward<S>(record: &Arc<ListenerRecord>, route: &Route, mut client: S)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let mut upstream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(route.to))
         .await
     {
@@ -246,7 +279,7 @@ async fn handle(
             return;
         }
     };
-    let _active = Active::new(&record);
+    let _active = Active::new(record);
     if let Some(header) = &route.proxy_header
         && let Err(e) = upstream.write_all(header).await
     {
@@ -261,7 +294,7 @@ async fn handle(
 /// is gone or no target is healthy.
 fn route(app: &HostRef, record: &Arc<ListenerRecord>, peer: SocketAddr) -> Option<Route> {
     let dp = app.tables()?;
-    let (ip, port, proxy_header, slot) = {
+    let (ip, port, proxy_header, tls, slot) = {
         let st = app.state();
         let lb = st.load_balancers.get(&record.lb)?;
         let svc = lb
@@ -289,12 +322,19 @@ fn route(app: &HostRef, record: &Arc<ListenerRecord>, peer: SocketAddr) -> Optio
                 public_address(lb, peer, svc.listen_port),
             )
         });
-        (ip, svc.destination_port, proxy_header, slot)
+        (
+            ip,
+            svc.destination_port,
+            proxy_header,
+            svc.protocol == "https",
+            slot,
+        )
     };
     Some(Route {
         ip,
         to: SocketAddr::new(app.addresses().local(ip), port),
         proxy_header,
+        tls,
         _slot: slot,
     })
 }

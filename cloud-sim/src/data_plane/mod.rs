@@ -9,7 +9,8 @@
 //!   implements, so nothing here names the app.
 //! - `addresses`: simulated address → local address.
 //! - `targets`: a load balancer's targets resolved to addresses.
-//! - `listener`: accepting, balancing, relaying.
+//! - `listener`: accepting, balancing, relaying; `tls`: ending TLS for `https` services with
+//!   their certificates.
 //! - `health`: the checks and the status they decide.
 //! - `proxy_protocol`: PROXY headers v1 and v2.
 //! - `faults`: target faults (refuse, hang, fail health).
@@ -36,6 +37,7 @@ mod rule_traffic;
 mod rules;
 mod tables;
 mod targets;
+mod tls;
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
@@ -66,7 +68,8 @@ const SAFETY_TICK: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListenerInfo {
     pub listen_port: u16,
-    /// The service's protocol (`tcp`, `http`, `https`); all are relayed as TCP.
+    /// The service's protocol (`tcp`, `http`, `https`); `https` ends TLS at the listener, all
+    /// are otherwise relayed as TCP.
     pub protocol: String,
     /// Where to connect to reach the service.
     pub address: SocketAddr,

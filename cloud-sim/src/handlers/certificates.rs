@@ -1,5 +1,6 @@
-//! `/certificates`: uploaded certificates (stored as given) and managed ones, whose issuance
-//! is an action that ends in `completed` or, with an injected action error, `failed`.
+//! `/certificates`: uploaded certificates (checked as Hetzner checks them, `certs`) and managed
+//! ones, whose issuance is an action that ends in `completed` or, with an injected action error,
+//! `failed`. A certificate a load balancer's service uses cannot be deleted.
 
 use axum::Router;
 use axum::extract::State as AppState;
@@ -10,11 +11,12 @@ use super::collection::{list, update};
 use super::{ApiResult, Body, Id, action, check_labels, created, no_content, ok, validate_name};
 use crate::actions::{Effect, ResourceRef};
 use crate::app::App;
+use crate::certs::{self, PrivateKeyPem};
 use crate::clock::now_ms;
 use crate::error::ApiError;
 use crate::pagination::{Query, SortKey};
 use crate::resource::{Resource, resource_accessors};
-use crate::state::{Certificate, NINETY_DAYS_MS, State, fingerprint};
+use crate::state::{Certificate, State};
 use crate::wire::{self, CreateCertificateReq};
 
 pub fn routes() -> Router<App> {
@@ -86,6 +88,7 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateCertificateR
         labels,
         kind: kind.clone(),
         certificate: None,
+        private_key: None,
         created_ms: now,
         not_valid_before_ms: None,
         not_valid_after_ms: None,
@@ -97,25 +100,16 @@ async fn create(AppState(app): AppState<App>, Body(req): Body<CreateCertificateR
     match kind.as_str() {
         "uploaded" => {
             let pem = req.certificate.as_deref().unwrap_or_default();
-            if !pem.contains("-----BEGIN CERTIFICATE-----")
-                || !pem.contains("-----END CERTIFICATE-----")
-            {
-                return Err(ApiError::invalid_input(
-                    "certificate",
-                    "certificate must be a PEM encoded X.509 certificate",
-                ));
-            }
-            let key = req.private_key.as_deref().unwrap_or_default();
-            if !(key.contains("-----BEGIN") && key.contains("PRIVATE KEY-----")) {
-                return Err(ApiError::invalid_input(
-                    "private_key",
-                    "private_key must be a PEM encoded private key",
-                ));
-            }
-            cert.fingerprint = Some(fingerprint(pem));
+            let key = req.private_key.as_ref().map_or("", PrivateKeyPem::expose);
+            let facts = certs::check_upload(pem, key)?;
+            cert.fingerprint = Some(facts.fingerprint);
             cert.certificate = Some(pem.to_owned());
-            cert.not_valid_before_ms = Some(now);
-            cert.not_valid_after_ms = Some(now + NINETY_DAYS_MS);
+            cert.private_key = Some(PrivateKeyPem::new(key));
+            cert.not_valid_before_ms = Some(facts.not_valid_before_ms);
+            cert.not_valid_after_ms = Some(facts.not_valid_after_ms);
+            // The API lists the certificate's own names; `domain_names` in the request is for
+            // managed ones only.
+            cert.domain_names = facts.domain_names;
         }
         "managed" => {
             if domains.is_empty() {
@@ -159,6 +153,21 @@ async fn delete(AppState(app): AppState<App>, Id(id): Id) -> ApiResult {
         return Err(ApiError::not_found("certificate"));
     }
     st.ensure_unlocked("certificate", id)?;
+    // Hetzner refuses it ("certificate still in use", terraform-provider-hcloud#1141): the
+    // services must let go of it first, so rotating means adding the new one before deleting.
+    let used = st.load_balancers.values().any(|lb| {
+        lb.services.iter().any(|s| {
+            s.http
+                .as_ref()
+                .is_some_and(|h| h.certificates.contains(&id))
+        })
+    });
+    if used {
+        return Err(ApiError::unprocessable(
+            "resource_in_use",
+            "certificate still in use",
+        ));
+    }
     st.certificates.remove(&id);
     no_content()
 }
