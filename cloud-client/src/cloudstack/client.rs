@@ -126,6 +126,10 @@ impl CloudStackApi {
         let started = Instant::now();
         let mut wait = self.jobs.initial;
         loop {
+            // Not at once: a job is never done the moment it is accepted, and a poll that only
+            // says "running" is a call for nothing (upstream's client polls a 500 ms job twice).
+            tokio::time::sleep(wait).await;
+            wait = wait.mul_f64(self.jobs.factor).min(self.jobs.max);
             let call =
                 Call::read("queryAsyncJobResult", "queryAsyncJobResult").param("jobid", jobid);
             let answer = self.transport.call(&call).await?;
@@ -146,10 +150,7 @@ impl CloudStackApi {
                         after: self.jobs.timeout,
                     });
                 }
-                _ => {
-                    tokio::time::sleep(wait).await;
-                    wait = wait.mul_f64(self.jobs.factor).min(self.jobs.max);
-                }
+                _ => {}
             }
         }
     }

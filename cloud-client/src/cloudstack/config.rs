@@ -79,8 +79,8 @@ impl Default for ClientSettings {
     }
 }
 
-/// How an async job is polled with `queryAsyncJobResult`: first at once, then after
-/// `initial`, growing by `factor` up to `max`, until `timeout` (then the job is reported as not
+/// How an async job is polled with `queryAsyncJobResult`: first after `initial`, then after
+/// waits growing by `factor` up to `max`, until `timeout` (then the job is reported as not
 /// finished; it may still finish later).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct JobPolling {
