@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cloud_client::cloudstack::load_balancer::ADDRESS_RECORD;
+use cloud_client::cloudstack::load_balancer::address::ADDRESS_RECORD;
 use cloud_client::cloudstack::load_balancer::spec::IP_ASSOCIATED;
 use cloud_client::cloudstack::{CloudStackClients, CloudStackConfig, JobPolling};
 use cloud_client::retry::RetryPolicy;

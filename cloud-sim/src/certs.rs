@@ -8,7 +8,6 @@
 //! the API documents no refusal ("you have to monitor its expiration date"), it renders the
 //! dates.
 
-use std::fmt;
 use std::sync::Arc;
 
 use rustls::crypto::aws_lc_rs;
@@ -16,44 +15,17 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 use rustls::{Error as TlsError, InconsistentKeys};
-use serde::{Deserialize, Serialize};
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 use crate::clock::now_ms;
 use crate::error::ApiError;
-use crate::state::{ActionFailure, Certificate};
+use crate::state::{ActionFailure, Certificate, NINETY_DAYS_MS, PrivateKeyPem};
 
 /// Hetzner's limits on uploads (changelog, 2026-02-11).
 pub const MAX_PRIVATE_KEY_BYTES: usize = 5_000;
 pub const MAX_CHAIN_CERTIFICATES: usize = 5;
 pub const MAX_CHAIN_BYTES: usize = 30_000;
-
-/// How long an issued (managed) certificate is valid, like a Let's Encrypt one.
-pub const NINETY_DAYS_MS: u64 = 90 * 24 * 3600 * 1000;
-
-/// A certificate's private key in PEM. Kept in the state (the data plane ends TLS with it, and
-/// a state file must restore working https services), never rendered; its `Debug` is redacted
-/// so no log or panic message of the state carries it.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct PrivateKeyPem(String);
-
-impl PrivateKeyPem {
-    pub fn new(pem: impl Into<String>) -> PrivateKeyPem {
-        PrivateKeyPem(pem.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for PrivateKeyPem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("PrivateKeyPem(<redacted>)")
-    }
-}
 
 /// What the API renders of a certificate, read from its leaf.
 #[derive(Debug, Clone, PartialEq, Eq)]

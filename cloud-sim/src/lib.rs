@@ -80,7 +80,8 @@ pub use config::{
     DEFAULT_ROBOT_USER, DEFAULT_TOKEN, DataPlaneConfig, SimConfig,
 };
 pub use counters::RequestLogEntry;
-pub use data_plane::{ConnectionCounts, ListenerInfo, RuleListenerInfo, TargetFault};
+pub use data_plane::rules::RuleListenerInfo;
+pub use data_plane::{ConnectionCounts, ListenerInfo, TargetFault};
 pub use error::StartError;
 pub use faults::{FaultKind, FaultRule, Faults, UNFAULTED_HEADER};
 pub use inventory::{Inventory, LoadBalancerItem, RouteItem, ServerItem};

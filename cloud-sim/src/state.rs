@@ -2,6 +2,7 @@
 //! Serialized as a whole to the `--state` file, so only plain data lives here.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -366,7 +367,7 @@ pub struct Certificate {
     /// Uploaded, or made by the issuance: what the data plane ends TLS with. Never rendered;
     /// `Debug` redacts it. Missing in state files written before TLS termination.
     #[serde(default)]
-    pub private_key: Option<crate::certs::PrivateKeyPem>,
+    pub private_key: Option<PrivateKeyPem>,
     pub created_ms: u64,
     pub not_valid_before_ms: Option<u64>,
     pub not_valid_after_ms: Option<u64>,
@@ -545,4 +546,30 @@ pub enum Effect {
     None,
     ServerStatus { server: u64, status: String },
     CertificateIssued { certificate: u64 },
+}
+
+/// How long an issued (managed) certificate is valid, like a Let's Encrypt one.
+pub const NINETY_DAYS_MS: u64 = 90 * 24 * 3600 * 1000;
+
+/// A certificate's private key in PEM. Kept in the state (the data plane ends TLS with it, and
+/// a state file must restore working https services), never rendered; its `Debug` is redacted
+/// so no log or panic message of the state carries it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PrivateKeyPem(String);
+
+impl PrivateKeyPem {
+    pub fn new(pem: impl Into<String>) -> PrivateKeyPem {
+        PrivateKeyPem(pem.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for PrivateKeyPem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PrivateKeyPem(<redacted>)")
+    }
 }

@@ -26,7 +26,7 @@ pub fn self_signed(domains: &[&str]) -> (String, String) {
     self_signed_between(
         domains,
         now.saturating_sub(3_600_000),
-        now + crate::certs::NINETY_DAYS_MS,
+        now + crate::state::NINETY_DAYS_MS,
     )
 }
 

@@ -174,7 +174,7 @@ pub struct CreateCertificateReq {
     pub kind: Option<String>,
     pub certificate: Option<String>,
     /// Redacted in `Debug`, like the stored one.
-    pub private_key: Option<crate::certs::PrivateKeyPem>,
+    pub private_key: Option<crate::state::PrivateKeyPem>,
     pub domain_names: Option<Vec<String>>,
     pub labels: Option<Labels>,
 }

@@ -8,6 +8,7 @@
 //! a finalizer; and an opt-in `loadBalancerClass` of our own lets it run next to MetalLB or Cilium.
 
 pub mod applied;
+pub mod certificate_secrets;
 pub mod condition;
 pub mod controller;
 pub mod endpoints;
@@ -32,7 +33,7 @@ use controller_kit::first_list::{FirstList, WatchTask};
 use controller_kit::watch::slimmed;
 use controller_kit::{Context, ControllerInfo, Problems, RunError, Runtime};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::{Node, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::runtime::controller as kctrl;
@@ -88,6 +89,11 @@ pub struct ServiceArgs {
     // `--flag`, `--flag=true` and `--flag=false`, as Go's flags and the chart write it.
     #[arg(long, env = "SERVICE_REFUSE_UNENFORCED_SOURCE_RANGES", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub refuse_unenforced_source_ranges: bool,
+    /// Read the TLS Secrets Services name for their load balancers' certificates (annotation
+    /// `load-balancer.hetzner.cloud/http-certificate-secret`): a watch of the Secrets labelled
+    /// `cloud-controllers.io/load-balancer-certificate=true`, which needs list/watch on Secrets.
+    #[arg(long, env = "SERVICE_CERTIFICATE_SECRETS", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub certificate_secrets: bool,
 }
 
 /// Validated settings of this controller.
@@ -107,6 +113,8 @@ pub struct Settings {
     pub concurrency: u16,
     /// `--refuse-unenforced-source-ranges`.
     pub refuse_unenforced_source_ranges: bool,
+    /// `--certificate-secrets`.
+    pub certificate_secrets: bool,
 }
 
 impl Default for Settings {
@@ -119,6 +127,7 @@ impl Default for Settings {
             namespace: None,
             concurrency: 10,
             refuse_unenforced_source_ranges: false,
+            certificate_secrets: false,
         }
     }
 }
@@ -172,6 +181,7 @@ impl ServiceArgs {
                 u64::from(d.concurrency),
             ) as u16,
             refuse_unenforced_source_ranges: self.refuse_unenforced_source_ranges,
+            certificate_secrets: self.certificate_secrets,
         }
     }
 }
@@ -261,7 +271,13 @@ pub async fn run(
             }
         })
         .applied_objects()
-        .predicate_filter(service::trigger_hash, Default::default());
+        .predicate_filter(
+            {
+                let recorded = lbs.recorded_annotations();
+                move |s: &Service| service::trigger_hash(s, recorded)
+            },
+            Default::default(),
+        );
 
     let endpoint_nodes = Arc::new(endpoints::EndpointNodes::default());
     let endpoint_events = {
@@ -290,6 +306,31 @@ pub async fn run(
         ctx.shutdown.clone(),
     ));
 
+    // The labelled TLS Secrets, and the Services to reconcile when one changes.
+    let (secret_store, secret_changes) = if settings.certificate_secrets {
+        let secrets: Api<Secret> = match &settings.namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let (store, writer) = reflector::store::<Secret>();
+        let events = ctx.metrics.kube_api().watch_events("secrets");
+        let config = watcher::Config::default().labels(&certificate_secrets::selector());
+        let services = svc_store.clone();
+        let changes = slimmed(secrets, config, events, |s: &mut Secret| {
+            s.metadata.managed_fields = None;
+        })
+        .reflect(writer)
+        .touched_objects()
+        .filter_map(|s| std::future::ready(s.ok()))
+        .flat_map(move |s| {
+            futures::stream::iter(certificate_secrets::services_naming(&services, &s))
+        })
+        .boxed();
+        (Some(store), changes)
+    } else {
+        (None, futures::stream::empty().boxed())
+    };
+
     let (trigger_tx, trigger_rx) = futures::channel::mpsc::channel(1);
     let node_sync = tokio::spawn(node_sync::run(
         node_cache.clone(),
@@ -314,11 +355,13 @@ pub async fn run(
         .with_services(svc_store.clone())
         .refusing_unenforced_source_ranges(settings.refuse_unenforced_source_ranges)
         .with_api_budget(budget)
-        .with_endpoint_nodes(endpoint_nodes),
+        .with_endpoint_nodes(endpoint_nodes)
+        .with_tls_secrets(secret_store),
     );
     let results = Controller::for_stream(svc_stream, svc_store.clone())
         .reconcile_all_on(trigger_rx)
         .reconcile_on(endpoint_rx)
+        .reconcile_on(secret_changes)
         .with_config(kctrl::Config::default().concurrency(settings.concurrency))
         .graceful_shutdown_on(ctx.shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, rctx);

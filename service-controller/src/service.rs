@@ -118,6 +118,7 @@ pub fn service_ref(svc: &Service) -> ServiceRef {
             .and_then(|s| s.session_affinity.as_deref())
             == Some("ClientIP"),
         recorder: Default::default(),
+        tls_secrets: Default::default(),
     }
 }
 
@@ -155,12 +156,18 @@ fn traffic_policy(svc: &Service) -> TrafficPolicy {
 }
 
 /// Hash of everything that makes a load balancer differ (upstream's `needsUpdate` list): identity,
-/// ports, annotations, and the spec fields a provider may read. Status, labels and finalizers are
-/// not in it, so our own writes never look like a change.
-pub fn spec_hash(svc: &Service) -> u64 {
+/// ports, annotations, and the spec fields a provider may read. Status, labels, finalizers and the
+/// annotations the provider records (`recorded`, see
+/// [`LoadBalancers::recorded_annotations`](cloud_client::LoadBalancers)) are not in it, so our own
+/// writes never look like a change.
+pub fn spec_hash(svc: &Service, recorded: &[&str]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     svc.uid().hash(&mut h);
-    svc.annotations().hash(&mut h);
+    for (k, v) in svc.annotations() {
+        if !recorded.contains(&k.as_str()) {
+            (k, v).hash(&mut h);
+        }
+    }
     if let Some(s) = &svc.spec {
         s.type_.hash(&mut h);
         s.load_balancer_class.hash(&mut h);
@@ -183,9 +190,9 @@ pub fn spec_hash(svc: &Service) -> u64 {
 
 /// What triggers a reconcile: the spec hash plus finalizers and deletion (status excluded, so the
 /// controller's own status writes are filtered out before they reach the queue).
-pub fn trigger_hash(svc: &Service) -> Option<u64> {
+pub fn trigger_hash(svc: &Service, recorded: &[&str]) -> Option<u64> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    spec_hash(svc).hash(&mut h);
+    spec_hash(svc, recorded).hash(&mut h);
     svc.finalizers().hash(&mut h);
     svc.metadata.deletion_timestamp.is_some().hash(&mut h);
     Some(h.finish())
@@ -310,11 +317,11 @@ mod tests {
         let mut b = a.clone();
         b.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
         b.status = Some(Default::default());
-        assert_eq!(spec_hash(&a), spec_hash(&b));
-        assert_eq!(trigger_hash(&a), trigger_hash(&b));
+        assert_eq!(spec_hash(&a, &[]), spec_hash(&b, &[]));
+        assert_eq!(trigger_hash(&a, &[]), trigger_hash(&b, &[]));
         b.metadata.finalizers = Some(vec![FINALIZER.into()]);
-        assert_eq!(spec_hash(&a), spec_hash(&b));
-        assert_ne!(trigger_hash(&a), trigger_hash(&b));
+        assert_eq!(spec_hash(&a, &[]), spec_hash(&b, &[]));
+        assert_ne!(trigger_hash(&a, &[]), trigger_hash(&b, &[]));
         let mut c = a.clone();
         c.metadata.annotations = Some(
             [(
@@ -323,10 +330,10 @@ mod tests {
             )]
             .into(),
         );
-        assert_ne!(spec_hash(&a), spec_hash(&c));
+        assert_ne!(spec_hash(&a, &[]), spec_hash(&c, &[]));
         let mut d = a.clone();
         d.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].node_port = Some(30081);
-        assert_ne!(spec_hash(&a), spec_hash(&d));
+        assert_ne!(spec_hash(&a, &[]), spec_hash(&d, &[]));
     }
 
     #[test]

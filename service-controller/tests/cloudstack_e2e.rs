@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cloud_client::cloudstack::JobPolling;
-use cloud_client::cloudstack::load_balancer::ADDRESS_RECORD;
+use cloud_client::cloudstack::load_balancer::address::ADDRESS_RECORD;
 use cloud_client::cloudstack::load_balancer::spec::SOURCE_CIDRS;
 use cloud_sim::CsVmSpec;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};

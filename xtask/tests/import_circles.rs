@@ -93,7 +93,12 @@ fn paths(code: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let mut rest = code;
     while let Some(at) = rest.find("use ") {
-        let boundary = at == 0 || !rest.as_bytes()[at - 1].is_ascii_alphanumeric();
+        // A `use` statement starts a line (after `pub`/`pub(crate)` at most), never a word in a
+        // string ("an id not in use yet").
+        let line_start = rest[..at].rfind('\n').map_or(0, |i| i + 1);
+        let before = rest[line_start..at].trim();
+        let boundary = (before.is_empty() || before.starts_with("pub"))
+            && (at == 0 || !rest.as_bytes()[at - 1].is_ascii_alphanumeric());
         let after = &rest[at + 4..];
         let end = after.find(';').unwrap_or(after.len());
         if boundary {

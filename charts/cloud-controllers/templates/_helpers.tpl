@@ -283,6 +283,9 @@ then the block's `args` (the block wins; null drops a flag). dict "root" $ "comp
 {{- if and (eq .component "service-controller") (eq (toString $v.sourceRanges) "refuse") }}
 {{- $_ := set $args "refuse-unenforced-source-ranges" "true" }}
 {{- end }}
+{{- if and (eq .component "service-controller") $v.certificateSecrets.enabled }}
+{{- $_ := set $args "certificate-secrets" "true" }}
+{{- end }}
 {{- /* HCCM's top-level args (checked by cc.hccmChecks), each for the controllers that read it. */}}
 {{- $given := dict }}
 {{- range $flag, $value := $root.Values.args }}
@@ -451,6 +454,7 @@ names them in one startup Warning with the reason.
   "node-sync-window" "service-controller"
   "endpoint-sync-window" "service-controller"
   "refuse-unenforced-source-ranges" "service-controller"
+  "certificate-secrets" "service-controller"
   "configure-cloud-routes" "route-controller"
   "route-reconciliation-period" "route-controller"
   "route-sync-window" "route-controller"

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use super::read_once::ReadOnce;
 use super::recorder::Recorder;
+use super::tls_secrets::TlsSecrets;
 use super::warning::Warning;
 use crate::error::CloudError;
 
@@ -91,6 +92,8 @@ pub struct ServiceRef {
     pub session_affinity_client_ip: bool,
     /// Writes an annotation on the Service before a cloud write a crash could orphan.
     pub recorder: Recorder,
+    /// The TLS Secrets of the Service's namespace the controller may read, by name.
+    pub tls_secrets: TlsSecrets,
 }
 
 /// Upstream's `DefaultLoadBalancerName` (cloud-provider `cloud.go`): `a` + the Service's UID
@@ -338,6 +341,13 @@ pub trait LoadBalancers: Send + Sync {
     /// Pure: no call.
     fn targets_nodes_with_endpoints(&self, _svc: &ServiceRef) -> bool {
         false
+    }
+
+    /// The annotations this provider writes on Services through [`ServiceRef::recorder`]:
+    /// records, not wishes, so the controller does not take their change for a change of the
+    /// Service.
+    fn recorded_annotations(&self) -> &'static [&'static str] {
+        &[]
     }
 
     /// Status of the existing load balancer, `None` when the Service has none. No writes.

@@ -12,6 +12,7 @@ mod load_balancers;
 mod read_once;
 mod recorder;
 mod routes;
+mod tls_secrets;
 mod warning;
 
 pub use instances::*;
@@ -19,6 +20,7 @@ pub use load_balancers::*;
 pub use read_once::ReadOnce;
 pub use recorder::Recorder;
 pub use routes::*;
+pub use tls_secrets::{CERTIFICATE_SECRET_LABEL, SecretLookup, TlsSecret, TlsSecrets};
 pub use warning::Warning;
 
 use std::fmt;

@@ -22,13 +22,25 @@ use crate::stats::ClientStats;
 
 /// One API request. `template` is the path with placeholders (`/servers/{id}`) for metrics and logs;
 /// `path` the concrete one.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Req {
     pub method: Method,
     pub template: &'static str,
     pub path: String,
     pub query: Vec<(String, String)>,
     pub body: Option<serde_json::Value>,
+}
+
+/// Its body as [`shown`] shows it.
+impl std::fmt::Debug for Req {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Req")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("query", &self.query)
+            .field("body", &self.body.as_ref().map(shown))
+            .finish()
+    }
 }
 
 impl Req {
@@ -179,7 +191,7 @@ impl Transport {
                 WriteApi::Cloud,
                 format!("{} {}", req.method, req.template),
                 req.path.clone(),
-                req.body.as_ref().map(|b| self.redact(b.to_string())),
+                req.body.as_ref().map(|b| self.redact(shown(b))),
             );
             return Err(CloudError::DryRun {
                 method: req.method.to_string(),
@@ -375,7 +387,7 @@ impl Transport {
             },
             req.body
                 .as_ref()
-                .map(|b| format!(" {b}"))
+                .map(|b| format!(" {}", shown(b)))
                 .unwrap_or_default(),
         );
         tracing::info!(
@@ -391,6 +403,19 @@ impl Transport {
     /// token (the current one or one rotated out), whatever the cloud or a library put in it.
     fn redact(&self, s: String) -> String {
         self.inner.credentials.redact(s)
+    }
+}
+
+/// A request body as logs and the shadow plan show it: an uploaded certificate's
+/// `private_key` never leaves the request itself.
+fn shown(body: &serde_json::Value) -> String {
+    match body {
+        serde_json::Value::Object(m) if m.contains_key("private_key") => {
+            let mut m = m.clone();
+            m.insert("private_key".into(), "<redacted>".into());
+            serde_json::Value::Object(m).to_string()
+        }
+        other => other.to_string(),
     }
 }
 

@@ -249,6 +249,17 @@ pub struct Certificate {
     pub name: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The load balancers using it.
+    #[serde(default)]
+    pub used_by: Vec<UsedBy>,
+}
+
+/// One entry of a certificate's `used_by`.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq, Eq)]
+pub struct UsedBy {
+    pub id: i64,
+    #[serde(rename = "type", default)]
+    pub kind: String,
 }
 
 #[derive(Debug, Deserialize)]

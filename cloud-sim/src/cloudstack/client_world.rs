@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::client::{CloudStackClient, CsClientError, CsVmSpec};
-use crate::data_plane::RuleListenerInfo;
+use crate::data_plane::rules::RuleListenerInfo;
 
 type Result<T, E = CsClientError> = std::result::Result<T, E>;
 

@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use crate::app::App;
-use crate::data_plane::RuleListenerInfo;
+use crate::data_plane::rules::RuleListenerInfo;
 use crate::error::ApiError;
 use crate::server::Sim;
 

@@ -34,7 +34,7 @@ mod host;
 mod listener;
 mod proxy_protocol;
 mod rule_traffic;
-mod rules;
+pub mod rules;
 mod tables;
 mod targets;
 mod tls;
@@ -54,7 +54,6 @@ pub use faults::TargetFault;
 pub use host::{Host, HostRef};
 pub use listener::ConnectionCounts;
 use listener::ListenerRecord;
-pub use rules::RuleListenerInfo;
 pub use tables::Tables;
 
 use crate::config::DataPlaneConfig;

@@ -11,11 +11,12 @@ use super::collection::{list, update};
 use super::{ApiResult, Body, Id, action, check_labels, created, no_content, ok, validate_name};
 use crate::actions::{Effect, ResourceRef};
 use crate::app::App;
-use crate::certs::{self, PrivateKeyPem};
+use crate::certs;
 use crate::clock::now_ms;
 use crate::error::ApiError;
 use crate::pagination::{Query, SortKey};
 use crate::resource::{Resource, resource_accessors};
+use crate::state::PrivateKeyPem;
 use crate::state::{Certificate, State};
 use crate::wire::{self, CreateCertificateReq};
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use cloud_client::{LEFT_OUT_REASONS, LbNode, LoadBalancers, NO_NODE_IN_ZONE, ServiceRef, Warning};
 use controller_kit::backoff::{Backoff, PerObject};
 use controller_kit::{Events, KitMetrics, Reporters};
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
@@ -66,6 +66,8 @@ pub struct ServiceReconciler {
     budget: ApiBudget,
     /// The nodes running each Service's endpoints, for load balancers that target only those.
     endpoints: Arc<EndpointNodes>,
+    /// The labelled TLS Secrets (`--certificate-secrets`), for certificates from Secrets.
+    tls_secrets: Option<Store<Secret>>,
 }
 
 impl std::fmt::Debug for ServiceReconciler {
@@ -107,7 +109,14 @@ impl ServiceReconciler {
             metrics,
             budget: ApiBudget::unlimited(),
             endpoints: Arc::default(),
+            tls_secrets: None,
         }
+    }
+
+    /// Where the labelled TLS Secrets are read (`None`: the controller reads no Secrets).
+    pub fn with_tls_secrets(mut self, secrets: Option<Store<Secret>>) -> Self {
+        self.tls_secrets = secrets;
+        self
     }
 
     /// Where the nodes running each Service's endpoints are read (the EndpointSlice watch).
@@ -204,6 +213,7 @@ impl ServiceReconciler {
             r.names = service::names(store.clone());
         }
         r.kube_proxy_unreachable = self.kube_proxy.is_falling_back(&r.uid);
+        r.tls_secrets = crate::certificate_secrets::lookup(self.tls_secrets.clone(), &r.namespace);
         // A shadow writes nothing, so it records nothing either: the provider does without.
         if !self.dry_run {
             r.recorder = patches::recorder(&self.client, svc);
@@ -413,10 +423,14 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
 fn applied_spec(svc: &Service, ctx: &ServiceReconciler) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    service::spec_hash(svc).hash(&mut h);
+    service::spec_hash(svc, ctx.lbs.recorded_annotations()).hash(&mut h);
     ctx.kube_proxy
         .is_falling_back(&svc.uid().unwrap_or_default())
         .hash(&mut h);
+    // A certificate Secret that changed (cert-manager renewed it) is a change of the Service.
+    if let Some(secrets) = &ctx.tls_secrets {
+        crate::certificate_secrets::versions(secrets, svc).hash(&mut h);
+    }
     h.finish()
 }
 

@@ -149,6 +149,12 @@ impl Fixture {
         self.spawn(sa, Settings::default(), Some(tweak)).await;
     }
 
+    /// Starts the controller with `settings` (chart RBAC).
+    pub async fn start_controller_with(&mut self, settings: Settings) {
+        let sa = self.service_account().await;
+        self.spawn(sa, settings, None).await;
+    }
+
     /// Starts the controller again (default settings) with `client`.
     pub async fn restart(&mut self, client: Client) {
         self.stop().await;

@@ -87,6 +87,9 @@ const LOCATIONS: Admission =
     Admission::ControllerOnly("locations and their network zones are the project's GET /locations");
 const CERTIFICATES: Admission =
     Admission::ControllerOnly("whether the certificate exists is the project's GET /certificates");
+const SECRETS: Admission = Admission::ControllerOnly(
+    "the Secret is read by the controller, with its opt-in access to Secrets",
+);
 const NETWORK: Admission = Admission::ControllerOnly(
     "valid when the controller runs with HCLOUD_NETWORK, which only it knows",
 );
@@ -523,6 +526,40 @@ pub const CASES: &[Case] = &[
         CERTIFICATES
     ),
     case!(
+        "c-secret-elsewhere",
+        [
+            ("protocol", "https"),
+            ("http-certificate-secret", "kube-system/web-tls")
+        ],
+        "http-certificate-secret",
+        "kube-system/web-tls",
+        "the name of a Secret in the Service",
+        R
+    ),
+    case!(
+        "c-secret-and-ids",
+        [
+            ("protocol", "https"),
+            ("http-certificates", "my-cert"),
+            ("http-certificate-secret", "web-tls")
+        ],
+        "http-certificate-secret",
+        "web-tls",
+        "certificate comes from one source",
+        R
+    ),
+    case!(
+        "c-secret-unread",
+        [
+            ("protocol", "https"),
+            ("http-certificate-secret", "web-tls")
+        ],
+        "http-certificate-secret",
+        "web-tls",
+        "serviceController.certificateSecrets.enabled=true",
+        SECRETS
+    ),
+    case!(
         "c-managed",
         [("protocol", "https"), ("certificate-type", "managed")],
         "http-managed-certificate-domains",
@@ -798,6 +835,11 @@ pub const ACCEPTED: &[Accepted] = &[
     accepted!(
         "http-certificates",
         &["12", "my-cert", "12, my-cert", "a,,b", " x "],
+        &[("protocol", "https")]
+    ),
+    accepted!(
+        "http-certificate-secret",
+        &["web-tls", " web-tls ", "web.tls-2"],
         &[("protocol", "https")]
     ),
     accepted!(

@@ -19,7 +19,7 @@
 //! their ports, and ACL rules whose `reason` is one of those names: nothing another Service or
 //! anyone else made.
 
-mod address;
+pub mod address;
 mod apply;
 mod calls;
 mod delete;
@@ -42,8 +42,6 @@ use crate::capabilities::{
 use crate::error::CloudError;
 use calls::Calls;
 use wire::Network;
-
-pub use address::ADDRESS_RECORD;
 
 /// What a rule's `description` says when the controller associated the address
 /// `spec.loadBalancerIP` named (upstream records it in the Service's annotation, which the
@@ -139,6 +137,10 @@ impl LoadBalancers for CloudStackLoadBalancers {
     /// CloudStack's virtual-router load balancers cannot health-check a node (health-check
     /// policies are NetScaler's only), so a node without an endpoint, where kube-proxy drops the
     /// traffic, must not be a member at all.
+    fn recorded_annotations(&self) -> &'static [&'static str] {
+        &[address::ADDRESS_RECORD, spec::IP_ASSOCIATED]
+    }
+
     fn targets_nodes_with_endpoints(&self, svc: &ServiceRef) -> bool {
         matches!(svc.traffic_policy, TrafficPolicy::Local { .. })
     }

@@ -7,8 +7,9 @@ use serde_json::json;
 
 use super::annotations;
 use super::ownership::{SERVICE_UID_LABEL, service_uid_selector};
+use super::secret_certificates::SecretCertificates;
 use super::spec::{CertificateType, LbProtocol, LbSpec};
-use crate::capabilities::ServiceRef;
+use crate::capabilities::{ServiceRef, Warning};
 use crate::error::CloudError;
 use crate::hcloud::actions::ActionWaiter;
 use crate::hcloud::pagination::list_all;
@@ -19,23 +20,35 @@ use crate::hcloud::wire::{CertificateResponse, CertificatesPage, LoadBalancer};
 pub(super) struct Certificates {
     transport: Transport,
     actions: ActionWaiter,
+    secrets: SecretCertificates,
 }
 
 impl Certificates {
     pub(super) fn new(transport: Transport, actions: ActionWaiter) -> Self {
-        Self { transport, actions }
+        Self {
+            transport,
+            actions,
+            secrets: SecretCertificates::default(),
+        }
     }
 
     /// Certificate ids for https: ids pass through, names are looked up, a managed certificate is
-    /// found by label or created (and waited for).
+    /// found by label or created (and waited for), a Secret's is uploaded once.
     pub(super) async fn ids(
         &self,
         svc: &ServiceRef,
         spec: &LbSpec,
         lb: Option<&LoadBalancer>,
+        warnings: &mut Vec<Warning>,
     ) -> Result<Vec<i64>, CloudError> {
         if spec.protocol != LbProtocol::Https {
             return Ok(Vec::new());
+        }
+        if let Some(name) = &spec.http.certificate_secret {
+            return self
+                .secrets
+                .ids(&self.transport, svc, name, lb, warnings)
+                .await;
         }
         if spec.http.certificate_type == CertificateType::Managed {
             return Ok(vec![self.managed_certificate(svc, spec).await?]);
@@ -146,6 +159,34 @@ impl Certificates {
             }
         }
         Ok(ids)
+    }
+
+    /// After apply: the earlier uploads of the Secrets `spec` names that nothing uses any more
+    /// are deleted (see [`SecretCertificates::retire`]).
+    pub(super) async fn retire(&self, svc: &ServiceRef, spec: &LbSpec) {
+        let names: Vec<String> = std::iter::once(spec)
+            .chain(spec.ports.values())
+            .filter_map(|s| s.http.certificate_secret.clone())
+            .collect();
+        if !names.is_empty() {
+            self.secrets.retire(&self.transport, svc, &names).await;
+        }
+    }
+
+    /// At delete: the uploads of the Secrets the Service named that nothing uses any more go.
+    pub(super) async fn release(&self, svc: &ServiceRef) {
+        let names: Vec<String> = svc
+            .annotations
+            .iter()
+            .filter(|(k, _)| {
+                k.strip_prefix(annotations::HTTP_CERTIFICATE_SECRET)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+            })
+            .map(|(_, v)| v.trim().to_owned())
+            .collect();
+        if !names.is_empty() {
+            self.secrets.release(&self.transport, svc, &names).await;
+        }
     }
 
     async fn certificate_by_label(&self, uid: &str) -> Result<Option<i64>, CloudError> {

@@ -23,6 +23,7 @@ impl HcloudLoadBalancers {
             outcome.deleted |= done.deleted;
             outcome.warnings.extend(done.warnings);
         }
+        self.certificates.release(svc).await;
         Ok(outcome)
     }
 

@@ -25,10 +25,11 @@ impl HcloudLoadBalancers {
                 .check(&self.transport, &|e| wanted.check(e))
                 .await?;
         }
-        let certs = self.certificates.ids(svc, spec, lb).await?;
+        let certs = self.certificates.ids(svc, spec, lb, warnings).await?;
         let mut by_port = BTreeMap::new();
         for (port, port_spec) in &spec.ports {
-            by_port.insert(*port, self.certificates.ids(svc, port_spec, lb).await?);
+            let ids = self.certificates.ids(svc, port_spec, lb, warnings).await?;
+            by_port.insert(*port, ids);
         }
         services.services =
             plan::with_certificates(std::mem::take(&mut services.services), &certs, &by_port);

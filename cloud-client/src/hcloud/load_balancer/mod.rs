@@ -33,6 +33,8 @@ mod ownership;
 mod per_zone;
 pub mod plan;
 mod reconcile;
+mod secret_certificates;
+mod secret_check;
 mod settle;
 pub mod sharing;
 pub mod spec;

@@ -1,5 +1,5 @@
 //! The stages after a load balancer is found (or created), in order: tenancy → desired → own →
-//! plan → apply → settle.
+//! plan → apply → settle → retire (a Secret's earlier certificates).
 
 use super::*;
 
@@ -55,6 +55,8 @@ impl HcloudLoadBalancers {
         let warnings_before = warnings.len();
         let applied = self.applier.apply(lb.id, &ops, &limit, warnings).await;
         let clean = warnings.len() == warnings_before;
-        self.settle(svc, lb, &ops, applied, clean).await
+        let settled = self.settle(svc, lb, &ops, applied, clean).await?;
+        self.certificates.retire(svc, spec).await;
+        Ok(settled)
     }
 }

@@ -1,6 +1,6 @@
 //! TLS certificates of `https` services.
 
-use super::declaration::{Annotation, Kind, Section, declare};
+use super::declaration::{Annotation, Kind, Origin, Section, declare};
 
 declare! {
     section: "TLS certificates (`protocol: https` only)";
@@ -20,6 +20,18 @@ declare! {
         default: "none; required for `https` with `uploaded`",
         does: "The certificates of every https service. Names are looked up (`GET /certificates?name=`); an id not in use yet is checked to exist. An unknown one is refused before any write.",
         hccm: "",
+    }
+
+    /// Ours: a `kubernetes.io/tls` Secret of the Service's namespace (cert-manager's), uploaded
+    /// and kept current as the Secret changes.
+    HTTP_CERTIFICATE_SECRET = "http-certificate-secret" {
+        kind: Kind::OwnRule,
+        per_port: true,
+        origin: Origin::Ours,
+        values: "the name of a `kubernetes.io/tls` Secret in the Service's namespace, labelled `cloud-controllers.io/load-balancer-certificate=true`",
+        default: "none",
+        does: "Ours. The https service's certificate comes from this Secret (e.g. one cert-manager issues and renews): uploaded once per content (labels `cloud-controllers.io/secret-uid` and `cloud-controllers.io/certificate-sha256`, the hash of the certificate chain, never of the key), switched on every port that uses it when the Secret changes, the old one deleted once no load balancer uses it. Needs `serviceController.certificateSecrets.enabled` (the Secrets' read access). Exclusive with `http-certificates` and `certificate-type: managed` on a port; a Secret of another namespace (`ns/name`) is refused.",
+        hccm: "Not in HCCM, which serves only certificates uploaded or ordered beforehand.",
     }
 
     HTTP_MANAGED_CERTIFICATE_NAME = "http-managed-certificate-name" {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::reader::{Reader, is_dns_name};
+use super::reader::{Reader, is_dns_name, is_dns1123_subdomain};
 use crate::hcloud::load_balancer::annotations as a;
 
 /// Where TLS certificates come from.
@@ -24,6 +24,8 @@ pub struct HttpSpec {
     pub certificate_type: CertificateType,
     /// Uploaded certificates by id or name.
     pub certificates: Vec<String>,
+    /// A `kubernetes.io/tls` Secret of the Service's namespace, by name.
+    pub certificate_secret: Option<String>,
     pub managed_certificate_name: Option<String>,
     pub managed_certificate_domains: Vec<String>,
     pub managed_certificate_acme_staging: bool,
@@ -51,6 +53,10 @@ pub(super) fn parse_http(r: &mut Reader<'_>, uid: &str) -> HttpSpec {
         }
     }
     h.certificates = r.csv(a::HTTP_CERTIFICATES);
+    h.certificate_secret = r.string(a::HTTP_CERTIFICATE_SECRET);
+    if let Some(name) = h.certificate_secret.clone() {
+        check_certificate_secret(r, &h, &name);
+    }
     h.managed_certificate_name = r.string(a::HTTP_MANAGED_CERTIFICATE_NAME);
     h.managed_certificate_domains = r.csv(a::HTTP_MANAGED_CERTIFICATE_DOMAINS);
     // Ordering the certificate is a cloud write: a domain it could never be issued for is refused
@@ -80,4 +86,41 @@ pub(super) fn parse_http(r: &mut Reader<'_>, uid: &str) -> HttpSpec {
         }
     }
     h
+}
+
+/// A Secret is named in the Service's own namespace only (no `namespace/name`: tenancy), and is
+/// the certificate's one source on its port.
+fn check_certificate_secret(r: &mut Reader<'_>, h: &HttpSpec, name: &str) {
+    if name.contains('/') {
+        r.fail(
+            a::HTTP_CERTIFICATE_SECRET,
+            name,
+            "the name of a Secret in the Service's own namespace (a Service cannot use another \
+             namespace's Secret)",
+        );
+    } else if !is_dns1123_subdomain(name) {
+        r.fail(
+            a::HTTP_CERTIFICATE_SECRET,
+            name,
+            "a Secret name (lowercase letters, digits, '-' and '.')",
+        );
+    }
+    let other = if !h.certificates.is_empty() {
+        Some(a::HTTP_CERTIFICATES)
+    } else if h.certificate_type == CertificateType::Managed {
+        Some(a::CERTIFICATE_TYPE)
+    } else {
+        None
+    };
+    if let Some(other) = other {
+        r.fail(
+            a::HTTP_CERTIFICATE_SECRET,
+            name,
+            format!(
+                "no {other} on the same port: a port's certificate comes from one source (set one \
+                 of them per port, e.g. {}.<port>)",
+                a::HTTP_CERTIFICATE_SECRET
+            ),
+        );
+    }
 }

@@ -433,6 +433,7 @@ fn check_https_certificates(r: &mut Reader<'_>, s: &LbSpec) {
     if s.protocol == LbProtocol::Https
         && s.http.certificate_type == CertificateType::Uploaded
         && s.http.certificates.is_empty()
+        && s.http.certificate_secret.is_none()
     {
         // https set for one port asks for that port's certificates (or the Service's).
         let (protocol, certificates) = match (r.port, r.scoped(a::PROTOCOL)) {

@@ -1,0 +1,242 @@
+//! Certificates from TLS Secrets (annotation `http-certificate-secret`, `--certificate-secrets`),
+//! end to end against a real kube-apiserver and cloud-sim, the controller under its chart RBAC
+//! with the opt-in Secrets role (`files/rbac/service-controller-certificate-secrets.yaml`):
+//!
+//! - two Services naming one Secret share one upload, labelled with the Secret's UID and the
+//!   chain's hash, whose serial is the Secret's certificate's;
+//! - the Secret renewed (as cert-manager renews it): one new upload, both load balancers switched,
+//!   the old upload deleted once nothing uses it; the writes are printed and bounded;
+//! - a key that is not the certificate's: Warning, both keep serving what they have;
+//! - a Secret without the label, or of another namespace: refused with what to do, nothing made;
+//! - both Services deleted: the upload goes.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use cloud_sim::test_certs;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{ObjectMeta, Patch, PatchParams};
+use serde_json::Value;
+use service_controller::{Settings, reasons};
+use support::*;
+use test_support::e2e::{apply_chart_rbac, eventually, rbac_file};
+
+const LABEL: &str = "cloud-controllers.io/load-balancer-certificate";
+
+/// Creates or replaces Secret `name` (server-side apply), labelled for the controller or not.
+async fn put_secret(fx: &Fixture, name: &str, cert: &str, key: &str, labelled: bool) {
+    let secrets: Api<Secret> = Api::namespaced(fx.admin.clone(), &fx.ns);
+    let labels = labelled.then(|| [(LABEL.to_string(), "true".to_string())].into());
+    let s = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels,
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        string_data: Some(
+            [
+                ("tls.crt".to_string(), cert.to_string()),
+                ("tls.key".to_string(), key.to_string()),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    secrets
+        .patch(
+            name,
+            &PatchParams::apply("certificate-secrets-test").force(),
+            &Patch::Apply(&s),
+        )
+        .await
+        .expect("put the Secret");
+}
+
+/// Every certificate in the simulator.
+async fn certificates(fx: &Fixture) -> Vec<Value> {
+    fx.sim
+        .client()
+        .list_all("certificates")
+        .await
+        .expect("list certificates")
+}
+
+/// The certificate ids of the https services of `svc`'s load balancer.
+async fn served(fx: &Fixture, name: &str) -> BTreeSet<u64> {
+    let Some(svc) = fx.get(name).await else {
+        return BTreeSet::new();
+    };
+    if ingress_ips(&svc).is_empty() {
+        return BTreeSet::new();
+    }
+    let lb = fx.lb_of(&svc).await;
+    lb["services"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| {
+            s["http"]["certificates"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c.as_u64())
+        .collect()
+}
+
+/// Waits until both Services' load balancers serve exactly upload `id`.
+async fn both_serve(fx: &Fixture, id: u64) {
+    eventually(
+        &format!("web and api serving certificate {id}"),
+        T,
+        || async {
+            let want = BTreeSet::from([id]);
+            (served(fx, "web").await == want && served(fx, "api").await == want).then_some(())
+        },
+    )
+    .await;
+}
+
+/// The one upload of the Secret, once there is exactly one.
+async fn one_upload(fx: &Fixture) -> Value {
+    eventually("exactly one upload of the Secret", T, || async {
+        let all = certificates(fx).await;
+        (all.len() == 1).then(|| all[0].clone())
+    })
+    .await
+}
+
+fn serial_of(cert: &Value) -> Option<String> {
+    test_certs::serial(cert["certificate"].as_str()?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secrets_certificate_is_uploaded_once_renewed_everywhere_and_retired() {
+    let mut fx = Fixture::without_controller(None).await;
+    let role = rbac_file("service-controller-certificate-secrets");
+    apply_chart_rbac(&fx.admin, &role, &fx.ns, "service-controller").await;
+    fx.start_controller_with(Settings {
+        certificate_secrets: true,
+        ..Default::default()
+    })
+    .await;
+    fx.nodes(1).await;
+    let (cert_a, key_a) = test_certs::self_signed(&["shop.example.com"]);
+    put_secret(&fx, "web-tls", &cert_a, &key_a, true).await;
+    let https = [
+        ("protocol", "https"),
+        ("http-certificate-secret", "web-tls"),
+    ];
+    fx.service("web", &[443], &https).await;
+    fx.service("api", &[443], &https).await;
+
+    // One upload for both, named by its labels, serving the Secret's certificate.
+    let first = one_upload(&fx).await;
+    let first_id = first["id"].as_u64().expect("id");
+    both_serve(&fx, first_id).await;
+    let labels = &first["labels"];
+    assert_eq!(labels["cloud-controllers.io/secret-name"], "web-tls");
+    assert_eq!(
+        labels["cloud-controllers.io/secret-namespace"],
+        fx.ns.as_str()
+    );
+    assert_eq!(
+        labels["cloud-controllers.io/certificate-sha256"]
+            .as_str()
+            .map(str::len),
+        Some(32)
+    );
+    assert_eq!(serial_of(&first), test_certs::serial(&cert_a));
+
+    // Renewed: a new upload, both switched, the old one deleted.
+    let mark = fx.mark();
+    let (cert_b, key_b) = test_certs::self_signed(&["shop.example.com"]);
+    put_secret(&fx, "web-tls", &cert_b, &key_b, true).await;
+    let renewed = eventually("the renewed certificate uploaded", T, || async {
+        certificates(&fx)
+            .await
+            .into_iter()
+            .find(|c| serial_of(c) == test_certs::serial(&cert_b))
+    })
+    .await;
+    let renewed_id = renewed["id"].as_u64().expect("id");
+    assert_ne!(renewed_id, first_id);
+    both_serve(&fx, renewed_id).await;
+    assert_eq!(
+        one_upload(&fx).await["id"],
+        renewed_id,
+        "the old upload is deleted"
+    );
+    let writes = fx.writes_since(&mark);
+    eprintln!("writes of a renewal, for 2 load balancers: {writes:?}");
+    // The upload, a switch per load balancer, the old upload's delete.
+    assert!(
+        writes.len() <= 4,
+        "a renewal of 2 load balancers costs at most 4 writes: {writes:?}"
+    );
+    assert_eq!(
+        writes
+            .iter()
+            .filter(|(m, e)| m == "POST" && e == "/certificates")
+            .count(),
+        1,
+        "uploaded once: {writes:?}"
+    );
+
+    // A key that is not the certificate's: a Warning, and both keep serving what they have.
+    let (cert_c, _) = test_certs::self_signed(&["shop.example.com"]);
+    put_secret(&fx, "web-tls", &cert_c, &key_b, true).await;
+    let note = fx
+        .wait_event("Service", "web", "CertificateSecretUnusable")
+        .await;
+    assert!(note.contains("not the key of the certificate"), "{note}");
+    assert!(
+        !note.contains(key_b.lines().nth(1).unwrap_or("-")),
+        "no key in: {note}"
+    );
+    both_serve(&fx, renewed_id).await;
+
+    // Not labelled, or another namespace's: refused saying what to do, nothing made.
+    let (cert_d, key_d) = test_certs::self_signed(&["other.example.com"]);
+    put_secret(&fx, "bare-tls", &cert_d, &key_d, false).await;
+    let unlabelled = [
+        ("protocol", "https"),
+        ("http-certificate-secret", "bare-tls"),
+    ];
+    fx.service("bare", &[443], &unlabelled).await;
+    let note = fx.wait_event("Service", "bare", reasons::SYNC_FAILED).await;
+    assert!(note.contains(LABEL) && note.contains("label it"), "{note}");
+    let elsewhere = [
+        ("protocol", "https"),
+        ("http-certificate-secret", "kube-system/web-tls"),
+    ];
+    fx.service("elsewhere", &[443], &elsewhere).await;
+    let note = fx
+        .wait_event("Service", "elsewhere", reasons::SYNC_FAILED)
+        .await;
+    assert!(note.contains("own namespace"), "{note}");
+    assert_eq!(
+        certificates(&fx).await.len(),
+        1,
+        "nothing uploaded for them"
+    );
+    assert!(
+        fx.lbs_of(&fx.get("bare").await.expect("bare"))
+            .await
+            .is_empty()
+    );
+
+    // Both Services gone: so is the upload.
+    for name in ["web", "api", "bare", "elsewhere"] {
+        fx.delete(name).await;
+    }
+    eventually(
+        "the Secret's upload deleted with its last Service",
+        T,
+        || async { certificates(&fx).await.is_empty().then_some(()) },
+    )
+    .await;
+}
