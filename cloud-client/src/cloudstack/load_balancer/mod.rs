@@ -56,6 +56,8 @@ pub struct CloudStackLoadBalancers {
     networks: Mutex<HashMap<String, Network>>,
     /// ACL list names by id (`default_allow`, `default_deny` cannot be changed).
     acl_lists: Mutex<HashMap<String, String>>,
+    /// VMs' networks by VM id (see `reconcile::vm_networks`).
+    vm_networks: Mutex<HashMap<String, String>>,
 }
 
 impl CloudStackLoadBalancers {
@@ -64,6 +66,7 @@ impl CloudStackLoadBalancers {
             calls: Calls::new(api),
             networks: Mutex::new(HashMap::new()),
             acl_lists: Mutex::new(HashMap::new()),
+            vm_networks: Mutex::new(HashMap::new()),
         }
     }
 
