@@ -58,15 +58,32 @@ pub struct ConnectionCounts {
     pub active: u64,
 }
 
+/// The live counts behind [`ConnectionCounts`], of a listener or a CloudStack rule's.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub accepted: AtomicU64,
+    pub forwarded: AtomicU64,
+    pub refused: AtomicU64,
+    pub active: AtomicU64,
+}
+
+impl Counters {
+    pub fn counts(&self) -> ConnectionCounts {
+        ConnectionCounts {
+            accepted: self.accepted.load(Ordering::Relaxed),
+            forwarded: self.forwarded.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            active: self.active.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// What a listener shares with the registry: who it serves, its counts, its balancing state.
 #[derive(Debug)]
 pub(super) struct ListenerRecord {
     pub lb: u64,
     pub listen_port: u16,
-    accepted: AtomicU64,
-    forwarded: AtomicU64,
-    refused: AtomicU64,
-    active: AtomicU64,
+    counters: Counters,
     balance: Mutex<Balance>,
 }
 
@@ -83,21 +100,13 @@ impl ListenerRecord {
         ListenerRecord {
             lb,
             listen_port,
-            accepted: AtomicU64::new(0),
-            forwarded: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
-            active: AtomicU64::new(0),
+            counters: Counters::default(),
             balance: Mutex::new(Balance::default()),
         }
     }
 
     pub fn counts(&self) -> ConnectionCounts {
-        ConnectionCounts {
-            accepted: self.accepted.load(Ordering::Relaxed),
-            forwarded: self.forwarded.load(Ordering::Relaxed),
-            refused: self.refused.load(Ordering::Relaxed),
-            active: self.active.load(Ordering::Relaxed),
-        }
+        self.counters.counts()
     }
 
     fn balance(&self) -> std::sync::MutexGuard<'_, Balance> {
@@ -164,15 +173,15 @@ struct Active(Arc<ListenerRecord>);
 
 impl Active {
     fn new(record: &Arc<ListenerRecord>) -> Active {
-        record.forwarded.fetch_add(1, Ordering::Relaxed);
-        record.active.fetch_add(1, Ordering::Relaxed);
+        record.counters.forwarded.fetch_add(1, Ordering::Relaxed);
+        record.counters.active.fetch_add(1, Ordering::Relaxed);
         Active(record.clone())
     }
 }
 
 impl Drop for Active {
     fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::Relaxed);
+        self.0.counters.active.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -186,7 +195,7 @@ pub(super) async fn serve(app: HostRef, listener: TcpListener, record: Arc<Liste
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((client, peer)) => {
-                    record.accepted.fetch_add(1, Ordering::Relaxed);
+                    record.counters.accepted.fetch_add(1, Ordering::Relaxed);
                     connections.spawn(handle(app.clone(), record.clone(), client, peer, tls.clone()));
                 }
                 Err(e) => {
@@ -222,7 +231,7 @@ async fn handle(
     tls: Option<TlsAcceptor>,
 ) {
     let Some(route) = route(&app, &record, peer) else {
-        record.refused.fetch_add(1, Ordering::Relaxed);
+        record.counters.refused.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
             lb = record.lb,
             listen_port = record.listen_port,
@@ -233,7 +242,7 @@ async fn handle(
     let fault = app.tables().and_then(|dp| dp.faults.get(route.ip));
     match fault {
         Some(TargetFault::Refuse) => {
-            record.refused.fetch_add(1, Ordering::Relaxed);
+            record.counters.refused.fetch_add(1, Ordering::Relaxed);
             return;
         }
         Some(TargetFault::Hang) => {
@@ -248,7 +257,7 @@ async fn handle(
         return forward(&record, &route, client).await;
     }
     let Some(acceptor) = tls else {
-        record.refused.fetch_add(1, Ordering::Relaxed);
+        record.counters.refused.fetch_add(1, Ordering::Relaxed);
         return;
     };
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(client)).await {
@@ -269,12 +278,12 @@ where
     {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            record.refused.fetch_add(1, Ordering::Relaxed);
+            record.counters.refused.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(to = %route.to, error = %e, "cloud-sim data plane: target refused");
             return;
         }
         Err(_) => {
-            record.refused.fetch_add(1, Ordering::Relaxed);
+            record.counters.refused.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(to = %route.to, "cloud-sim data plane: connect to target timed out");
             return;
         }

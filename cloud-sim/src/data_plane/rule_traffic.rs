@@ -30,7 +30,7 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::host::HostRef;
-use super::listener::ConnectionCounts;
+use super::listener::{ConnectionCounts, Counters};
 use super::proxy_protocol;
 use crate::cloudstack::reach;
 
@@ -45,10 +45,7 @@ pub const UDP_IDLE: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(super) struct RuleRecord {
     rule: String,
-    accepted: AtomicU64,
-    forwarded: AtomicU64,
-    refused: AtomicU64,
-    active: AtomicU64,
+    counters: Counters,
     next: AtomicUsize,
 }
 
@@ -56,25 +53,17 @@ impl RuleRecord {
     pub fn new(rule: &str) -> RuleRecord {
         RuleRecord {
             rule: rule.to_owned(),
-            accepted: AtomicU64::new(0),
-            forwarded: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
-            active: AtomicU64::new(0),
+            counters: Counters::default(),
             next: AtomicUsize::new(0),
         }
     }
 
     pub fn counts(&self) -> ConnectionCounts {
-        ConnectionCounts {
-            accepted: self.accepted.load(Ordering::Relaxed),
-            forwarded: self.forwarded.load(Ordering::Relaxed),
-            refused: self.refused.load(Ordering::Relaxed),
-            active: self.active.load(Ordering::Relaxed),
-        }
+        self.counters.counts()
     }
 
     fn refuse(&self, why: &str) {
-        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.counters.refused.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(rule = %self.rule, why, "cloud-sim data plane refused");
     }
 }
@@ -128,7 +117,7 @@ pub(super) async fn serve_tcp(app: HostRef, listener: TcpListener, record: Arc<R
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((client, peer)) => {
-                    record.accepted.fetch_add(1, Ordering::Relaxed);
+                    record.counters.accepted.fetch_add(1, Ordering::Relaxed);
                     connections.spawn(relay_tcp(app.clone(), record.clone(), client, peer));
                 }
                 Err(e) => {
@@ -152,16 +141,16 @@ async fn relay_tcp(app: HostRef, record: Arc<RuleRecord>, mut client: TcpStream,
             Ok(Ok(s)) => s,
             _ => return record.refuse("member refused or did not answer"),
         };
-    record.forwarded.fetch_add(1, Ordering::Relaxed);
-    record.active.fetch_add(1, Ordering::Relaxed);
+    record.counters.forwarded.fetch_add(1, Ordering::Relaxed);
+    record.counters.active.fetch_add(1, Ordering::Relaxed);
     if let Some(header) = &route.proxy_header
         && upstream.write_all(header).await.is_err()
     {
-        record.active.fetch_sub(1, Ordering::Relaxed);
+        record.counters.active.fetch_sub(1, Ordering::Relaxed);
         return;
     }
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-    record.active.fetch_sub(1, Ordering::Relaxed);
+    record.counters.active.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// One client's datagrams to one member.
@@ -196,7 +185,7 @@ pub(super) async fn serve_udp(app: HostRef, socket: UdpSocket, record: Arc<RuleR
             _ = sweep.tick() => udp.sweep(),
         }
         let open = udp.sessions.len() as u64;
-        udp.record.active.store(open, Ordering::Relaxed);
+        udp.record.counters.active.store(open, Ordering::Relaxed);
     }
 }
 
@@ -218,7 +207,7 @@ impl Udp {
 
     async fn datagram(&mut self, data: &[u8], peer: SocketAddr) {
         let record = self.record.clone();
-        record.accepted.fetch_add(1, Ordering::Relaxed);
+        record.counters.accepted.fetch_add(1, Ordering::Relaxed);
         let route = match route(&self.app, &record, peer) {
             Ok(r) => r,
             Err(why) => return record.refuse(why),
@@ -248,7 +237,7 @@ impl Udp {
         session.last.store(now, Ordering::Relaxed);
         match session.upstream.send(data).await {
             Ok(_) => {
-                record.forwarded.fetch_add(1, Ordering::Relaxed);
+                record.counters.forwarded.fetch_add(1, Ordering::Relaxed);
             }
             Err(_) => record.refuse("member unreachable"),
         }
