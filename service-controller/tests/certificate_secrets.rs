@@ -8,11 +8,16 @@
 //!   the old upload deleted once nothing uses it; the writes are printed and bounded;
 //! - a key that is not the certificate's: Warning, both keep serving what they have;
 //! - a Secret without the label, or of another namespace: refused with what to do, nothing made;
-//! - both Services deleted: the upload goes.
+//! - both Services deleted: the upload goes;
+//! - through the data plane, under steady HTTPS requests: the Secret renewed, the load balancer
+//!   serves the new certificate from one handshake to the next and no request is lost.
 
 mod support;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use cloud_sim::test_certs;
 use k8s_openapi::api::core::v1::Secret;
@@ -20,6 +25,7 @@ use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use serde_json::Value;
 use service_controller::{Settings, reasons};
+use support::traffic::{data_plane, https_get, listener, node_port, stand_in, tls_client};
 use support::*;
 use test_support::e2e::{apply_chart_rbac, eventually, rbac_file};
 
@@ -113,9 +119,9 @@ fn serial_of(cert: &Value) -> Option<String> {
     test_certs::serial(cert["certificate"].as_str()?)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_secrets_certificate_is_uploaded_once_renewed_everywhere_and_retired() {
-    let mut fx = Fixture::without_controller(None).await;
+/// The world with `sim`, the controller reading labelled TLS Secrets under the opt-in role.
+async fn fixture(sim: Option<cloud_sim::SimConfig>) -> Fixture {
+    let mut fx = Fixture::without_controller(sim).await;
     let role = rbac_file("service-controller-certificate-secrets");
     apply_chart_rbac(&fx.admin, &role, &fx.ns, "service-controller").await;
     fx.start_controller_with(Settings {
@@ -123,6 +129,12 @@ async fn a_secrets_certificate_is_uploaded_once_renewed_everywhere_and_retired()
         ..Default::default()
     })
     .await;
+    fx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secrets_certificate_is_uploaded_once_renewed_everywhere_and_retired() {
+    let fx = fixture(None).await;
     fx.nodes(1).await;
     let (cert_a, key_a) = test_certs::self_signed(&["shop.example.com"]);
     put_secret(&fx, "web-tls", &cert_a, &key_a, true).await;
@@ -239,4 +251,131 @@ async fn a_secrets_certificate_is_uploaded_once_renewed_everywhere_and_retired()
         || async { certificates(&fx).await.is_empty().then_some(()) },
     )
     .await;
+}
+
+/// One request of the steady loop: when it was sent, when it ended, the serial served or why not.
+#[derive(Debug, Clone)]
+struct Sent {
+    at: Instant,
+    done: Instant,
+    served: Result<String, String>,
+}
+
+type Seen = Arc<Mutex<Vec<Sent>>>;
+
+fn count(seen: &Seen, serial: &str) -> usize {
+    let seen = seen.lock().unwrap();
+    seen.iter()
+        .filter(|r| r.served.as_deref() == Ok(serial))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewing_the_secret_under_steady_https_requests_loses_none() {
+    const HOST: &str = "shop.example.com";
+    let fx = fixture(Some(data_plane())).await;
+    let node = fx.nodes(1).await.remove(0);
+    let mut node_stand_in = stand_in(&fx, &node).await;
+    let (cert_a, key_a) = test_certs::self_signed(&[HOST]);
+    let (cert_b, key_b) = test_certs::self_signed(&[HOST]);
+    let serial = |pem: &str| test_certs::serial(pem).expect("a serial");
+    let (serial_a, serial_b) = (serial(&cert_a), serial(&cert_b));
+    put_secret(&fx, "web-tls", &cert_a, &key_a, true).await;
+    let https = [
+        ("protocol", "https"),
+        ("http-certificate-secret", "web-tls"),
+    ];
+    let svc = fx.service("web", &[443], &https).await;
+    node_stand_in
+        .serve_node_port(node_port(&svc, 443))
+        .await
+        .expect("bind");
+    let svc = fx.wait_ingress("web").await;
+    let addr = listener(&fx, &fx.lb_of(&svc).await, 443).await;
+    let tls = tls_client(&[&cert_a, &cert_b]);
+    eventually("an HTTPS answer with certificate A", T, || async {
+        let (served, _) = https_get(&tls, addr, HOST).await.ok()?;
+        (served == serial_a).then_some(())
+    })
+    .await;
+
+    // 50 requests/s, each on a new connection, until told to stop; then the last ones end.
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen: Seen = Arc::default();
+    let started = Instant::now();
+    let looper = tokio::spawn({
+        let (tls, stop, seen) = (tls.clone(), stop.clone(), seen.clone());
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            let mut in_flight = tokio::task::JoinSet::new();
+            while !stop.load(Ordering::SeqCst) {
+                tick.tick().await;
+                let (tls, seen) = (tls.clone(), seen.clone());
+                in_flight.spawn(async move {
+                    let at = Instant::now();
+                    let r = https_get(&tls, addr, HOST).await;
+                    let served = r.map(|(s, _)| s).map_err(|e| format!("{e} ({e:?})"));
+                    let done = Instant::now();
+                    seen.lock().unwrap().push(Sent { at, done, served });
+                });
+                while in_flight.try_join_next().is_some() {}
+            }
+            in_flight.join_all().await;
+        }
+    });
+    eventually("requests served with A under the loop", T, || async {
+        (count(&seen, &serial_a) >= 25).then_some(())
+    })
+    .await;
+
+    // cert-manager renews the Secret: uploaded, switched, the old upload deleted, all under load.
+    let renewed_at = Instant::now();
+    put_secret(&fx, "web-tls", &cert_b, &key_b, true).await;
+    eventually("certificate B served", T, || async {
+        (count(&seen, &serial_b) > 0).then_some(())
+    })
+    .await;
+    eventually("the old upload deleted", T, || async {
+        let all = certificates(&fx).await;
+        (all.len() == 1 && serial_of(&all[0]).as_ref() == Some(&serial_b)).then_some(())
+    })
+    .await;
+    let b_then = count(&seen, &serial_b);
+    eventually("50 more requests served with B", T, || async {
+        (count(&seen, &serial_b) >= b_then + 50).then_some(())
+    })
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    looper.await.expect("the request loop");
+    let ran = started.elapsed();
+
+    let seen = seen.lock().unwrap().clone();
+    let with = |serial: &str| -> Vec<&Sent> {
+        let s = seen.iter().filter(|r| r.served.as_deref() == Ok(serial));
+        s.collect()
+    };
+    let (a, b) = (with(&serial_a), with(&serial_b));
+    let failed: Vec<&Sent> = seen.iter().filter(|r| r.served.is_err()).collect();
+    // Once a request has been answered with B, every request sent later is served B.
+    let first_b = b.iter().map(|r| r.done).min().expect("B served");
+    let a_late: Vec<&&Sent> = a.iter().filter(|r| r.at > first_b).collect();
+    eprintln!(
+        "certificate rotation under 50 requests/s: {} sent in {ran:.1?}, {} failed, {} served A, \
+         {} served B (the first B answered {:.1?} after the Secret changed), {} A sent after it",
+        seen.len(),
+        failed.len(),
+        a.len(),
+        b.len(),
+        first_b - renewed_at,
+        a_late.len(),
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed: {failed:?}",
+        failed.len(),
+        seen.len()
+    );
+    assert!(!a.is_empty(), "A served before the renewal");
+    assert!(b.iter().all(|r| r.done > renewed_at), "B only once renewed");
+    assert!(a_late.is_empty(), "A served after B was: {a_late:?}");
 }

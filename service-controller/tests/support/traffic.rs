@@ -1,16 +1,25 @@
 //! The data-path tests' world: cloud-sim with its data plane on, every node a stand-in at its
 //! server's local address (`cloud_sim::stand_in`), and what they read back: listeners, the
-//! targets' health as the API reports it, who answered.
+//! targets' health as the API reports it, who answered; an HTTPS client for `https` services,
+//! saying which certificate was served.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_sim::stand_in::NodeStandIn;
+use cloud_sim::test_certs;
 use cloud_sim::{DataPlaneConfig, SimConfig};
 use k8s_openapi::api::core::v1::Service;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
 use serde_json::Value;
 use service_controller::Settings;
 use test_support::e2e::{NodeSpecT, create_node, eventually, unique};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 use super::{Fixture, Options, T, TestNode, node_ports};
 
@@ -141,4 +150,60 @@ pub async fn wait_health(fx: &Fixture, svc: &Service, want: (usize, usize, usize
 /// The first line of the answer: the node's name.
 pub fn answered_by(body: &str) -> &str {
     body.lines().next().unwrap_or_default()
+}
+
+/// A TLS client trusting exactly `certs` (PEM, self-signed: each is its own root).
+pub fn tls_client(certs: &[&str]) -> TlsConnector {
+    let mut roots = RootCertStore::empty();
+    for pem in certs {
+        let der = CertificateDer::from_pem_slice(pem.as_bytes()).expect("a PEM certificate");
+        roots.add(der).expect("a usable root");
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    TlsConnector::from(Arc::new(config))
+}
+
+/// One HTTPS request as a load balancer's client makes it: a new connection, a TLS handshake
+/// naming `host`, `GET /`, the whole answer, all within [`REQUEST_TIMEOUT`]. `Ok` holds the serial
+/// of the certificate served ([`test_certs::serial`]'s form) and the body of a 200 answer;
+/// anything else is an `Err`.
+pub async fn https_get(
+    tls: &TlsConnector,
+    addr: SocketAddr,
+    host: &str,
+) -> std::io::Result<(String, String)> {
+    let exchange = async {
+        let tcp = TcpStream::connect(addr).await?;
+        let name = ServerName::try_from(host.to_owned()).map_err(std::io::Error::other)?;
+        let mut conn = tls.connect(name, tcp).await?;
+        let served = conn.get_ref().1.peer_certificates().and_then(|c| c.first());
+        let serial = served
+            .and_then(|c| test_certs::serial_of_der(c))
+            .ok_or_else(|| std::io::Error::other("no readable server certificate"))?;
+        let req = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        conn.write_all(req.as_bytes()).await?;
+        let mut raw = Vec::new();
+        // A peer closing without close_notify after its whole answer loses nothing.
+        match conn.read_to_end(&mut raw).await {
+            Err(e) if e.kind() != std::io::ErrorKind::UnexpectedEof || raw.is_empty() => {
+                return Err(e);
+            }
+            _ => {}
+        }
+        let text = String::from_utf8_lossy(&raw);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head.lines().next().unwrap_or_default();
+        if !status.contains(" 200 ") {
+            return Err(std::io::Error::other(format!("{status}: {body}")));
+        }
+        Ok((serial, body.to_owned()))
+    };
+    tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
 }
