@@ -586,3 +586,25 @@ async fn an_address_left_without_rules_is_found_by_its_record_used_and_released(
     assert!(lbs.delete(&with_ip()).await.unwrap().deleted);
     assert!(held().await.is_empty(), "released: we associated it");
 }
+
+#[tokio::test]
+async fn the_hostname_annotation_is_the_status_as_upstreams() {
+    let sim = Sim::start().await;
+    let cs = sim.cloudstack_client();
+    let ids = vms(&cs, 1, None).await;
+    let p = provider(&sim).await;
+    let lbs = p.load_balancers();
+    let hostname = "service.beta.kubernetes.io/cloudstack-load-balancer-hostname";
+    let s = svc(
+        vec![port(PortProtocol::Tcp, 80, 30080)],
+        &[],
+        &[(hostname, " lb.example.com ")],
+    );
+    let out = lbs.ensure(&s, &nodes(&ids)).await.unwrap();
+    let ingress = &out.status.ingress[0];
+    assert_eq!(ingress.hostname.as_deref(), Some("lb.example.com"));
+    assert_eq!(ingress.ip, None, "a hostname and no address, as upstream");
+    let got = lbs.get(&s).await.unwrap().expect("found");
+    assert_eq!(got.ingress[0].hostname.as_deref(), Some("lb.example.com"));
+    assert_eq!(rules(&cs).await.len(), 1, "the rule is made all the same");
+}
