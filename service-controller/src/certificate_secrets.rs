@@ -4,15 +4,10 @@
 //! else is ever sent to, or cached by, the controller), the lookup a Service's provider gets for
 //! its own namespace, and the Services to reconcile when one of those Secrets changes.
 
-use std::collections::BTreeSet;
-
-use cloud_client::{CERTIFICATE_SECRET_LABEL, SecretLookup, TlsSecret, TlsSecrets};
+use cloud_client::{CERTIFICATE_SECRET_LABEL, LoadBalancers, SecretLookup, TlsSecret, TlsSecrets};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-
-/// The annotation naming the Secret, Service-wide or for one port (`….443`).
-const ANNOTATION: &str = "load-balancer.hetzner.cloud/http-certificate-secret";
 
 /// The watch's label selector.
 pub fn selector() -> String {
@@ -65,23 +60,19 @@ fn read(s: &Secret) -> SecretLookup {
     })
 }
 
-/// The Secrets `svc` names (any port's).
-pub fn named_by(svc: &Service) -> BTreeSet<String> {
-    svc.annotations()
-        .iter()
-        .filter(|(k, _)| {
-            k.strip_prefix(ANNOTATION)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-        })
-        .map(|(_, v)| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-        .collect()
+/// The Secrets `svc` names for its certificates, as its provider reads them.
+pub fn named_by(lbs: &dyn LoadBalancers, svc: &Service) -> Vec<String> {
+    lbs.certificate_secrets(&crate::service::service_ref(svc))
 }
 
 /// The resourceVersion of each Secret `svc` names (`None`: not there), for the applied-spec hash.
-pub fn versions(secrets: &Store<Secret>, svc: &Service) -> Vec<Option<String>> {
+pub fn versions(
+    lbs: &dyn LoadBalancers,
+    secrets: &Store<Secret>,
+    svc: &Service,
+) -> Vec<Option<String>> {
     let namespace = svc.namespace().unwrap_or_default();
-    named_by(svc)
+    named_by(lbs, svc)
         .iter()
         .map(|name| {
             secrets
@@ -92,12 +83,16 @@ pub fn versions(secrets: &Store<Secret>, svc: &Service) -> Vec<Option<String>> {
 }
 
 /// The Services of `secret`'s namespace that name it: what its change must reach.
-pub fn services_naming(services: &Store<Service>, secret: &Secret) -> Vec<ObjectRef<Service>> {
+pub fn services_naming(
+    lbs: &dyn LoadBalancers,
+    services: &Store<Service>,
+    secret: &Secret,
+) -> Vec<ObjectRef<Service>> {
     let (namespace, name) = (secret.namespace(), secret.name_any());
     services
         .state()
         .iter()
-        .filter(|svc| svc.namespace() == namespace && named_by(svc).contains(&name))
+        .filter(|svc| svc.namespace() == namespace && named_by(lbs, svc).contains(&name))
         .map(|svc| ObjectRef::from_obj(svc.as_ref()))
         .collect()
 }
@@ -139,22 +134,5 @@ mod tests {
             &[("tls.crt", "C"), ("tls.key", "")],
         ));
         assert!(matches!(empty, SecretLookup::NotTls(w) if w.contains("tls.key")));
-    }
-
-    #[test]
-    fn a_service_names_its_secrets_service_wide_and_per_port() {
-        let mut svc = Service::default();
-        svc.metadata.annotations = Some(
-            [
-                (ANNOTATION.to_string(), "web-tls".to_string()),
-                (format!("{ANNOTATION}.8443"), " admin-tls ".to_string()),
-                (format!("{ANNOTATION}-other"), "no".to_string()),
-            ]
-            .into(),
-        );
-        assert_eq!(
-            named_by(&svc),
-            BTreeSet::from(["admin-tls".to_string(), "web-tls".to_string()])
-        );
     }
 }

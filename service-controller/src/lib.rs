@@ -315,7 +315,7 @@ pub async fn run(
         let (store, writer) = reflector::store::<Secret>();
         let events = ctx.metrics.kube_api().watch_events("secrets");
         let config = watcher::Config::default().labels(&certificate_secrets::selector());
-        let services = svc_store.clone();
+        let (services, lbs) = (svc_store.clone(), lbs.clone());
         let changes = slimmed(secrets, config, events, |s: &mut Secret| {
             s.metadata.managed_fields = None;
         })
@@ -323,7 +323,11 @@ pub async fn run(
         .touched_objects()
         .filter_map(|s| std::future::ready(s.ok()))
         .flat_map(move |s| {
-            futures::stream::iter(certificate_secrets::services_naming(&services, &s))
+            futures::stream::iter(certificate_secrets::services_naming(
+                lbs.as_ref(),
+                &services,
+                &s,
+            ))
         })
         .boxed();
         (Some(store), changes)

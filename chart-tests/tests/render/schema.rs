@@ -185,13 +185,16 @@ fn values_yaml_and_the_schema_declare_the_same_keys() {
             .iter()
             .filter_map(|p| p.strip_prefix(&format!("{key}.")).map(str::to_owned))
             // A controller's own keys: the route-controller's CIDR, the service-controller's
-            // admission policy and source ranges, the node-controller's node IPs.
+            // admission policy, source ranges and certificate Secrets, the node-controller's
+            // node IPs.
             .filter(|p| {
                 p != "clusterCIDR"
                     && p != "nodeIPOutsideCloud"
                     && p != "validation"
                     && !p.starts_with("validation.")
                     && p != "sourceRanges"
+                    && p != "certificateSecrets"
+                    && !p.starts_with("certificateSecrets.")
             })
             .collect()
     };

@@ -350,6 +350,12 @@ pub trait LoadBalancers: Send + Sync {
         &[]
     }
 
+    /// The TLS Secrets (names, in the Service's namespace) this Service's load balancer takes
+    /// certificates from, so the controller reconciles it when one changes. Pure: no call.
+    fn certificate_secrets(&self, _svc: &ServiceRef) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Status of the existing load balancer, `None` when the Service has none. No writes.
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError>;
 

@@ -175,15 +175,7 @@ impl Certificates {
 
     /// At delete: the uploads of the Secrets the Service named that nothing uses any more go.
     pub(super) async fn release(&self, svc: &ServiceRef) {
-        let names: Vec<String> = svc
-            .annotations
-            .iter()
-            .filter(|(k, _)| {
-                k.strip_prefix(annotations::HTTP_CERTIFICATE_SECRET)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-            })
-            .map(|(_, v)| v.trim().to_owned())
-            .collect();
+        let names = secrets_named(svc);
         if !names.is_empty() {
             self.secrets.release(&self.transport, svc, &names).await;
         }
@@ -206,5 +198,45 @@ impl Certificates {
         )
         .await?;
         Ok(found.into_iter().find(|c| c.name == name).map(|c| c.id))
+    }
+}
+
+/// The Secrets `svc` names in `http-certificate-secret`, Service-wide or for a port, read from
+/// the annotations alone (so even a Service whose other annotations are invalid is followed).
+pub(super) fn secrets_named(svc: &ServiceRef) -> Vec<String> {
+    let mut names: Vec<String> = svc
+        .annotations
+        .iter()
+        .filter(|(k, _)| {
+            k.strip_prefix(annotations::HTTP_CERTIFICATE_SECRET)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
+        .map(|(_, v)| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_names_its_secrets_service_wide_and_per_port() {
+        let key = annotations::HTTP_CERTIFICATE_SECRET;
+        let svc = ServiceRef {
+            annotations: [
+                (key.to_string(), "web-tls".to_string()),
+                (format!("{key}.8443"), " admin-tls ".to_string()),
+                (format!("{key}.443"), "web-tls".to_string()),
+                (format!("{key}-other"), "no".to_string()),
+                (format!("{key}.80"), " ".to_string()),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        assert_eq!(secrets_named(&svc), ["admin-tls", "web-tls"]);
     }
 }

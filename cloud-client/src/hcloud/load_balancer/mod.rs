@@ -229,6 +229,10 @@ impl LoadBalancers for HcloudLoadBalancers {
             .is_ok_and(|spec| spec.targets_nodes_with_endpoints(svc))
     }
 
+    fn certificate_secrets(&self, svc: &ServiceRef) -> Vec<String> {
+        certificates::secrets_named(svc)
+    }
+
     async fn get(&self, svc: &ServiceRef) -> Result<Option<LoadBalancerStatus>, CloudError> {
         self.transport
             .stats()
