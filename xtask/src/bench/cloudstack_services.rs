@@ -21,20 +21,18 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec,
-};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Service};
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use serde::Serialize;
 
 use super::cloudstack_nodes::Manager;
 use super::plot::Curve;
-use super::{BenchArgs, Controller, Env, Memory, create_nodes, mib};
+use super::services::{PORTS, add_ready_nodes, has_ingress, load_balancer_service};
+use super::{BenchArgs, Controller, Env, Memory, mib};
 use crate::fleet::{Launch, Output};
 
 const NODES: usize = 10;
-const PORTS: [i32; 2] = [80, 443];
 const NAMESPACE: &str = "default";
 const TIMEOUT: Duration = Duration::from_secs(600);
 /// Pause after a phase converged, so its trailing calls (a last job poll) are counted in it.
@@ -343,53 +341,7 @@ async fn add_nodes(env: &Env, vms: &[(String, String)]) -> anyhow::Result<()> {
         });
         node
     });
-    create_nodes(&env.client, nodes.collect()).await;
-    let ready = NodeStatus {
-        conditions: Some(vec![NodeCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            reason: Some("KubeletReady".into()),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    let patch = Patch::Merge(serde_json::json!({ "status": ready }));
-    let api: Api<Node> = Api::all(env.client.clone());
-    for (_, name) in vms {
-        api.patch_status(name, &PatchParams::default(), &patch)
-            .await?;
-    }
-    Ok(())
-}
-
-fn load_balancer_service(i: usize) -> Service {
-    let mut s = Service::default();
-    s.metadata.name = Some(format!("bench-svc-{i}"));
-    s.spec = Some(ServiceSpec {
-        type_: Some("LoadBalancer".into()),
-        selector: Some([("app".to_string(), format!("bench-{i}"))].into()),
-        ports: Some(
-            PORTS
-                .iter()
-                .map(|&port| ServicePort {
-                    name: Some(format!("p{port}")),
-                    port,
-                    protocol: Some("TCP".into()),
-                    ..Default::default()
-                })
-                .collect(),
-        ),
-        ..Default::default()
-    });
-    s
-}
-
-fn has_ingress(s: &Service) -> bool {
-    s.status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|l| l.ingress.as_ref())
-        .is_some_and(|i| i.iter().any(|i| i.ip.is_some()))
+    add_ready_nodes(env, nodes.collect()).await
 }
 
 impl Figures {

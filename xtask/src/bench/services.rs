@@ -30,7 +30,7 @@ use super::{BenchArgs, Calls, Env, Manager, Memory, PROBE_QUERY, create_nodes, m
 pub(super) const NODES: usize = 10;
 /// `--zones`: nodes in ash besides the [`NODES`] in fsn1.
 const OTHER_ZONE_NODES: usize = 5;
-const PORTS: [i32; 2] = [80, 443];
+pub(super) const PORTS: [i32; 2] = [80, 443];
 pub(super) const ACTION: Duration = Duration::from_millis(500);
 pub(super) const NAMESPACE: &str = "default";
 /// How long phase 1 and 2 may take before the benchmark reports them as never done.
@@ -259,7 +259,16 @@ pub(super) async fn add_nodes(
         });
         node
     });
-    create_nodes(&env.client, nodes.collect()).await;
+    add_ready_nodes(env, nodes.collect()).await
+}
+
+/// Creates `nodes` and reports each Ready, as a kubelet would.
+pub(super) async fn add_ready_nodes(env: &Env, nodes: Vec<Node>) -> anyhow::Result<()> {
+    let names: Vec<String> = nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+    create_nodes(&env.client, nodes).await;
     let ready = NodeStatus {
         conditions: Some(vec![NodeCondition {
             type_: "Ready".into(),
@@ -271,14 +280,15 @@ pub(super) async fn add_nodes(
     };
     let patch = Patch::Merge(serde_json::json!({ "status": ready }));
     let api: Api<Node> = Api::all(env.client.clone());
-    for (_, name) in servers {
+    for name in &names {
         api.patch_status(name, &PatchParams::default(), &patch)
             .await?;
     }
     Ok(())
 }
 
-fn load_balancer_service(i: usize) -> Service {
+/// Service `bench-svc-<i>` of `type: LoadBalancer` with TCP ports 80 and 443.
+pub(super) fn load_balancer_service(i: usize) -> Service {
     let mut s = Service::default();
     s.metadata.name = Some(format!("bench-svc-{i}"));
     s.spec = Some(ServiceSpec {
