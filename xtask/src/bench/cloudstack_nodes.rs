@@ -88,7 +88,7 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
             env.sim.cloudstack_secret_key()
         ),
     )?;
-    let mut ctl = spawn(args, &env, manager, &cloud_config, &dir)?;
+    let mut ctl = spawn(args, &env, manager, (&cloud_config, "cloud-node"), &dir)?;
     // Started once it has made its start-up call and listed the (empty) Nodes.
     let start_call = manager.start_call();
     let up = ctl
@@ -150,14 +150,17 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
     Ok(figures)
 }
 
-fn spawn(
+/// Starts `manager` with the cloud-config at `cloud_config`; upstream's CCM runs only
+/// `upstream_controllers` (its `--controllers`).
+pub(super) fn spawn(
     args: &BenchArgs,
     env: &Env,
     manager: Manager<'_>,
-    cloud_config: &Path,
+    (cloud_config, upstream_controllers): (&Path, &str),
     dir: &Path,
 ) -> anyhow::Result<Controller> {
     let config = format!("--cloud-config={}", cloud_config.display());
+    let controllers = format!("--controllers={upstream_controllers}");
     let launch = match manager {
         Manager::Ours(binary) => Launch::new(binary, env.plane.kubeconfig())
             .wrapper(args.wrapper.as_deref())
@@ -174,7 +177,7 @@ fn spawn(
             .args([
                 "--cloud-provider=external-cloudstack",
                 &config,
-                "--controllers=cloud-node",
+                &controllers,
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--authentication-skip-lookup",

@@ -17,20 +17,17 @@
 //! counts them); memory is the manager's VmHWM at the end.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Service};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde::Serialize;
 
-use super::cloudstack_nodes::Manager;
+use super::cloudstack_nodes::{Manager, spawn};
 use super::plot::Curve;
 use super::services::{PORTS, add_ready_nodes, has_ingress, load_balancer_service};
-use super::{BenchArgs, Controller, Env, Memory, mib};
-use crate::fleet::{Launch, Output};
+use super::{BenchArgs, Env, Memory, mib};
 
 const NODES: usize = 10;
 const NAMESPACE: &str = "default";
@@ -138,7 +135,7 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
             env.sim.cloudstack_secret_key()
         ),
     )?;
-    let mut ctl = spawn(args, &env, manager, &cloud_config, &dir)?;
+    let mut ctl = spawn(args, &env, manager, (&cloud_config, "service"), &dir)?;
     let start_call = match manager {
         Manager::Ours(_) => "listZones",
         Manager::Upstream(_) => "listManagementServersMetrics",
@@ -210,7 +207,7 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
     ctl.stop().await;
     env.sim.reset_counters();
     let start = Instant::now();
-    let mut ctl = spawn(args, &env, manager, &cloud_config, &dir)?;
+    let mut ctl = spawn(args, &env, manager, (&cloud_config, "service"), &dir)?;
     let mut last = (0, Instant::now());
     let quiet = ctl
         .wait_until(TIMEOUT, async || {
@@ -291,43 +288,6 @@ impl Probe {
         }
         Ok(with)
     }
-}
-
-fn spawn(
-    args: &BenchArgs,
-    env: &Env,
-    manager: Manager<'_>,
-    cloud_config: &Path,
-    dir: &Path,
-) -> anyhow::Result<Controller> {
-    let config = format!("--cloud-config={}", cloud_config.display());
-    let launch = match manager {
-        Manager::Ours(binary) => Launch::new(binary, env.plane.kubeconfig())
-            .wrapper(args.wrapper.as_deref())
-            .args([
-                "--leader-elect=false",
-                "--admin-address=127.0.0.1:0",
-                "--cloud-provider=external-cloudstack",
-                &config,
-            ])
-            .args(&args.extra)
-            .env("RUST_LOG", "warn")
-            .output(Output::Stderr),
-        Manager::Upstream(binary) => Launch::new(binary, env.plane.kubeconfig())
-            .args([
-                "--cloud-provider=external-cloudstack",
-                &config,
-                "--controllers=service",
-                "--leader-elect=false",
-                "--secure-port=0",
-                "--authentication-skip-lookup",
-                "--configure-cloud-routes=false",
-            ])
-            .output(Output::Log(dir.join("upstream.log"))),
-    };
-    let launch = args.env.iter().fold(launch, |l, (k, v)| l.env(k, v));
-    let process = launch.spawn().context("starting the CCM")?;
-    Ok(Controller { process })
 }
 
 /// A Ready Node with providerID `external-cloudstack://<id>` for each `(VM id, name)`.
