@@ -9,6 +9,10 @@
 //! - a key that is not the certificate's: Warning, both keep serving what they have;
 //! - a Secret without the label, or of another namespace: refused with what to do, nothing made;
 //! - both Services deleted: the upload goes;
+//! - faults halfway through a rotation (the upload refused with 429, then the switch with 503
+//!   while the Secret renews again): the old certificate serves throughout, and once the faults
+//!   end only the newest upload is left; a Service that stops naming the Secret deletes its
+//!   upload;
 //! - through the data plane, under steady HTTPS requests: the Secret renewed, the load balancer
 //!   serves the new certificate from one handshake to the next and no request is lost.
 
@@ -20,78 +24,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cloud_sim::test_certs;
-use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
-use kube::api::{ObjectMeta, Patch, PatchParams};
-use serde_json::Value;
-use service_controller::{Settings, reasons};
+use service_controller::reasons;
+use support::certificates::*;
 use support::traffic::{data_plane, https_get, listener, node_port, stand_in, tls_client};
 use support::*;
-use test_support::e2e::{apply_chart_rbac, eventually, rbac_file};
-
-const LABEL: &str = "cloud-controllers.io/load-balancer-certificate";
-
-/// Creates or replaces Secret `name` (server-side apply), labelled for the controller or not.
-async fn put_secret(fx: &Fixture, name: &str, cert: &str, key: &str, labelled: bool) {
-    let secrets: Api<Secret> = Api::namespaced(fx.admin.clone(), &fx.ns);
-    let labels = labelled.then(|| [(LABEL.to_string(), "true".to_string())].into());
-    let s = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels,
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/tls".into()),
-        string_data: Some(
-            [
-                ("tls.crt".to_string(), cert.to_string()),
-                ("tls.key".to_string(), key.to_string()),
-            ]
-            .into(),
-        ),
-        ..Default::default()
-    };
-    secrets
-        .patch(
-            name,
-            &PatchParams::apply("certificate-secrets-test").force(),
-            &Patch::Apply(&s),
-        )
-        .await
-        .expect("put the Secret");
-}
-
-/// Every certificate in the simulator.
-async fn certificates(fx: &Fixture) -> Vec<Value> {
-    fx.sim
-        .client()
-        .list_all("certificates")
-        .await
-        .expect("list certificates")
-}
-
-/// The certificate ids of the https services of `svc`'s load balancer.
-async fn served(fx: &Fixture, name: &str) -> BTreeSet<u64> {
-    let Some(svc) = fx.get(name).await else {
-        return BTreeSet::new();
-    };
-    if ingress_ips(&svc).is_empty() {
-        return BTreeSet::new();
-    }
-    let lb = fx.lb_of(&svc).await;
-    lb["services"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| {
-            s["http"]["certificates"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|c| c.as_u64())
-        .collect()
-}
+use test_support::e2e::eventually;
 
 /// Waits until both Services' load balancers serve exactly upload `id`.
 async fn both_serve(fx: &Fixture, id: u64) {
@@ -106,35 +43,9 @@ async fn both_serve(fx: &Fixture, id: u64) {
     .await;
 }
 
-/// The one upload of the Secret, once there is exactly one.
-async fn one_upload(fx: &Fixture) -> Value {
-    eventually("exactly one upload of the Secret", T, || async {
-        let all = certificates(fx).await;
-        (all.len() == 1).then(|| all[0].clone())
-    })
-    .await
-}
-
-fn serial_of(cert: &Value) -> Option<String> {
-    test_certs::serial(cert["certificate"].as_str()?)
-}
-
-/// The world with `sim`, the controller reading labelled TLS Secrets under the opt-in role.
-async fn fixture(sim: Option<cloud_sim::SimConfig>) -> Fixture {
-    let mut fx = Fixture::without_controller(sim).await;
-    let role = rbac_file("service-controller-certificate-secrets");
-    apply_chart_rbac(&fx.admin, &role, &fx.ns, "service-controller").await;
-    fx.start_controller_with(Settings {
-        certificate_secrets: true,
-        ..Default::default()
-    })
-    .await;
-    fx
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secrets_certificate_is_uploaded_once_renewed_everywhere_and_retired() {
-    let fx = fixture(None).await;
+    let fx = certificate_fixture(None).await;
     fx.nodes(1).await;
     let (cert_a, key_a) = test_certs::self_signed(&["shop.example.com"]);
     put_secret(&fx, "web-tls", &cert_a, &key_a, true).await;
@@ -273,7 +184,7 @@ fn count(seen: &Seen, serial: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewing_the_secret_under_steady_https_requests_loses_none() {
     const HOST: &str = "shop.example.com";
-    let fx = fixture(Some(data_plane())).await;
+    let fx = certificate_fixture(Some(data_plane())).await;
     let node = fx.nodes(1).await.remove(0);
     let mut node_stand_in = stand_in(&fx, &node).await;
     let (cert_a, key_a) = test_certs::self_signed(&[HOST]);
@@ -378,4 +289,101 @@ async fn renewing_the_secret_under_steady_https_requests_loses_none() {
     assert!(!a.is_empty(), "A served before the renewal");
     assert!(b.iter().all(|r| r.done > renewed_at), "B only once renewed");
     assert!(a_late.is_empty(), "A served after B was: {a_late:?}");
+}
+
+/// Until the `fault` rule is used up, the load balancer of Service `name` keeps serving `id`.
+async fn serves_throughout(fx: &Fixture, name: &str, id: u64, fault: u64, what: &str) {
+    eventually(what, T, || async {
+        assert_eq!(
+            served(fx, name).await,
+            BTreeSet::from([id]),
+            "the old certificate serves while {what}"
+        );
+        let left = fx.sim.faults().list().iter().any(|(f, _)| *f == fault);
+        (!left).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_halfway_through_a_rotation_keep_the_old_certificate_and_leak_nothing() {
+    let fx = certificate_fixture(None).await;
+    fx.nodes(1).await;
+    let host = ["shop.example.com"];
+    let (cert_a, key_a) = test_certs::self_signed(&host);
+    put_secret(&fx, "web-tls", &cert_a, &key_a, true).await;
+    let https = [
+        ("protocol", "https"),
+        ("http-certificate-secret", "web-tls"),
+    ];
+    fx.service("web", &[443], &https).await;
+    let a = one_upload(&fx).await["id"].as_u64().expect("id");
+    let only = |id: u64| BTreeSet::from([id]);
+    eventually("certificate A served", T, || async {
+        (served(&fx, "web").await == only(a)).then_some(())
+    })
+    .await;
+
+    // The upload refused three times with 429: A serves until it goes through.
+    let faults = fx.sim.faults();
+    let refused = faults.fail_next(Some("POST /certificates"), 3, 429, "rate_limit_exceeded");
+    let (cert_b, key_b) = test_certs::self_signed(&host);
+    put_secret(&fx, "web-tls", &cert_b, &key_b, true).await;
+    serves_throughout(&fx, "web", a, refused, "the upload is refused").await;
+    let b = eventually("B uploaded and served, A deleted", T, || async {
+        let all = certificates(&fx).await;
+        let [b] = all.as_slice() else { return None };
+        let id = b["id"].as_u64()?;
+        (serial_of(b) == test_certs::serial(&cert_b) && served(&fx, "web").await == only(id))
+            .then_some(id)
+    })
+    .await;
+
+    // The switch refused with 503 while the Secret renews twice: C is uploaded but never
+    // served, and deleted once D is; B serves until D does.
+    let switch = "POST /load_balancers/{id}/actions/update_service";
+    let outage = faults.fail_every(Some(switch), 1, 503, "unavailable");
+    let (cert_c, key_c) = test_certs::self_signed(&host);
+    put_secret(&fx, "web-tls", &cert_c, &key_c, true).await;
+    eventually("C uploaded while its switch is refused", T, || async {
+        assert_eq!(served(&fx, "web").await, only(b), "B serves meanwhile");
+        let all = certificates(&fx).await;
+        all.iter()
+            .any(|c| serial_of(c) == test_certs::serial(&cert_c))
+            .then_some(())
+    })
+    .await;
+    let (cert_d, key_d) = test_certs::self_signed(&host);
+    put_secret(&fx, "web-tls", &cert_d, &key_d, true).await;
+    eventually("D uploaded while its switch is refused", T, || async {
+        assert_eq!(served(&fx, "web").await, only(b), "B serves meanwhile");
+        let all = certificates(&fx).await;
+        all.iter()
+            .any(|c| serial_of(c) == test_certs::serial(&cert_d))
+            .then_some(())
+    })
+    .await;
+    assert!(faults.remove(outage), "the outage was still on");
+    let d = eventually("only D left, and served", T, || async {
+        let all = certificates(&fx).await;
+        let [d] = all.as_slice() else { return None };
+        let id = d["id"].as_u64()?;
+        (serial_of(d) == test_certs::serial(&cert_d) && served(&fx, "web").await == only(id))
+            .then_some(id)
+    })
+    .await;
+    assert_ne!(d, b);
+
+    // The Service stops naming the Secret (plain TCP now): its upload goes with it.
+    let plain = serde_json::json!({"metadata": {"annotations": {
+        format!("{PREFIX}protocol"): "tcp",
+        format!("{PREFIX}http-certificate-secret"): null,
+    }}});
+    fx.patch("web", plain).await;
+    eventually(
+        "the upload deleted once the Service stops naming it",
+        T,
+        || async { certificates(&fx).await.is_empty().then_some(()) },
+    )
+    .await;
 }

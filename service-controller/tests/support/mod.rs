@@ -3,6 +3,7 @@
 //! Services and load balancers of the tests.
 #![allow(dead_code)]
 
+pub mod certificates;
 pub mod traffic;
 
 use std::collections::{BTreeMap, BTreeSet};

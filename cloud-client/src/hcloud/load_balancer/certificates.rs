@@ -162,12 +162,19 @@ impl Certificates {
     }
 
     /// After apply: the earlier uploads of the Secrets `spec` names that nothing uses any more
-    /// are deleted (see [`SecretCertificates::retire`]).
-    pub(super) async fn retire(&self, svc: &ServiceRef, spec: &LbSpec) {
+    /// are deleted (see [`SecretCertificates::retire`]), and so are the Secrets' uploads the load
+    /// balancer stopped serving (`unserved`: the Service stopped naming the Secret, or the port
+    /// went) once nothing uses them.
+    pub(super) async fn retire(&self, svc: &ServiceRef, spec: &LbSpec, unserved: &[i64]) {
         let names: Vec<String> = std::iter::once(spec)
             .chain(spec.ports.values())
             .filter_map(|s| s.http.certificate_secret.clone())
             .collect();
+        if !unserved.is_empty() {
+            self.secrets
+                .drop_unserved(&self.transport, svc, unserved)
+                .await;
+        }
         if !names.is_empty() {
             self.secrets.retire(&self.transport, svc, &names).await;
         }

@@ -1,7 +1,9 @@
 //! The stages after a load balancer is found (or created), in order: tenancy → desired → own →
-//! plan → apply → settle → retire (a Secret's earlier certificates).
+//! plan → apply → settle → retire (a Secret's earlier certificates, and those the Service stopped
+//! naming).
 
 use super::*;
+use crate::hcloud::wire::LbService;
 
 impl HcloudLoadBalancers {
     /// A load balancer found for the Service (`how`), as ensure and update_targets both take
@@ -33,6 +35,7 @@ impl HcloudLoadBalancers {
         warnings: &mut Vec<Warning>,
     ) -> Result<(LoadBalancer, u32), CloudError> {
         let service = svc.key();
+        let served_before = certificates_of(&lb.services);
         let membership = holding.membership(&lb, svc, spec, &desired.services)?;
         let input = PlanInput {
             uid: &svc.uid,
@@ -56,7 +59,26 @@ impl HcloudLoadBalancers {
         let applied = self.applier.apply(lb.id, &ops, &limit, warnings).await;
         let clean = warnings.len() == warnings_before;
         let settled = self.settle(svc, lb, &ops, applied, clean).await?;
-        self.certificates.retire(svc, spec).await;
+        // Only a change can have stopped serving one: an unchanged load balancer costs no call.
+        let unserved: Vec<i64> = if settled.1 > 0 {
+            let now = certificates_of(&desired.services.services);
+            served_before
+                .into_iter()
+                .filter(|id| !now.contains(id))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.certificates.retire(svc, spec, &unserved).await;
         Ok(settled)
     }
+}
+
+/// The certificate ids `services` serve.
+fn certificates_of(services: &[LbService]) -> Vec<i64> {
+    services
+        .iter()
+        .filter_map(|s| s.http.as_ref())
+        .flat_map(|h| h.certificates.iter().copied())
+        .collect()
 }

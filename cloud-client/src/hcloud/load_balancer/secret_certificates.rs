@@ -253,6 +253,49 @@ impl SecretCertificates {
         }
     }
 
+    /// Uploads the Service's load balancer stopped serving: each deleted once no load balancer
+    /// uses it, if it is the upload of a Secret of the Service's namespace that the controller
+    /// reads (its labels name the Secret, and the Secret has that UID). Another cluster's upload,
+    /// or one of a Secret since deleted, is left alone.
+    pub(super) async fn drop_unserved(&self, t: &Transport, svc: &ServiceRef, ids: &[i64]) {
+        for &id in ids {
+            // Read under the lock, so a retirement running beside this one has deleted it
+            // already (404) rather than both deleting it.
+            let _one_at_a_time = self.busy.lock().await;
+            let path = format!("/certificates/{id}");
+            let found: Result<CertificateResponse, CloudError> =
+                t.call(&Req::get("/certificates/{id}", path.clone())).await;
+            let c = match found {
+                Ok(r) => r.certificate,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, certificate = id,
+                        "could not read a certificate the load balancer stopped serving");
+                    continue;
+                }
+            };
+            if !c.used_by.is_empty() || !of_a_secret_read_here(svc, &c) {
+                continue;
+            }
+            tracing::info!(certificate = id, name = %c.name,
+                "deleting the certificate of a Secret the Service no longer names");
+            match t.call_empty(&Req::delete("/certificates/{id}", path)).await {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                // In use again meanwhile (another Service switched to it): it stays.
+                Err(e) => {
+                    tracing::warn!(error = %e, certificate = id,
+                        "could not delete a certificate the load balancer stopped serving");
+                    continue;
+                }
+            }
+            self.current
+                .lock()
+                .expect("poisoned")
+                .retain(|_, (_, current)| *current != id);
+        }
+    }
+
     /// Deletes the Secret's uploads (other than content `keep`) that nothing uses; whether none
     /// is left.
     async fn retire_others(
@@ -280,6 +323,19 @@ impl SecretCertificates {
         }
         Ok(all_gone)
     }
+}
+
+/// Whether `c` is the upload of a Secret of `svc`'s namespace the controller reads.
+fn of_a_secret_read_here(svc: &ServiceRef, c: &Certificate) -> bool {
+    let label = |k: &str| c.labels.get(k).map(String::as_str);
+    if label(SECRET_NAMESPACE_LABEL) != Some(svc.namespace.as_str()) {
+        return false;
+    }
+    let Some(name) = label(SECRET_NAME_LABEL) else {
+        return false;
+    };
+    matches!(svc.tls_secrets.get(name),
+        SecretLookup::Found(s) if label(SECRET_UID_LABEL) == Some(s.uid.as_str()))
 }
 
 /// `e` with no run of the key's characters in it, whatever the cloud echoed.
