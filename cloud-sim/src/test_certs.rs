@@ -11,7 +11,9 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use rcgen::{CertificateParams, DnType, KeyPair, SerialNumber};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose, SerialNumber,
+};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use x509_parser::prelude::{FromDer, X509Certificate};
@@ -48,6 +50,32 @@ pub fn self_signed_between(
     params.serial_number = Some(random_serial());
     let key = KeyPair::generate().expect("a new key");
     let cert = params.self_signed(&key).expect("a self-signed certificate");
+    (cert.pem(), key.serialize_pem())
+}
+
+/// A CA certificate named `common_name` (basic constraints CA; key usages certificate and CRL
+/// signing, digital signature), valid like [`self_signed`], and its key (ECDSA P-256):
+/// `(cert_pem, key_pem)`, e.g. the Secret of a cert-manager CA Issuer.
+pub fn ca(common_name: &str) -> (String, String) {
+    let mut params = CertificateParams::default();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = now_ms();
+    let at = |ms: u64| rcgen::date_time_ymd(1970, 1, 1) + Duration::from_millis(ms);
+    params.not_before = at(now.saturating_sub(3_600_000));
+    params.not_after = at(now + crate::state::NINETY_DAYS_MS);
+    params.serial_number = Some(random_serial());
+    let key = KeyPair::generate().expect("a new key");
+    let cert = params
+        .self_signed(&key)
+        .expect("a self-signed CA certificate");
     (cert.pem(), key.serialize_pem())
 }
 
