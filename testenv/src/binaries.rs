@@ -1,12 +1,13 @@
 //! Finding or building the Go programs the tests run: kube-apiserver and etcd (the control plane),
-//! helm and skaffold (the chart and dev-loop checks), the upstream CloudStack CCM (side by side).
+//! helm and skaffold (the chart and dev-loop checks), the upstream CloudStack CCM (side by side),
+//! cert-manager's controllers (issuing the Secrets the service-controller uploads).
 //!
 //! Nothing is downloaded prebuilt: each is compiled from source through the Go module proxy (see
 //! `testenv/go/`) and cached by version under `$HOME/.cache/cloud-controllers/testenv/`, so only the
 //! first run on a machine pays (≈ 5–7 minutes for the control plane, ≈ 2 for helm, ≈ 4–8 for
-//! skaffold, ≈ 2–3 for the upstream CloudStack CCM). `TESTENV_KUBE_APISERVER`, `TESTENV_ETCD`,
-//! `TESTENV_HELM`, `TESTENV_SKAFFOLD` and `TESTENV_CLOUDSTACK_CCM` point at prebuilt binaries
-//! instead.
+//! skaffold, ≈ 2–3 for the upstream CloudStack CCM, ≈ 3 for cert-manager).
+//! `TESTENV_KUBE_APISERVER`, `TESTENV_ETCD`, `TESTENV_HELM`, `TESTENV_SKAFFOLD`,
+//! `TESTENV_CLOUDSTACK_CCM` and `TESTENV_CERT_MANAGER` point at prebuilt binaries instead.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -25,6 +26,9 @@ pub const SKAFFOLD_VERSION: &str = "v2.16.1";
 /// The upstream CloudStack CCM (apache/cloudstack-kubernetes-provider) the CloudStack provider is
 /// compared with, side by side on the same simulator.
 pub const CLOUDSTACK_CCM_VERSION: &str = "v1.2.0";
+/// cert-manager (github.com/cert-manager/cert-manager) whose controllers issue the Secrets of the
+/// cert-manager tests, and whose CRDs they install.
+pub const CERT_MANAGER_VERSION: &str = "v1.21.2";
 /// Oldest Go that can build [`KUBE_APISERVER_VERSION`] (its go directive).
 pub const MIN_GO: &str = "1.26";
 
@@ -132,6 +136,23 @@ const CLOUDSTACK_CCM: Component = Component {
     go_sum: include_str!("../go/cloudstack-ccm.go.sum"),
     // The checksum database has no entry for the github.com/apache modules; go.sum pins them.
     env: &[("GONOSUMDB", "github.com/apache")],
+};
+
+/// cert-manager's own controllers behind a main of ours (`testenv/go/cert-manager.main.go`): its
+/// `cmd/controller` is a module of its own that the proxy does not serve, the main module is.
+const CERT_MANAGER: Component = Component {
+    name: "cert-manager",
+    // cert-manager's version (as in the go.mod) and a revision of our main.go: the cache key, so
+    // bump the suffix when either changes.
+    version: "v1.21.2-1",
+    env_var: "TESTENV_CERT_MANAGER",
+    go_mod: include_str!("../go/cert-manager.go.mod"),
+    go_file: ("main.go", include_str!("../go/cert-manager.main.go")),
+    package: ".",
+    tags: "",
+    ldflags: "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=v1.21.2",
+    go_sum: "",
+    env: &[],
 };
 
 const HROBOT_CHECK: Component = Component {
@@ -317,7 +338,14 @@ pub fn ensure_cluster() -> Result<ClusterBinaries> {
 /// cache already: a run that builds none of them is a warm one.
 pub fn all_cached(cluster: bool) -> bool {
     let built = |c: &Component| is_executable(&cached_binary(c).1);
-    let tools = [&ETCD, &KUBE_APISERVER, &HELM, &SKAFFOLD, &CLOUDSTACK_CCM];
+    let tools = [
+        &ETCD,
+        &KUBE_APISERVER,
+        &HELM,
+        &SKAFFOLD,
+        &CLOUDSTACK_CCM,
+        &CERT_MANAGER,
+    ];
     let node = [
         &KUBELET,
         &KUBE_PROXY,
@@ -369,6 +397,14 @@ pub fn ensure_skaffold() -> Result<PathBuf> {
 /// side-by-side tests. `cargo xtask test` builds it beside helm and skaffold.
 pub fn cloudstack_ccm() -> Result<PathBuf> {
     ensure_one(&CLOUDSTACK_CCM)
+}
+
+/// Returns cert-manager's controllers ([`CERT_MANAGER_VERSION`], behind our
+/// `testenv/go/cert-manager.main.go`: `--kubeconfig`, `--master`, `--namespace`, `--controllers`;
+/// no leader election), building it when it is not cached. `cargo xtask test` builds it beside
+/// helm and skaffold.
+pub fn cert_manager() -> Result<PathBuf> {
+    ensure_one(&CERT_MANAGER)
 }
 
 /// Returns `hrobot-check` (hrobot-go, HCCM's Robot client, behind a small CLI: see

@@ -14,6 +14,7 @@
 //! ```
 
 mod binaries;
+mod cert_manager;
 pub mod cluster;
 mod control_plane;
 mod crypto;
@@ -28,12 +29,13 @@ mod rbac;
 mod workspace;
 
 pub use binaries::{
-    Binaries, CLOUDSTACK_CCM_VERSION, CNI_PLUGINS_VERSION, CONTAINERD_VERSION, CRANE_VERSION,
-    ClusterBinaries, ETCD_VERSION, HELM_VERSION, KUBE_APISERVER_VERSION, SKAFFOLD_VERSION, Tools,
-    all_cached, cache_dir, cloudstack_ccm, ensure as ensure_binaries,
-    ensure_cluster as ensure_cluster_binaries, ensure_helm, ensure_hrobot_check, ensure_skaffold,
-    ensure_tools,
+    Binaries, CERT_MANAGER_VERSION, CLOUDSTACK_CCM_VERSION, CNI_PLUGINS_VERSION,
+    CONTAINERD_VERSION, CRANE_VERSION, ClusterBinaries, ETCD_VERSION, HELM_VERSION,
+    KUBE_APISERVER_VERSION, SKAFFOLD_VERSION, Tools, all_cached, cache_dir, cert_manager,
+    cloudstack_ccm, ensure as ensure_binaries, ensure_cluster as ensure_cluster_binaries,
+    ensure_helm, ensure_hrobot_check, ensure_skaffold, ensure_tools,
 };
+pub use cert_manager::{cert_manager_crds, install_cert_manager_crds};
 pub use control_plane::{Connection, ControlPlane, Options, TEMP_ROOT};
 pub use crypto::install_crypto_provider;
 pub use error::{Error, Result};
