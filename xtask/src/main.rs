@@ -158,8 +158,8 @@ fn prepare_control_plane() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// podman, hadolint, helm, skaffold and the upstream CloudStack CCM: what a few tests and the
-/// sections after them use.
+/// podman, hadolint, helm, skaffold, the upstream CloudStack CCM and cert-manager: what a few
+/// tests and the sections after them use.
 fn prepare_rest() -> anyhow::Result<()> {
     let podman = testenv::ensure_podman()?;
     let version = podman.command().arg("--version").output()?;
@@ -185,6 +185,13 @@ fn prepare_rest() -> anyhow::Result<()> {
         "cloudstack-ccm {}: {}",
         testenv::CLOUDSTACK_CCM_VERSION,
         cloudstack_ccm.display()
+    );
+    // The cert-manager tests run its controllers as a process: built here for the same reason.
+    let cert_manager = testenv::cert_manager()?;
+    eprintln!(
+        "cert-manager {}: {}",
+        testenv::CERT_MANAGER_VERSION,
+        cert_manager.display()
     );
     Ok(())
 }
@@ -251,9 +258,10 @@ fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
     );
     // Go builds and Rust builds each wait on downloads and links the other can fill, so they run
     // side by side. The test binaries start once kube-apiserver and etcd are there; the other tools
-    // (podman, hadolint, helm, skaffold, the upstream CloudStack CCM and, as root, the cluster's)
-    // go on building, at low priority, while they run: the few tests that use one wait for it
-    // (each is built under a file lock), and the sections after the tests wait for all of them.
+    // (podman, hadolint, helm, skaffold, the upstream CloudStack CCM, cert-manager and, as root,
+    // the cluster's) go on building, at low priority, while they run: the few tests that use one
+    // wait for it (each is built under a file lock), and the sections after the tests wait for all
+    // of them.
     let (control_plane, ready) = std::sync::mpsc::channel();
     let tools = std::thread::spawn(move || -> anyhow::Result<()> {
         let built = prepare_control_plane();
