@@ -1,6 +1,7 @@
 //! What the simulated project holds, read straight from the state: no request is counted, no
 //! fault rule or rate limit applies. The chaos suite and tests audit end states with it
-//! (duplicate or leaked load balancers, routes) while faults make the API itself unreliable.
+//! (duplicate or leaked load balancers, routes, certificates) while faults make the API itself
+//! unreliable.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +15,7 @@ pub struct Inventory {
     pub servers: Vec<ServerItem>,
     pub load_balancers: Vec<LoadBalancerItem>,
     pub routes: Vec<RouteItem>,
+    pub certificates: Vec<CertificateItem>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +36,21 @@ pub struct LoadBalancerItem {
     pub target_ips: Vec<String>,
     /// Listen ports of its services.
     pub ports: Vec<u16>,
+    /// The certificate ids each `https` service (by listen port) serves.
+    pub certificates: BTreeMap<u16, Vec<u64>>,
+}
+
+/// A certificate, uploaded or managed; never its private key.
+#[derive(Debug, Clone, Serialize)]
+pub struct CertificateItem {
+    pub id: u64,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// `uploaded` or `managed`.
+    pub kind: String,
+    /// The leaf's serial as [`crate::test_certs::serial`] gives it (`None`: no readable chain,
+    /// e.g. a managed certificate still pending).
+    pub serial: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -79,6 +96,14 @@ impl Inventory {
                         })
                         .collect(),
                     ports: lb.services.iter().map(|s| s.listen_port).collect(),
+                    certificates: lb
+                        .services
+                        .iter()
+                        .filter_map(|s| {
+                            Some((s.listen_port, s.http.as_ref()?.certificates.clone()))
+                        })
+                        .filter(|(_, ids)| !ids.is_empty())
+                        .collect(),
                 })
                 .collect(),
             routes: st
@@ -90,6 +115,17 @@ impl Inventory {
                         destination: r.destination.to_string(),
                         gateway: r.gateway.to_string(),
                     })
+                })
+                .collect(),
+            certificates: st
+                .certificates
+                .values()
+                .map(|c| CertificateItem {
+                    id: c.id,
+                    name: c.name.clone(),
+                    labels: c.labels.clone(),
+                    kind: c.kind.clone(),
+                    serial: c.certificate.as_deref().and_then(crate::test_certs::serial),
                 })
                 .collect(),
         }

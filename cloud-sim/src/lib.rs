@@ -84,7 +84,7 @@ pub use data_plane::rules::RuleListenerInfo;
 pub use data_plane::{ConnectionCounts, ListenerInfo, TargetFault};
 pub use error::StartError;
 pub use faults::{FaultKind, FaultRule, Faults, UNFAULTED_HEADER};
-pub use inventory::{Inventory, LoadBalancerItem, RouteItem, ServerItem};
+pub use inventory::{CertificateItem, Inventory, LoadBalancerItem, RouteItem, ServerItem};
 pub use label_selector::Selector;
 pub use rate_limit::{RateLimitStatus, RobotRateLimitStatus};
 pub use server::Sim;

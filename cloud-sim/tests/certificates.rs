@@ -191,6 +191,13 @@ async fn a_certificate_a_service_uses_cannot_be_deleted() {
     )
     .await
     .unwrap();
+    // The inventory (what audits read) shows each certificate's serial and what each https
+    // port serves, never a key.
+    let inv = sim.inventory();
+    let item = inv.certificates.iter().find(|c| c.id == next).unwrap();
+    assert_eq!(item.serial, test_certs::serial(&cert2));
+    assert_eq!(inv.load_balancers[0].certificates[&443], [next]);
+    assert!(!format!("{inv:?}").contains(key2.lines().nth(1).unwrap()));
     let r = send(&w, Method::DELETE, &format!("/certificates/{used}"), None).await;
     assert_eq!(r.status, 204, "{}", r.body);
 }

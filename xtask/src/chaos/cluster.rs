@@ -182,9 +182,18 @@ impl ChaosCluster {
             .map_err(|e| anyhow::anyhow!("deleting server {name}: {e}"))
     }
 
+    /// Creates [`ChaosCluster::service`] `i`.
+    pub async fn create_service(&self, i: usize) -> anyhow::Result<()> {
+        self.services()
+            .create(&PostParams::default(), &self.service(i))
+            .await
+            .with_context(|| format!("creating Service svc-{i}"))?;
+        Ok(())
+    }
+
     /// Service `svc-<i>`: one TCP port, targeting pool `i % pools`; shared, port `8000 + i` on
     /// the pool's load balancer.
-    pub async fn create_service(&self, i: usize) -> anyhow::Result<()> {
+    pub fn service(&self, i: usize) -> Service {
         let pool = format!("p{}", i % self.pools);
         let mut svc = machines::pool_service(i, POOL_LABEL, &pool);
         if self.shared {
@@ -200,11 +209,7 @@ impl ChaosCluster {
                 p[0].port = 8000 + i as i32;
             }
         }
-        self.services()
-            .create(&PostParams::default(), &svc)
-            .await
-            .with_context(|| format!("creating Service svc-{i}"))?;
-        Ok(())
+        svc
     }
 
     pub fn services(&self) -> Api<Service> {
@@ -628,6 +633,7 @@ mod tests {
             target_servers: targets.to_vec(),
             target_ips: Vec::new(),
             ports: vec![80],
+            certificates: BTreeMap::new(),
         }
     }
 
@@ -656,6 +662,7 @@ mod tests {
                 .collect(),
             load_balancers: vec![lb(1, "a", &[1, 2, 3])],
             routes: all.iter().map(|s| route(s)).collect(),
+            certificates: Vec::new(),
         };
         let good = Audit::of(&nodes, &[service("a")], &inventory, &servers, 0);
         assert!(good.converged(), "{}", good.summary());

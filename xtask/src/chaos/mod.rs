@@ -1,18 +1,20 @@
-//! `cargo xtask chaos [cloud|cloudstack|crash|apiserver|failover|soak|all] [--quick]`: the reliability suite.
+//! `cargo xtask chaos [cloud|cloudstack|crash|certificates|apiserver|failover|soak|all] [--quick]`:
+//! the reliability suite.
 //!
 //! Every scenario builds a [`cluster::ChaosCluster`] (a real kube-apiserver + etcd, cloud-sim, servers in a
 //! private network with their Nodes, LoadBalancer Services), runs the four controllers as
 //! processes under their chart RBAC ([`Fleet`]), does something bad to them, and audits the
 //! end state: converged, no duplicate load balancer or route, nothing leaked, no Node deleted
 //! whose server exists. An audit that fails, a controller that exits on its own, a panic or an
-//! API token (the soak rotates it: old and new) in any log, Event or metric fails the suite
-//! (exit 1). Timings, 429s, failover gaps
-//! and memory are reported in a table and never judged.
+//! API token (the soak rotates it: old and new) or a TLS Secret's private key in any log, Event
+//! or metric fails the suite (exit 1). Timings, 429s, failover gaps and memory are reported in a
+//! table and never judged.
 //!
 //! `--quick` (what `cargo xtask test` runs) uses small worlds and short phases; the full run is
 //! what the figures in docs/reliability.md come from.
 
 mod apiserver;
+mod certificates;
 mod cloud;
 mod cloudstack;
 mod cluster;
@@ -40,8 +42,12 @@ pub enum Scenario {
     /// CloudStack (`external-cloudstack`): API errors 431 and 530, async jobs that fail (or never
     /// end), throttling, an unreachable management server; one world, a row per fault.
     Cloudstack,
-    /// `kill -9` a random controller at random points, 20 times, restarting it each time.
+    /// `kill -9` a random controller at random points, 20 times, restarting it each time; then
+    /// the certificate-rotation row (see `certificates`).
     Crash,
+    /// Only the crash row's certificate-rotation world: TLS Secrets renewed again and again while
+    /// service-controller is killed between an upload and the switch of the ports.
+    Certificates,
     /// The crash scenario with each node pool's Services on one shared load balancer.
     CrashShared,
     /// Stop and start kube-apiserver on the same etcd during reconciliation.
@@ -50,7 +56,7 @@ pub enum Scenario {
     Failover,
     /// The demo world running with a node churning, RSS/tasks/fds at start and end.
     Soak,
-    /// Every scenario above, in that order.
+    /// Every scenario above, in that order (the certificate row once, after the crash row).
     All,
 }
 
@@ -198,6 +204,11 @@ async fn suite(args: &ChaosArgs, binaries: &[PathBuf]) -> anyhow::Result<Report>
         print_row(&row);
         report.rows.push(row);
     }
+    if all || matches!(args.scenario, Scenario::Crash | Scenario::Certificates) {
+        let row = certificates::run(args, binaries, &logs, &mut scan).await?;
+        print_row(&row);
+        report.rows.push(row);
+    }
     if all || args.scenario == Scenario::CrashShared {
         let row = crash::run(args, binaries, &logs, &mut scan, true).await?;
         print_row(&row);
@@ -330,6 +341,18 @@ async fn start_fleet(
     rust_log: &str,
     dir: &Path,
 ) -> anyhow::Result<Fleet> {
+    start_fleet_with(world, binaries, replicas, rust_log, dir, &[]).await
+}
+
+/// [`start_fleet`] with flags for one controller only: `(controller name, flag)`.
+async fn start_fleet_with(
+    world: &ChaosCluster,
+    binaries: &[PathBuf],
+    replicas: usize,
+    rust_log: &str,
+    dir: &Path,
+    controller_args: &[(&str, String)],
+) -> anyhow::Result<Fleet> {
     // Robot on, with the sim's webservice: its credentials are secrets the scan looks for too.
     let robot_env = fleet::robot_env(&world.sim);
     Fleet::start(
@@ -343,7 +366,7 @@ async fn start_fleet(
             rust_log,
             cluster_cidr: crate::demo::machines::CLUSTER_CIDR,
             extra_args: &[],
-            controller_args: &[],
+            controller_args,
             extra_env: &robot_env,
             wrapper: None,
             dir,

@@ -1,8 +1,8 @@
 //! Looks through everything the suite captured — every controller log line at every level the
 //! scenarios ran with (a container's termination message is the tail of that log), every Event,
 //! every Service's and Node's status and conditions, every `/metrics` and `/plan` page — for any
-//! run of [`RUN`] characters of a secret (the API tokens, the Robot user and password), and for
-//! panics. A run, not the whole secret: the cloud's own messages quote half the token.
+//! run of [`RUN`] characters of a secret (the API tokens, the Robot user and password, the private
+//! keys of TLS Secrets), and for panics. A run, not the whole secret: the cloud's own messages quote half the token.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -56,6 +56,29 @@ impl Scanner {
         self.lengths.insert(run);
         self.needles
             .extend(chars.windows(run).map(<[char]>::to_vec));
+    }
+
+    /// Looks for every run of [`RUN`] characters of a PEM private key's base64 body (its lines
+    /// but the `-----` ones, joined), except the runs that are also runs of `public_pem`'s body
+    /// (its certificate's: the public key is in both, and the certificate is no secret).
+    pub fn watch_private_key(&mut self, key_pem: &str, public_pem: &str) {
+        let body = |pem: &str| -> Vec<char> {
+            pem.lines()
+                .filter(|l| !l.starts_with("-----"))
+                .flat_map(|l| l.trim().chars())
+                .collect()
+        };
+        let (key, public) = (body(key_pem), body(public_pem));
+        if key.len() < RUN {
+            return self.watch(&key.iter().collect::<String>());
+        }
+        let public: HashSet<&[char]> = public.windows(RUN).collect();
+        self.lengths.insert(RUN);
+        self.needles.extend(
+            key.windows(RUN)
+                .filter(|w| !public.contains(w))
+                .map(<[char]>::to_vec),
+        );
     }
 
     fn holds_a_secret(&self, line: &str) -> bool {
@@ -160,5 +183,28 @@ mod tests {
         assert_eq!(scan.metrics, 1);
         assert!(!scan.clean());
         assert!(!format!("{scan:?}").contains(&token[..32]));
+    }
+
+    #[test]
+    fn finds_any_run_of_a_private_keys_base64_but_not_of_its_certificate() {
+        let (cert, key) = cloud_sim::test_certs::self_signed(&["shop.example.com"]);
+        let mut s = Scanner::default();
+        s.watch_private_key(&key, &cert);
+        let lines: Vec<&str> = key.lines().filter(|l| !l.starts_with("-----")).collect();
+        let joined = lines.concat();
+        // 12 characters of the private scalar (after the 48 of the PKCS#8 header every P-256 key
+        // shares), and 12 across the first line break, as a log that printed the PEM on one
+        // line would show them.
+        s.text("a.log", &format!("key={}…", &lines[0][50..62]));
+        let seam = lines[0].len();
+        s.text(
+            "b.log",
+            &format!("{{\"k\":\"{}\"}}", &joined[seam - 6..seam + 6]),
+        );
+        s.text("c.log", &format!("only 11: {}", &lines[0][50..61]));
+        s.text("d.log", &cert);
+        s.text("e.log", "-----BEGIN PRIVATE KEY-----");
+        let scan = s.finish();
+        assert_eq!(scan.token_hits, ["a.log:1", "b.log:1"]);
     }
 }
