@@ -25,18 +25,13 @@ use serde_json::json;
 
 use super::cluster::{ChaosCluster, NAMESPACE, Size};
 use super::secrets::Scanner;
+use super::uploads::{self, Https, PORT, Uploads};
 use super::{ChaosArgs, Row, cloud, log_dir, start_fleet_with, tear_down};
 use crate::fleet::{self, Fleet};
 
 const NAME: &str = "crash, certificate rotation";
 /// The switch of a port to another certificate.
 const SWITCH: &str = "POST /load_balancers/{id}/actions/update_service";
-const PORT: u16 = 443;
-/// The labels of an upload (cloud-client's `secret_certificates`), and of a Service's own load
-/// balancer.
-const SECRET_NAME_LABEL: &str = "cloud-controllers.io/secret-name";
-const SECRET_NAMESPACE_LABEL: &str = "cloud-controllers.io/secret-namespace";
-const SERVICE_UID: &str = "hcloud-ccm/service-uid";
 /// A certificate uploaded outside the cluster: no controller may delete it.
 const FOREIGN: &str = "uploaded-outside-the-cluster";
 const KILLS_DELETING: usize = 3;
@@ -161,10 +156,10 @@ pub async fn run(
             None
         }
     };
-    let unused = unused_uploads(&world.sim.inventory());
+    let unused = uploads::unused(&world.sim.inventory());
     let audit = world.audit().await?;
 
-    t.serving = false;
+    t.uploads.serving = false;
     world.delete_services().await?;
     for _ in 0..KILLS_DELETING {
         t.sleep(&world, pause(&mut rng)).await;
@@ -174,7 +169,7 @@ pub async fn run(
         .wait(&world, &[], args.converge_timeout(), |a| a.services == 0)
         .await?;
     let after = world.audit().await?;
-    let left = uploads(&world.sim.inventory()).count();
+    let left = uploads::uploads(&world.sim.inventory()).count();
     world.sim.faults().remove(latency);
     let made = world
         .sim
@@ -187,7 +182,7 @@ pub async fn run(
     }
     let end = tear_down(world, fleet, scan).await?;
     // A second upload of one certificate, whether seen or made and deleted between looks.
-    let duplicates = t.duplicates().max(made.saturating_sub(t.versions));
+    let duplicates = t.uploads.duplicates().max(made.saturating_sub(t.versions));
     Ok(Row {
         scenario: NAME.into(),
         faults: format!(
@@ -206,7 +201,7 @@ pub async fn run(
         rate_limited: end.rate_limited,
         duplicates: duplicates + audit.duplicates,
         leaks: unused + left + after.leaks,
-        wrong_deletions: t.wrong.len() + after.wrong_deletions,
+        wrong_deletions: t.uploads.wrong.len() + after.wrong_deletions,
         crashes: end.exited.len(),
         // No kill between an upload and its switch: the row proves nothing about them.
         unreached: if t.between == 0 {
@@ -236,12 +231,6 @@ pub async fn run(
             end.exits_note()
         ),
     })
-}
-
-/// An https Service and the Secret it names.
-struct Https {
-    name: String,
-    secret: String,
 }
 
 fn secret_name(s: usize) -> String {
@@ -300,42 +289,13 @@ async fn upload_foreign(sim: &cloud_sim::Sim) -> anyhow::Result<u64> {
         .map_err(|e| anyhow::anyhow!("uploading {FOREIGN}: {e}"))
 }
 
-/// The uploads of the world's Secrets.
-fn uploads(inv: &cloud_sim::Inventory) -> impl Iterator<Item = &cloud_sim::CertificateItem> {
-    inv.certificates.iter().filter(|c| {
-        c.labels.get(SECRET_NAMESPACE_LABEL).map(String::as_str) == Some(NAMESPACE)
-            && c.labels.contains_key(SECRET_NAME_LABEL)
-    })
-}
-
-/// Uploads of the world's Secrets that no load balancer's port serves.
-fn unused_uploads(inv: &cloud_sim::Inventory) -> usize {
-    let served: BTreeSet<u64> = inv
-        .load_balancers
-        .iter()
-        .flat_map(|lb| lb.certificates.values().flatten().copied())
-        .collect();
-    uploads(inv).filter(|c| !served.contains(&c.id)).count()
-}
-
-/// What the harness knows and has seen: the Secrets' current certificates and every upload.
+/// What the harness knows and has seen: the uploads, the keys, the kills.
 struct Tracker {
-    /// Per Secret, the serial of its current certificate.
-    current: BTreeMap<String, String>,
+    uploads: Uploads,
     /// Every `(key, certificate)` put in a Secret.
     keys: Vec<(String, String)>,
     /// Certificates put in Secrets.
     versions: usize,
-    /// Every upload seen, by Secret and serial.
-    seen: BTreeMap<(String, String), BTreeSet<u64>>,
-    /// What each upload seen holds; and which were there at the last look.
-    held: BTreeMap<u64, (String, String)>,
-    present: BTreeSet<u64>,
-    foreign: u64,
-    /// Uploads deleted that should not have been.
-    wrong: BTreeSet<u64>,
-    /// The Services exist (a deleted current upload is wrong).
-    serving: bool,
     /// Kills of service-controller; those while an upload of a current certificate existed that
     /// some port did not serve yet; those uploads (each one the restarted controller had to find
     /// again).
@@ -347,15 +307,9 @@ struct Tracker {
 impl Tracker {
     fn new(foreign: u64) -> Tracker {
         Tracker {
-            current: BTreeMap::new(),
+            uploads: Uploads::new(foreign),
             keys: Vec::new(),
             versions: 0,
-            seen: BTreeMap::new(),
-            held: BTreeMap::new(),
-            present: BTreeSet::from([foreign]),
-            foreign,
-            wrong: BTreeSet::new(),
-            serving: true,
             kills: 0,
             between: 0,
             found_again: BTreeSet::new(),
@@ -370,7 +324,7 @@ impl Tracker {
         fleet: &mut Fleet,
         i: usize,
     ) -> anyhow::Result<()> {
-        let pending = match self.serving {
+        let pending = match self.uploads.serving {
             true => self.pending(world, services).await?,
             false => BTreeSet::new(),
         };
@@ -386,7 +340,7 @@ impl Tracker {
         let name = secret_name(s);
         let (cert, key) = cloud_sim::test_certs::self_signed(&[&format!("{name}.example.com")]);
         let serial = cloud_sim::test_certs::serial(&cert).context("a new certificate's serial")?;
-        self.current.insert(name.clone(), serial);
+        self.uploads.current.insert(name.clone(), serial);
         self.versions += 1;
         let secret = json!({
             "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
@@ -406,41 +360,13 @@ impl Tracker {
         Ok(())
     }
 
-    /// Looks at the cloud: records every upload, and the deletions that were wrong.
-    fn look(&mut self, inv: &cloud_sim::Inventory) {
-        let mut now = BTreeSet::new();
-        for c in uploads(inv) {
-            let name = c.labels[SECRET_NAME_LABEL].clone();
-            let key = (name, c.serial.clone().unwrap_or_default());
-            self.seen.entry(key.clone()).or_default().insert(c.id);
-            self.held.insert(c.id, key);
-            now.insert(c.id);
-        }
-        if inv.certificates.iter().any(|c| c.id == self.foreign) {
-            now.insert(self.foreign);
-        }
-        for gone in self.present.difference(&now) {
-            let current = self.held.get(gone).is_some_and(|(name, serial)| {
-                self.serving && self.current.get(name) == Some(serial)
-            });
-            if *gone == self.foreign || current {
-                self.wrong.insert(*gone);
-            }
-        }
-        self.present = now;
-    }
-
     /// Sleeps `d`, looking at the cloud every 100 ms.
     async fn sleep(&mut self, world: &ChaosCluster, d: Duration) {
         let until = Instant::now() + d;
         while Instant::now() < until {
-            self.look(&world.sim.inventory());
+            self.uploads.look(&world.sim.inventory());
             tokio::time::sleep(Duration::from_millis(100).min(until - Instant::now())).await;
         }
-    }
-
-    fn duplicates(&self) -> usize {
-        self.seen.values().map(|ids| ids.len() - 1).sum()
     }
 
     /// Uploads of a Secret's current certificate that a port naming the Secret does not serve
@@ -451,77 +377,12 @@ impl Tracker {
         services: &[Https],
     ) -> anyhow::Result<BTreeSet<u64>> {
         let inv = world.sim.inventory();
-        self.look(&inv);
-        let uids = uids(world).await?;
-        let mut pending = BTreeSet::new();
-        for c in uploads(&inv) {
-            let name = &c.labels[SECRET_NAME_LABEL];
-            if self.current.get(name) != c.serial.as_ref() {
-                continue;
-            }
-            let unserved = services
-                .iter()
-                .filter(|h| &h.secret == name)
-                .any(|h| served(&inv, uids.get(&h.name)) != [c.id]);
-            if unserved {
-                pending.insert(c.id);
-            }
-        }
-        Ok(pending)
-    }
-
-    /// What keeps the rotation from being done: empty when every Service's port serves exactly
-    /// the one upload of its Secret's current certificate and nothing else is uploaded.
-    fn off(
-        &self,
-        inv: &cloud_sim::Inventory,
-        services: &[Https],
-        uids: &BTreeMap<String, String>,
-    ) -> Vec<String> {
-        let mut off = Vec::new();
-        if !inv.certificates.iter().any(|c| c.id == self.foreign) {
-            off.push(format!("{FOREIGN} deleted"));
-        }
-        let mut by_secret: BTreeMap<&str, Vec<&cloud_sim::CertificateItem>> = BTreeMap::new();
-        for c in uploads(inv) {
-            by_secret
-                .entry(c.labels[SECRET_NAME_LABEL].as_str())
-                .or_default()
-                .push(c);
-        }
-        let wanted: BTreeSet<&str> = services.iter().map(|h| h.secret.as_str()).collect();
-        for (name, list) in &by_secret {
-            if !wanted.contains(name) {
-                off.push(format!(
-                    "{} uploads of {name}, whose Services are gone",
-                    list.len()
-                ));
-            }
-        }
-        for name in wanted {
-            let list = by_secret.get(name).map(Vec::as_slice).unwrap_or(&[]);
-            let [one] = list else {
-                off.push(format!("{} uploads of {name}", list.len()));
-                continue;
-            };
-            if self.current.get(name) != one.serial.as_ref() {
-                off.push(format!("{name}'s upload is not its current certificate"));
-            }
-            for h in services.iter().filter(|h| h.secret == name) {
-                let got = served(inv, uids.get(&h.name));
-                if got != [one.id] {
-                    off.push(format!(
-                        "{} serves {got:?} on {PORT}, {name} is {}",
-                        h.name, one.id
-                    ));
-                }
-            }
-        }
-        off
+        self.uploads.look(&inv);
+        Ok(self.uploads.pending(&inv, services, &uids(world).await?))
     }
 
     /// Polls until the world's audit says `done` and converged (unless the Services are gone)
-    /// and [`Tracker::off`] finds nothing; the last of what is off otherwise.
+    /// and [`Uploads::off`] finds nothing; the last of what is off otherwise.
     async fn wait(
         &mut self,
         world: &ChaosCluster,
@@ -532,10 +393,10 @@ impl Tracker {
         let started = Instant::now();
         loop {
             let inv = world.sim.inventory();
-            self.look(&inv);
+            self.uploads.look(&inv);
             let last = match (world.audit().await, uids(world).await) {
                 (Ok(a), Ok(uids)) => {
-                    let mut off = self.off(&inv, services, &uids);
+                    let mut off = self.uploads.off(&inv, services, &uids);
                     if !done(&a) || (!services.is_empty() && !a.converged()) || a.leaks > 0 {
                         off.push(a.summary());
                     }
@@ -561,14 +422,4 @@ async fn uids(world: &ChaosCluster) -> anyhow::Result<BTreeMap<String, String>> 
         .iter()
         .map(|s| (s.name_any(), s.metadata.uid.clone().unwrap_or_default()))
         .collect())
-}
-
-/// The certificates the load balancer of the Service with `uid` serves on [`PORT`].
-fn served(inv: &cloud_sim::Inventory, uid: Option<&String>) -> Vec<u64> {
-    let Some(uid) = uid else { return Vec::new() };
-    inv.load_balancers
-        .iter()
-        .filter(|lb| lb.labels.get(SERVICE_UID) == Some(uid))
-        .flat_map(|lb| lb.certificates.get(&PORT).cloned().unwrap_or_default())
-        .collect()
 }

@@ -22,6 +22,7 @@ mod crash;
 mod failover;
 mod secrets;
 mod soak;
+mod uploads;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
