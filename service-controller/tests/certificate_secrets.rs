@@ -9,6 +9,8 @@
 //! - a key that is not the certificate's: Warning, both keep serving what they have;
 //! - a Secret without the label, or of another namespace: refused with what to do, nothing made;
 //! - both Services deleted: the upload goes;
+//! - a renewal that arrives while the ensure that uploads the first certificate still runs is
+//!   applied at once, not at the next drift check;
 //! - faults halfway through a rotation (the upload refused with 429, then the switch with 503
 //!   while the Secret renews again): the old certificate serves throughout, and once the faults
 //!   end only the newest upload is left; a Service that stops naming the Secret deletes its
@@ -385,5 +387,45 @@ async fn faults_halfway_through_a_rotation_keep_the_old_certificate_and_leak_not
         T,
         || async { certificates(&fx).await.is_empty().then_some(()) },
     )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_during_the_ensure_that_uploads_the_first_certificate_is_not_lost() {
+    let fx = certificate_fixture(None).await;
+    fx.nodes(1).await;
+    let host = ["shop.example.com"];
+    let (cert_a, key_a) = test_certs::self_signed(&host);
+    put_secret(&fx, "web-tls", &cert_a, &key_a, true).await;
+    // The switch takes a second, so the renewal lands while that ensure still runs.
+    let switch = "POST /load_balancers/{id}/actions/update_service";
+    let slow = fx
+        .sim
+        .faults()
+        .latency(Some(switch), Duration::from_secs(1));
+    let https = [
+        ("protocol.443", "https"),
+        ("http-certificate-secret.443", "web-tls"),
+    ];
+    fx.service("web", &[80, 443], &https).await;
+    eventually("A uploaded", T, || async {
+        let all = certificates(&fx).await;
+        all.iter()
+            .any(|c| serial_of(c) == test_certs::serial(&cert_a))
+            .then_some(())
+    })
+    .await;
+    let (cert_b, key_b) = test_certs::self_signed(&host);
+    put_secret(&fx, "web-tls", &cert_b, &key_b, true).await;
+    fx.sim.faults().remove(slow);
+    // Within the wait, not at the next drift check (minutes away).
+    eventually("B served, A deleted", T, || async {
+        let all = certificates(&fx).await;
+        let [b] = all.as_slice() else { return None };
+        let id = b["id"].as_u64()?;
+        (serial_of(b) == test_certs::serial(&cert_b)
+            && served(&fx, "web").await == BTreeSet::from([id]))
+        .then_some(())
+    })
     .await;
 }

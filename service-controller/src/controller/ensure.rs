@@ -10,9 +10,9 @@ impl ServiceReconciler {
         svc: &Service,
         sref: &ServiceRef,
         nodes: &[LbNode],
-        announce: bool,
+        (spec, announce): (u64, bool),
     ) -> Result<(), Error> {
-        ensure(svc, sref, self, nodes, announce).await
+        ensure(svc, sref, self, nodes, (spec, announce)).await
     }
 
     /// Only the targets (see [`update_targets`]).
@@ -21,8 +21,9 @@ impl ServiceReconciler {
         svc: &Service,
         sref: &ServiceRef,
         nodes: &[LbNode],
+        spec: u64,
     ) -> Result<(), Error> {
-        update_targets(svc, sref, self, nodes).await
+        update_targets(svc, sref, self, nodes, spec).await
     }
 }
 
@@ -39,13 +40,15 @@ fn no_targets_message(sref: &ServiceRef, ctx: &ServiceReconciler) -> String {
 }
 
 /// Full ensure. `announce` is false for drift checks, which stay silent unless they repaired
-/// something.
+/// something. `spec` is the applied-spec hash the reconcile started from, recorded on success:
+/// not one computed now, which could already hold a Secret's change that arrived meanwhile and
+/// would then be taken as applied (the renewal's own reconcile would find nothing to do).
 async fn ensure(
     svc: &Service,
     sref: &ServiceRef,
     ctx: &ServiceReconciler,
     nodes: &[LbNode],
-    announce: bool,
+    (spec, announce): (u64, bool),
 ) -> Result<(), Error> {
     let key = service::key(svc);
     if announce {
@@ -136,7 +139,7 @@ async fn ensure(
     );
     ctx.applied.ensured(
         &svc.uid().unwrap_or_default(),
-        applied_spec(svc, ctx),
+        spec,
         nodes::fingerprint(nodes),
     );
     ctx.metrics.load_balancers.set(ctx.applied.len() as i64);
@@ -150,6 +153,7 @@ async fn update_targets(
     sref: &ServiceRef,
     ctx: &ServiceReconciler,
     nodes: &[LbNode],
+    spec: u64,
 ) -> Result<(), Error> {
     let key = service::key(svc);
     ctx.metrics.loadbalancer_sync.inc();
@@ -164,7 +168,7 @@ async fn update_targets(
                 "load balancer not found while updating targets, or a network zone gained or \
                  lost its load balancer: a full ensure"
             );
-            return ensure(svc, sref, ctx, nodes, true).await;
+            return ensure(svc, sref, ctx, nodes, (spec, true)).await;
         }
         Ok(o) => {
             ctx.metrics.node_sync_done();

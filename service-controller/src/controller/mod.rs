@@ -399,15 +399,15 @@ async fn sync(svc: &Service, ctx: &ServiceReconciler) -> Result<Action, Error> {
         Work::DriftDeferred => return Ok(Action::requeue(ASK_AGAIN_AFTER)),
         Work::Ensure => {
             let why = with_reason("new, changed, or not yet ensured by this process");
-            planned_as(why, ctx.ensure(svc, sref, nodes, true)).await?
+            planned_as(why, ctx.ensure(svc, sref, nodes, (spec, true))).await?
         }
         Work::DriftCheck => {
             let why = with_reason("drift check found the load balancer changed");
-            planned_as(why, ctx.ensure(svc, sref, nodes, false)).await?
+            planned_as(why, ctx.ensure(svc, sref, nodes, (spec, false))).await?
         }
         Work::UpdateTargets => {
             let why = with_reason("the eligible node set changed");
-            planned_as(why, ctx.update_targets(svc, sref, nodes)).await?
+            planned_as(why, ctx.update_targets(svc, sref, nodes, spec)).await?
         }
     }
     let next = ctx.applied.next_check_in(&uid);

@@ -278,7 +278,7 @@ impl SecretCertificates {
                 continue;
             }
             tracing::info!(certificate = id, name = %c.name,
-                "deleting the certificate of a Secret the Service no longer names");
+                "deleting a certificate of a Secret that no load balancer serves any more");
             match t.call_empty(&Req::delete("/certificates/{id}", path)).await {
                 Ok(()) => {}
                 Err(e) if e.is_not_found() => {}
