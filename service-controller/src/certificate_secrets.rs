@@ -65,19 +65,31 @@ pub fn named_by(lbs: &dyn LoadBalancers, svc: &Service) -> Vec<String> {
     lbs.certificate_secrets(&crate::service::service_ref(svc))
 }
 
-/// The resourceVersion of each Secret `svc` names (`None`: not there), for the applied-spec hash.
+/// A fingerprint of what each Secret `svc` names holds for it (`None`: not there), for the
+/// applied-spec hash: its UID, type, `tls.crt` and `tls.key`, so a renewal is a change of the
+/// Service and a touch of the Secret's metadata (a label, cert-manager's annotations) is not.
+/// Only hashed into the process's memory, never shown.
 pub fn versions(
     lbs: &dyn LoadBalancers,
     secrets: &Store<Secret>,
     svc: &Service,
-) -> Vec<Option<String>> {
+) -> Vec<Option<u64>> {
+    use std::hash::{Hash, Hasher};
     let namespace = svc.namespace().unwrap_or_default();
     named_by(lbs, svc)
         .iter()
         .map(|name| {
-            secrets
-                .get(&ObjectRef::new(name).within(&namespace))
-                .and_then(|s| s.resource_version())
+            let s = secrets.get(&ObjectRef::new(name).within(&namespace))?;
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&s.metadata.uid, &s.type_).hash(&mut h);
+            for k in ["tls.crt", "tls.key"] {
+                s.data
+                    .as_ref()
+                    .and_then(|d| d.get(k))
+                    .map(|v| &v.0)
+                    .hash(&mut h);
+            }
+            Some(h.finish())
         })
         .collect()
 }

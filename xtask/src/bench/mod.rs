@@ -10,6 +10,7 @@
 
 mod admission;
 mod budget;
+mod certificate_rotation;
 mod cloudstack_nodes;
 mod cloudstack_services;
 mod data_path;

@@ -5,7 +5,9 @@
 //! 1. N Services of `type: LoadBalancer` with TCP ports 80 and 443 are created at once: time until
 //!    all have an ingress IP, and until every load balancer has 10 targets and 2 services;
 //! 2. one server + Node joins: time until every load balancer has 11 targets;
-//! 3. nothing happens for 120 s (10 s with `--quick`).
+//! 3. nothing happens for 120 s (10 s with `--quick`);
+//! 4. ours only, without `--zones`: a TLS Secret's certificate on every load balancer, renewed,
+//!    then touched unchanged ([`certificate_rotation`](super::certificate_rotation)).
 //!
 //! With `--zones` the cluster spans two network zones: 5 more nodes in ash (us-east) from the
 //! start, and the node of phase 2 joins in ash. The load balancers stay in fsn1 with the 10
@@ -24,6 +26,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 
+use super::certificate_rotation::{self, Rotation};
 use super::plot::Curve;
 use super::{BenchArgs, Calls, Env, Manager, Memory, PROBE_QUERY, create_nodes, mib};
 
@@ -34,9 +37,9 @@ pub(super) const PORTS: [i32; 2] = [80, 443];
 pub(super) const ACTION: Duration = Duration::from_millis(500);
 pub(super) const NAMESPACE: &str = "default";
 /// How long phase 1 and 2 may take before the benchmark reports them as never done.
-const TIMEOUT: Duration = Duration::from_secs(300);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(300);
 /// Pause after a phase converged, so its trailing calls (a last action poll) are counted in it.
-const SETTLE: Duration = Duration::from_secs(3);
+pub(super) const SETTLE: Duration = Duration::from_secs(3);
 
 /// HCCM (hcloud-cloud-controller-manager built from source, defaults), measured earlier with this
 /// scenario at 20 Services on the same cloud-sim with 500 ms actions and kube-apiserver
@@ -65,6 +68,8 @@ pub struct Figures {
     pub create: Create,
     pub node_join: Join,
     pub idle: Idle,
+    /// Phase 4: `None` for HCCM and with `--zones`.
+    pub certificates: Option<Rotation>,
     /// At the end; `peak_rss_kib` is the peak over the whole run.
     pub memory: Memory,
     /// Services with an ingress IP over time (for `--plot`).
@@ -138,8 +143,15 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
         ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
         ("HCLOUD_LOAD_BALANCERS_TYPE", "lb11"),
     ];
+    // Phase 4 needs our controller to read the labelled TLS Secrets.
+    let rotation = matches!(manager, Manager::Ours(_)) && !args.zones;
+    let flags: &[&str] = if rotation {
+        &[certificate_rotation::FLAG]
+    } else {
+        &[]
+    };
     let mut ctl = env
-        .launch(args, manager, "service-lb-controller", &[], &lb_env)
+        .launch(args, manager, "service-lb-controller", flags, &lb_env)
         .await?;
     let services: Api<Service> = Api::namespaced(env.client.clone(), NAMESPACE);
 
@@ -216,6 +228,16 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
     env.sim.reset_counters();
     let idle = Duration::from_secs(if args.quick { 10 } else { 120 });
     tokio::time::sleep(idle).await;
+    let idle = Idle {
+        seconds: idle.as_secs(),
+        calls: Calls::of(&env.sim),
+    };
+
+    // 4. A Secret's certificate, renewed, then unchanged.
+    let certificates = match rotation {
+        true => Some(certificate_rotation::run(&env, &mut ctl, n).await?),
+        false => None,
+    };
     let figures = Figures {
         services: n,
         nodes: NODES,
@@ -225,10 +247,8 @@ pub async fn run(args: &BenchArgs, manager: Manager<'_>) -> anyhow::Result<Figur
         profile: args.profile.clone(),
         create,
         node_join,
-        idle: Idle {
-            seconds: idle.as_secs(),
-            calls: Calls::of(&env.sim),
-        },
+        idle,
+        certificates,
         memory: ctl.memory(),
         convergence,
     };
@@ -441,13 +461,34 @@ pub fn print(f: &Figures, hccm: Option<&Figures>) {
     for line in rows {
         println!("{}", line.trim_end());
     }
+    if let Some(r) = &f.certificates {
+        let renewed = secs(r.renewed_s, 0, "renewed");
+        #[rustfmt::skip]
+        let rows = [
+            row(format!("a TLS Secret on port 443 of {} LBs", r.load_balancers), "", "", ""),
+            row("  renewed: every LB serves it after",  renewed,                          "-", ""),
+            row("  cloud calls",                       r.renewal.total,                   "-", ""),
+            row("  writes per LB",                     format!("{:.2}", r.writes_per_load_balancer), "-", "<= 4"),
+            row("  unchanged, touched: cloud calls",   r.unchanged.total,                 "-", "0"),
+        ];
+        for line in rows {
+            println!("{}", line.trim_end());
+        }
+    }
     for (who, f) in std::iter::once(f).chain(hccm).map(|f| (f.manager, f)) {
         println!("  cloud calls by endpoint ({who})");
         for (phase, calls) in [
             ("create", &f.create.calls),
             ("node join", &f.node_join.calls),
             ("idle", &f.idle.calls),
-        ] {
+        ]
+        .into_iter()
+        .chain(f.certificates.iter().flat_map(|r| {
+            [
+                ("certificate renewal", &r.renewal),
+                ("unchanged Secret", &r.unchanged),
+            ]
+        })) {
             println!("    {phase}: {}", calls.total);
             calls.print_endpoints("      ");
         }
