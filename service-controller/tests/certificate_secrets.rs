@@ -13,8 +13,9 @@
 //!   applied at once, not at the next drift check;
 //! - faults halfway through a rotation (the upload refused with 429, then the switch with 503
 //!   while the Secret renews again): the old certificate serves throughout, and once the faults
-//!   end only the newest upload is left; a Service that stops naming the Secret deletes its
-//!   upload;
+//!   end only the newest upload is left; the Secret deleted in use: still served, with a
+//!   Warning; recreated: its new upload serves and the old one goes; a Service that stops naming
+//!   the Secret deletes its upload;
 //! - through the data plane, under steady HTTPS requests: the Secret renewed, the load balancer
 //!   serves the new certificate from one handshake to the next and no request is lost.
 
@@ -375,6 +376,34 @@ async fn faults_halfway_through_a_rotation_keep_the_old_certificate_and_leak_not
     })
     .await;
     assert_ne!(d, b);
+
+    // The Secret deleted while in use: D keeps serving, with a Warning. Recreated (a new UID, as
+    // when one deletes it for cert-manager to issue again): its upload serves, D's is deleted.
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(fx.admin.clone(), &fx.ns);
+    secrets
+        .delete("web-tls", &Default::default())
+        .await
+        .expect("delete the Secret");
+    let note = fx
+        .wait_event("Service", "web", "CertificateSecretUnusable")
+        .await;
+    assert!(note.contains("keeps serving"), "{note}");
+    assert_eq!(
+        served(&fx, "web").await,
+        only(d),
+        "D serves without its Secret"
+    );
+    let (cert_e, key_e) = test_certs::self_signed(&host);
+    put_secret(&fx, "web-tls", &cert_e, &key_e, true).await;
+    eventually("only E left, and served", T, || async {
+        let all = certificates(&fx).await;
+        let [e] = all.as_slice() else { return None };
+        let id = e["id"].as_u64()?;
+        (serial_of(e) == test_certs::serial(&cert_e) && served(&fx, "web").await == only(id))
+            .then_some(())
+    })
+    .await;
 
     // The Service stops naming the Secret (plain TCP now): its upload goes with it.
     let plain = serde_json::json!({"metadata": {"annotations": {

@@ -253,10 +253,10 @@ impl SecretCertificates {
         }
     }
 
-    /// Uploads the Service's load balancer stopped serving: each deleted once no load balancer
-    /// uses it, if it is the upload of a Secret of the Service's namespace that the controller
-    /// reads (its labels name the Secret, and the Secret has that UID). Another cluster's upload,
-    /// or one of a Secret since deleted, is left alone.
+    /// Uploads the Service's load balancer stopped serving (the Service stopped naming the
+    /// Secret, the port went, or the Secret was renewed, deleted or recreated): each deleted once
+    /// no load balancer uses it, if its labels make it a Secret's upload of the Service's
+    /// namespace. Any other certificate the load balancer stopped serving is left alone.
     pub(super) async fn drop_unserved(&self, t: &Transport, svc: &ServiceRef, ids: &[i64]) {
         for &id in ids {
             // Read under the lock, so a retirement running beside this one has deleted it
@@ -274,7 +274,7 @@ impl SecretCertificates {
                     continue;
                 }
             };
-            if !c.used_by.is_empty() || !of_a_secret_read_here(svc, &c) {
+            if !c.used_by.is_empty() || !of_a_secret_of_the_namespace(svc, &c) {
                 continue;
             }
             tracing::info!(certificate = id, name = %c.name,
@@ -325,17 +325,15 @@ impl SecretCertificates {
     }
 }
 
-/// Whether `c` is the upload of a Secret of `svc`'s namespace the controller reads.
-fn of_a_secret_read_here(svc: &ServiceRef, c: &Certificate) -> bool {
+/// Whether `c` is the upload of a Secret of `svc`'s namespace, by its labels. Asked only of an
+/// upload the Service's own load balancer served until now, so it is this cluster's: the Secret
+/// may since have been deleted, or recreated under a new UID (deleting a Secret is how one makes
+/// cert-manager issue again), and its old upload must not stay behind.
+fn of_a_secret_of_the_namespace(svc: &ServiceRef, c: &Certificate) -> bool {
     let label = |k: &str| c.labels.get(k).map(String::as_str);
-    if label(SECRET_NAMESPACE_LABEL) != Some(svc.namespace.as_str()) {
-        return false;
-    }
-    let Some(name) = label(SECRET_NAME_LABEL) else {
-        return false;
-    };
-    matches!(svc.tls_secrets.get(name),
-        SecretLookup::Found(s) if label(SECRET_UID_LABEL) == Some(s.uid.as_str()))
+    label(SECRET_NAMESPACE_LABEL) == Some(svc.namespace.as_str())
+        && label(SECRET_NAME_LABEL).is_some()
+        && label(SECRET_UID_LABEL).is_some()
 }
 
 /// `e` with no run of the key's characters in it, whatever the cloud echoed.

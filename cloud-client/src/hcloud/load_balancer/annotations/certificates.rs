@@ -30,7 +30,7 @@ declare! {
         origin: Origin::Ours,
         values: "the name of a `kubernetes.io/tls` Secret in the Service's namespace, labelled `cloud-controllers.io/load-balancer-certificate=true`",
         default: "none",
-        does: "Ours. The https service's certificate comes from this Secret (e.g. one cert-manager issues and renews): uploaded once per content (labels `cloud-controllers.io/secret-uid` and `cloud-controllers.io/certificate-sha256`, the hash of the certificate chain, never of the key), switched on every port that uses it when the Secret changes, the old one deleted once no load balancer uses it. Needs `serviceController.certificateSecrets.enabled` (the Secrets' read access). Exclusive with `http-certificates` and `certificate-type: managed` on a port; a Secret of another namespace (`ns/name`) is refused.",
+        does: "Ours. The https service's certificate comes from this Secret (e.g. one cert-manager issues and renews): uploaded once per content (labels `cloud-controllers.io/secret-uid` and `cloud-controllers.io/certificate-sha256`, the hash of the certificate chain, never of the key), switched on every port that uses it when the Secret changes, the old one deleted once no load balancer uses it; deleted too when the Service goes or stops naming the Secret and nothing else uses it (the uploads of a Secret deleted before that stay). Needs `serviceController.certificateSecrets.enabled` (the Secrets' read access). Exclusive with `http-certificates` and `certificate-type: managed` on a port; a Secret of another namespace (`ns/name`) is refused.",
         hccm: "Not in HCCM, which serves only certificates uploaded or ordered beforehand.",
     }
 
