@@ -21,7 +21,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use support::certificates::{LABEL, certificate_fixture, certificates, serial_of};
+use support::certificates::{
+    LABEL, assert_rotation_writes, certificate_fixture, certificates, serial_of,
+};
 use support::traffic::{data_plane, https_get, listener, node_port, stand_in, tls_client};
 use support::*;
 use test_support::e2e::eventually;
@@ -322,17 +324,6 @@ async fn cert_manager_issues_and_renews_what_the_load_balancer_serves() {
     );
     assert!(took <= RENEWAL_BOUND, "renewal served after {took:?}");
     // The upload, the switch of the https service, the old upload's delete.
-    assert!(
-        writes.len() <= 4,
-        "a rotation of one load balancer costs at most 4 writes: {writes:?}"
-    );
-    assert_eq!(
-        writes
-            .iter()
-            .filter(|(m, e)| m == "POST" && e == "/certificates")
-            .count(),
-        1,
-        "uploaded once: {writes:?}"
-    );
+    assert_rotation_writes(&writes, 4, "a rotation of one load balancer");
     cert_manager.stop().await;
 }

@@ -103,3 +103,16 @@ pub async fn certificate_fixture(sim: Option<cloud_sim::SimConfig>) -> Fixture {
     .await;
     fx
 }
+
+/// A rotation's writes (`fx.writes_since`): at most `max`, one of them the upload.
+pub fn assert_rotation_writes(writes: &[(String, String)], max: usize, what: &str) {
+    assert!(
+        writes.len() <= max,
+        "{what} costs at most {max} writes: {writes:?}"
+    );
+    let uploads = writes
+        .iter()
+        .filter(|(m, e)| m == "POST" && e == "/certificates")
+        .count();
+    assert_eq!(uploads, 1, "uploaded once: {writes:?}");
+}
