@@ -13,6 +13,9 @@
 //! - `True`, reason `KubeProxyHealthCheckUnreachable`: the load balancer serves, but checks the
 //!   NodePort over TCP because kube-proxy's health port answered on no node (see
 //!   [`crate::kube_proxy_probe`]);
+//! - `True`, reason `CertificateSecretUnusable`: a TLS Secret the Service names cannot be used
+//!   (missing, deleted, a key that is not the certificate's, expired, over the cloud's limits);
+//!   the load balancer keeps serving the certificate it had from it; the message says why;
 //! - `False`, reason `UnAvailableLoadBalancer`: no eligible node, so no target;
 //! - `False`, reason `NoHealthyTargets`: the load balancer has targets and its health checks fail
 //!   on every one, so it drops the Service's traffic.

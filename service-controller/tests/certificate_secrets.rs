@@ -14,7 +14,7 @@
 //! - faults halfway through a rotation (the upload refused with 429, then the switch with 503
 //!   while the Secret renews again): the old certificate serves throughout, and once the faults
 //!   end only the newest upload is left; the Secret deleted in use: still served, with a
-//!   Warning; recreated: its new upload serves and the old one goes; a Service that stops naming
+//!   Warning and `LoadBalancerReady` reason `CertificateSecretUnusable`; recreated: its new upload serves and the old one goes; a Service that stops naming
 //!   the Secret deletes its upload;
 //! - through the data plane, under steady HTTPS requests: the Secret renewed, the load balancer
 //!   serves the new certificate from one handshake to the next and no request is lost.
@@ -283,6 +283,19 @@ async fn renewing_the_secret_under_steady_https_requests_loses_none() {
     assert!(a_late.is_empty(), "A served after B was: {a_late:?}");
 }
 
+/// Service `web`'s `LoadBalancerReady` condition once its reason is `reason`.
+async fn ready_condition(
+    fx: &Fixture,
+    reason: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    eventually(&format!("web's LoadBalancerReady: {reason}"), T, || async {
+        let s = fx.get("web").await?;
+        let c = service_controller::condition::current(&s)?.clone();
+        (c.reason == reason).then_some(c)
+    })
+    .await
+}
+
 /// Until the `fault` rule is used up, the load balancer of Service `name` keeps serving `id`.
 async fn serves_throughout(fx: &Fixture, name: &str, id: u64, fault: u64, what: &str) {
     eventually(what, T, || async {
@@ -383,6 +396,9 @@ async fn faults_halfway_through_a_rotation_keep_the_old_certificate_and_leak_not
         only(d),
         "D serves without its Secret"
     );
+    let ready = ready_condition(&fx, "CertificateSecretUnusable").await;
+    assert_eq!(ready.status, "True", "still serving: {ready:?}");
+    assert!(ready.message.contains("web-tls"), "{ready:?}");
     let (cert_e, key_e) = test_certs::self_signed(&host);
     put_secret(&fx, "web-tls", &cert_e, &key_e, true).await;
     eventually("only E left, and served", T, || async {
@@ -393,6 +409,8 @@ async fn faults_halfway_through_a_rotation_keep_the_old_certificate_and_leak_not
             .then_some(())
     })
     .await;
+
+    ready_condition(&fx, "EnsuredLoadBalancer").await;
 
     // The Service stops naming the Secret (plain TCP now): its upload goes with it.
     let plain = serde_json::json!({"metadata": {"annotations": {

@@ -263,9 +263,21 @@ pub const NODES_OUTSIDE_ZONE: &str = "NodesOutsideLoadBalancerZone";
 /// [`NODES_OUTSIDE_ZONE`] when not one node is left as a target: `LoadBalancerReady` is False.
 pub const NO_NODE_IN_ZONE: &str = "NoNodeInLoadBalancerZone";
 
-/// The reasons of the warnings that say some eligible nodes get no traffic from the load
-/// balancer, in the order the condition prefers them.
-pub const LEFT_OUT_REASONS: [&str; 3] = [NO_NODE_IN_ZONE, NODES_OUTSIDE_ZONE, TARGETS_LEFT_OUT];
+/// The reason of the Service-level [`Warning`] a provider gives when a TLS Secret the Service
+/// names cannot be used (missing, deleted, a key that is not the certificate's, expired, over the
+/// cloud's limits) and the load balancer keeps serving the certificate it had from it: the
+/// controller says it in `LoadBalancerReady` too, until the Secret is usable again.
+pub const CERTIFICATE_SECRET_UNUSABLE: &str = "CertificateSecretUnusable";
+
+/// The reasons of the warnings the `LoadBalancerReady` condition carries while they hold (some
+/// eligible nodes get no traffic; a certificate Secret cannot be used), in the order the
+/// condition prefers them.
+pub const LEFT_OUT_REASONS: [&str; 4] = [
+    NO_NODE_IN_ZONE,
+    NODES_OUTSIDE_ZONE,
+    TARGETS_LEFT_OUT,
+    CERTIFICATE_SECRET_UNUSABLE,
+];
 
 /// How many of a load balancer's targets its health checks pass, as the cloud reported them in the
 /// load balancer the reconcile read or wrote (no extra call): as fresh as that read. A target counts

@@ -32,7 +32,7 @@ async fn cleanup(svc: &Service, ctx: &ServiceReconciler) -> Result<(), Error> {
             return Err(sync_failed(svc, ctx, e).await);
         }
     };
-    publish_warnings(svc, ctx, &outcome.warnings).await;
+    publish_warnings(svc, ctx, &outcome.warnings, false).await;
     if let Err(source) = patches::remove_finalizer(&ctx.client, svc).await {
         return Err(sync_failed(svc, ctx, kube_error(&key, "remove finalizer", source)).await);
     }

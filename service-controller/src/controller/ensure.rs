@@ -110,7 +110,7 @@ async fn ensure(
             return Err(sync_failed(svc, ctx, e).await);
         }
     };
-    publish_warnings(svc, ctx, &outcome.warnings).await;
+    publish_warnings(svc, ctx, &outcome.warnings, true).await;
     record_target_health(svc, ctx, outcome.target_health);
     let want = service::ingress(&outcome.status);
     if service::current_ingress(svc) != want
@@ -196,7 +196,7 @@ async fn update_targets(
             return Err(e);
         }
     };
-    publish_warnings(svc, ctx, &outcome.warnings).await;
+    publish_warnings(svc, ctx, &outcome.warnings, false).await;
     record_target_health(svc, ctx, outcome.target_health);
     if nodes.is_empty() {
         ctx.events

@@ -7,7 +7,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cloud_client::{LEFT_OUT_REASONS, LbNode, LoadBalancers, NO_NODE_IN_ZONE, ServiceRef, Warning};
+use cloud_client::{
+    CERTIFICATE_SECRET_UNUSABLE, LEFT_OUT_REASONS, LbNode, LoadBalancers, NO_NODE_IN_ZONE,
+    ServiceRef, Warning,
+};
 use controller_kit::backoff::{Backoff, PerObject};
 use controller_kit::{Events, KitMetrics, Reporters};
 use k8s_openapi::api::core::v1::{Secret, Service};
@@ -58,7 +61,8 @@ pub struct ServiceReconciler {
     /// Whether kube-proxy answers the health checks that would ask it (see [`kube_proxy_probe`]).
     kube_proxy: KubeProxyProbe,
     /// Per Service UID, the provider's last word on eligible nodes its load balancer leaves out
-    /// ([`LEFT_OUT_REASONS`]: a type's target limit, another zone): the first reason and every
+    /// ([`LEFT_OUT_REASONS`]: a type's target limit, another zone; and a certificate Secret that
+    /// cannot be used): the first reason and every
     /// such message, kept until an ensure or target update says otherwise, since an unchanged
     /// Service is not ensured again.
     left_out: Mutex<HashMap<String, (&'static str, String)>>,
@@ -155,9 +159,15 @@ impl ServiceReconciler {
         self
     }
 
-    /// Remembers what the provider said, this time, about nodes the load balancer leaves out.
-    fn note_left_out(&self, uid: &str, warnings: &[Warning]) {
+    /// Remembers what the provider said, this time, about nodes the load balancer leaves out
+    /// and unusable certificate Secrets. A targets update (`full` false) reads no Secret, so it
+    /// keeps a certificate note the last full ensure left.
+    fn note_left_out(&self, uid: &str, warnings: &[Warning], full: bool) {
         let mut left_out = self.left_out.lock().unwrap_or_else(PoisonError::into_inner);
+        let certificate_note = left_out
+            .get(uid)
+            .filter(|(reason, _)| !full && *reason == CERTIFICATE_SECRET_UNUSABLE)
+            .cloned();
         let said = LEFT_OUT_REASONS.iter().filter_map(|reason| {
             let w = warnings.iter().find(|w| w.reason == *reason)?;
             Some((*reason, w.message.as_str()))
@@ -168,9 +178,10 @@ impl ServiceReconciler {
             first.get_or_insert(reason);
             messages.push(message);
         }
-        match first {
-            Some(reason) => left_out.insert(uid.to_owned(), (reason, messages.join(". "))),
-            None => left_out.remove(uid),
+        match (first, certificate_note) {
+            (Some(reason), _) => left_out.insert(uid.to_owned(), (reason, messages.join(". "))),
+            (None, Some(kept)) => left_out.insert(uid.to_owned(), kept),
+            (None, None) => left_out.remove(uid),
         };
     }
 
@@ -514,8 +525,14 @@ async fn sync_failed(svc: &Service, ctx: &ServiceReconciler, e: Error) -> Error 
 }
 
 /// The provider's warnings as events: on the Node they name, else on the Service.
-async fn publish_warnings(svc: &Service, ctx: &ServiceReconciler, warnings: &[Warning]) {
-    ctx.note_left_out(&svc.uid().unwrap_or_default(), warnings);
+/// `full`: they come from a full ensure (not a targets update or a cleanup).
+async fn publish_warnings(
+    svc: &Service,
+    ctx: &ServiceReconciler,
+    warnings: &[Warning],
+    full: bool,
+) {
+    ctx.note_left_out(&svc.uid().unwrap_or_default(), warnings, full);
     for w in warnings {
         warn!(reason = %w.reason, node = w.node.as_deref().unwrap_or(""), "{}", w.message);
         let node = w.node.as_deref().and_then(|n| ctx.nodes.event_target(n));

@@ -22,7 +22,10 @@ use serde_json::json;
 
 use super::annotations;
 use super::secret_check::{self, Checked};
-use crate::capabilities::{CERTIFICATE_SECRET_LABEL, SecretLookup, ServiceRef, TlsSecret, Warning};
+use crate::capabilities::{
+    CERTIFICATE_SECRET_LABEL, CERTIFICATE_SECRET_UNUSABLE, SecretLookup, ServiceRef, TlsSecret,
+    Warning,
+};
 use crate::error::CloudError;
 use crate::hcloud::pagination::list_all;
 use crate::hcloud::transport::{Req, Transport};
@@ -35,9 +38,6 @@ pub const SECRET_UID_LABEL: &str = "cloud-controllers.io/secret-uid";
 pub const SECRET_NAMESPACE_LABEL: &str = "cloud-controllers.io/secret-namespace";
 pub const SECRET_NAME_LABEL: &str = "cloud-controllers.io/secret-name";
 pub const HASH_LABEL: &str = "cloud-controllers.io/certificate-sha256";
-
-/// Warning reason: the Secret cannot be used, the load balancer keeps what it serves.
-pub const CERTIFICATE_SECRET_UNUSABLE: &str = "CertificateSecretUnusable";
 
 #[derive(Debug, Default)]
 pub(super) struct SecretCertificates {
