@@ -22,9 +22,10 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use support::certificates::{
-    LABEL, assert_rotation_writes, certificate_fixture, certificates, serial_of,
+    LABEL, assert_rotation_writes, certificate_fixture, certificates, https_service_from_secret,
+    serial_of,
 };
-use support::traffic::{data_plane, https_get, listener, node_port, stand_in, tls_client};
+use support::traffic::{data_plane, https_get, listener, stand_in, tls_client};
 use support::*;
 use test_support::e2e::eventually;
 
@@ -248,15 +249,7 @@ async fn cert_manager_issues_and_renews_what_the_load_balancer_serves() {
 
     let node = fx.nodes(1).await.remove(0);
     let mut node_stand_in = stand_in(&fx, &node).await;
-    let https = [
-        ("protocol", "https"),
-        ("http-certificate-secret", "web-tls"),
-    ];
-    let svc = fx.service("web", &[443], &https).await;
-    node_stand_in
-        .serve_node_port(node_port(&svc, 443))
-        .await
-        .expect("bind");
+    https_service_from_secret(&fx, &mut node_stand_in, "web", "web-tls").await;
 
     // Issued: Ready, the Secret labelled, its certificate served through the load balancer.
     let revision = idle(&certs, "web").await;

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use cloud_sim::test_certs;
 use service_controller::reasons;
 use support::certificates::*;
-use support::traffic::{data_plane, https_get, listener, node_port, stand_in, tls_client};
+use support::traffic::{data_plane, https_get, listener, stand_in, tls_client};
 use support::*;
 use test_support::e2e::eventually;
 
@@ -184,15 +184,7 @@ async fn renewing_the_secret_under_steady_https_requests_loses_none() {
     let serial = |pem: &str| test_certs::serial(pem).expect("a serial");
     let (serial_a, serial_b) = (serial(&cert_a), serial(&cert_b));
     put_secret(&fx, "web-tls", &cert_a, &key_a, true).await;
-    let https = [
-        ("protocol", "https"),
-        ("http-certificate-secret", "web-tls"),
-    ];
-    let svc = fx.service("web", &[443], &https).await;
-    node_stand_in
-        .serve_node_port(node_port(&svc, 443))
-        .await
-        .expect("bind");
+    https_service_from_secret(&fx, &mut node_stand_in, "web", "web-tls").await;
     let svc = fx.wait_ingress("web").await;
     let addr = listener(&fx, &fx.lb_of(&svc).await, 443).await;
     let tls = tls_client(&[&cert_a, &cert_b]);

@@ -116,3 +116,20 @@ pub fn assert_rotation_writes(writes: &[(String, String)], max: usize, what: &st
         .count();
     assert_eq!(uploads, 1, "uploaded once: {writes:?}");
 }
+
+/// Service `name` with one `https` port, 443, whose certificate comes from Secret `secret`; the
+/// node's stand-in answers on its NodePort.
+pub async fn https_service_from_secret(
+    fx: &Fixture,
+    stand_in: &mut cloud_sim::stand_in::NodeStandIn,
+    name: &str,
+    secret: &str,
+) -> k8s_openapi::api::core::v1::Service {
+    let https = [("protocol", "https"), ("http-certificate-secret", secret)];
+    let svc = fx.service(name, &[443], &https).await;
+    stand_in
+        .serve_node_port(super::traffic::node_port(&svc, 443))
+        .await
+        .expect("bind");
+    svc
+}
