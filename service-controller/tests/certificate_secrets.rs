@@ -288,6 +288,23 @@ async fn ready_condition(
     .await
 }
 
+/// Once the simulator holds exactly one upload, of `cert`, and Service `web` serves it: its id.
+async fn only_upload_served(fx: &Fixture, cert: &str) -> u64 {
+    let serial = test_certs::serial(cert);
+    eventually(
+        "only the upload of the newest certificate left, and served",
+        T,
+        || async {
+            let all = certificates(fx).await;
+            let [only] = all.as_slice() else { return None };
+            let id = only["id"].as_u64()?;
+            (serial_of(only) == serial && served(fx, "web").await == BTreeSet::from([id]))
+                .then_some(id)
+        },
+    )
+    .await
+}
+
 /// Until the `fault` rule is used up, the load balancer of Service `name` keeps serving `id`.
 async fn serves_throughout(fx: &Fixture, name: &str, id: u64, fault: u64, what: &str) {
     eventually(what, T, || async {
@@ -327,14 +344,7 @@ async fn faults_halfway_through_a_rotation_keep_the_old_certificate_and_leak_not
     let (cert_b, key_b) = test_certs::self_signed(&host);
     put_secret(&fx, "web-tls", &cert_b, &key_b, true).await;
     serves_throughout(&fx, "web", a, refused, "the upload is refused").await;
-    let b = eventually("B uploaded and served, A deleted", T, || async {
-        let all = certificates(&fx).await;
-        let [b] = all.as_slice() else { return None };
-        let id = b["id"].as_u64()?;
-        (serial_of(b) == test_certs::serial(&cert_b) && served(&fx, "web").await == only(id))
-            .then_some(id)
-    })
-    .await;
+    let b = only_upload_served(&fx, &cert_b).await;
 
     // The switch refused with 503 while the Secret renews twice: C is uploaded but never
     // served, and deleted once D is; B serves until D does.
@@ -361,14 +371,7 @@ async fn faults_halfway_through_a_rotation_keep_the_old_certificate_and_leak_not
     })
     .await;
     assert!(faults.remove(outage), "the outage was still on");
-    let d = eventually("only D left, and served", T, || async {
-        let all = certificates(&fx).await;
-        let [d] = all.as_slice() else { return None };
-        let id = d["id"].as_u64()?;
-        (serial_of(d) == test_certs::serial(&cert_d) && served(&fx, "web").await == only(id))
-            .then_some(id)
-    })
-    .await;
+    let d = only_upload_served(&fx, &cert_d).await;
     assert_ne!(d, b);
 
     // The Secret deleted while in use: D keeps serving, with a Warning. Recreated (a new UID, as
@@ -393,14 +396,7 @@ async fn faults_halfway_through_a_rotation_keep_the_old_certificate_and_leak_not
     assert!(ready.message.contains("web-tls"), "{ready:?}");
     let (cert_e, key_e) = test_certs::self_signed(&host);
     put_secret(&fx, "web-tls", &cert_e, &key_e, true).await;
-    eventually("only E left, and served", T, || async {
-        let all = certificates(&fx).await;
-        let [e] = all.as_slice() else { return None };
-        let id = e["id"].as_u64()?;
-        (serial_of(e) == test_certs::serial(&cert_e) && served(&fx, "web").await == only(id))
-            .then_some(())
-    })
-    .await;
+    only_upload_served(&fx, &cert_e).await;
 
     ready_condition(&fx, "EnsuredLoadBalancer").await;
 
