@@ -69,7 +69,7 @@ pub fn named_by(lbs: &dyn LoadBalancers, svc: &Service) -> Vec<String> {
 /// applied-spec hash: its UID, type, `tls.crt` and `tls.key`, so a renewal is a change of the
 /// Service and a touch of the Secret's metadata (a label, cert-manager's annotations) is not.
 /// Only hashed into the process's memory, never shown.
-pub fn versions(
+pub fn fingerprints(
     lbs: &dyn LoadBalancers,
     secrets: &Store<Secret>,
     svc: &Service,

@@ -440,7 +440,7 @@ fn applied_spec(svc: &Service, ctx: &ServiceReconciler) -> u64 {
         .hash(&mut h);
     // A certificate Secret that changed (cert-manager renewed it) is a change of the Service.
     if let Some(secrets) = &ctx.tls_secrets {
-        crate::certificate_secrets::versions(ctx.lbs.as_ref(), secrets, svc).hash(&mut h);
+        crate::certificate_secrets::fingerprints(ctx.lbs.as_ref(), secrets, svc).hash(&mut h);
     }
     h.finish()
 }
