@@ -170,13 +170,22 @@ impl Certificates {
             .chain(spec.ports.values())
             .filter_map(|s| s.http.certificate_secret.clone())
             .collect();
+        // The named Secrets' uploads first: one label search each covers the renewal's old
+        // upload, which the unserved ones then need not read again.
+        let mut settled = std::collections::HashSet::new();
+        if !names.is_empty() {
+            let t = &self.transport;
+            self.secrets.retire(t, svc, &names, &mut settled).await;
+        }
+        let unserved: Vec<i64> = unserved
+            .iter()
+            .copied()
+            .filter(|id| !settled.contains(id))
+            .collect();
         if !unserved.is_empty() {
             self.secrets
-                .drop_unserved(&self.transport, svc, unserved)
+                .drop_unserved(&self.transport, svc, &unserved)
                 .await;
-        }
-        if !names.is_empty() {
-            self.secrets.retire(&self.transport, svc, &names).await;
         }
     }
 

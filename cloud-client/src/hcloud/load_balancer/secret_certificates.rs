@@ -206,7 +206,15 @@ impl SecretCertificates {
     /// After the ports were switched: every upload of `svc`'s Secrets but the current one that
     /// no load balancer uses is deleted. Once per Secret and content per process: an unchanged
     /// Secret costs nothing here.
-    pub(super) async fn retire(&self, t: &Transport, svc: &ServiceRef, names: &[String]) {
+    /// `settled`: the earlier uploads it listed, each deleted here or found in use, so
+    /// [`drop_unserved`](Self::drop_unserved) need not read them again.
+    pub(super) async fn retire(
+        &self,
+        t: &Transport,
+        svc: &ServiceRef,
+        names: &[String],
+        settled: &mut HashSet<i64>,
+    ) {
         for name in names {
             let SecretLookup::Found(s) = svc.tls_secrets.get(name) else {
                 continue;
@@ -220,7 +228,7 @@ impl SecretCertificates {
             if self.swept.lock().expect("poisoned").contains(&s.uid) {
                 continue;
             }
-            match self.retire_others(t, &s.uid, Some(&hash)).await {
+            match self.retire_others(t, &s.uid, Some(&hash), settled).await {
                 Ok(true) => {
                     self.swept.lock().expect("poisoned").insert(s.uid.clone());
                 }
@@ -241,7 +249,10 @@ impl SecretCertificates {
             let SecretLookup::Found(s) = svc.tls_secrets.get(name) else {
                 continue;
             };
-            match self.retire_others(t, &s.uid, None).await {
+            match self
+                .retire_others(t, &s.uid, None, &mut HashSet::new())
+                .await
+            {
                 Ok(true) => {
                     self.current.lock().expect("poisoned").remove(&s.uid);
                 }
@@ -297,18 +308,20 @@ impl SecretCertificates {
     }
 
     /// Deletes the Secret's uploads (other than content `keep`) that nothing uses; whether none
-    /// is left.
+    /// is left. Each upload it deleted or found in use goes into `settled`.
     async fn retire_others(
         &self,
         t: &Transport,
         uid: &str,
         keep: Option<&str>,
+        settled: &mut HashSet<i64>,
     ) -> Result<bool, CloudError> {
         let mut all_gone = true;
         for c in self.find(t, uid, None).await? {
             if keep.is_some() && c.labels.get(HASH_LABEL).map(String::as_str) == keep {
                 continue;
             }
+            settled.insert(c.id);
             if !c.used_by.is_empty() {
                 all_gone = false;
                 continue;
