@@ -29,7 +29,18 @@ pub struct Podman {
 impl Podman {
     /// `podman` with the project's engine settings, image store and build-cache directory.
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new("podman");
+        self.with_root(Command::new("podman"))
+    }
+
+    /// [`Podman::command`] at the lowest CPU priority (`nice -n 19`; what it runs, a build's
+    /// containers too, inherits it): for work that should only take the cores nothing else wants.
+    pub fn command_when_idle(&self) -> Command {
+        let mut nice = Command::new("nice");
+        nice.args(["-n", "19", "podman"]);
+        self.with_root(nice)
+    }
+
+    fn with_root(&self, mut cmd: Command) -> Command {
         self.configure(&mut cmd);
         cmd.arg("--root")
             .arg(&self.root)

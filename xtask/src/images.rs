@@ -177,10 +177,21 @@ pub(crate) fn build(
 ) -> anyhow::Result<Duration> {
     let mut cmd = podman.command();
     cmd.args(["build", "--pull=never", "--network=host", "--layers"])
+        // This machine's platform, named: it sets TARGETARCH, which picks the build's target dir
+        // (the Dockerfile), the one the release's build for this platform uses too.
+        .args(["--platform", &format!("linux/{}", host_arch())])
         .args(["--target", target, "--tag", name])
         .args(["--build-arg", &format!("CARGO_PROFILE={profile}")])
         .arg(context);
     run_build(cmd, target)
+}
+
+/// This machine's architecture as container platforms name it.
+pub(crate) fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "aarch64" => "arm64",
+        _ => "amd64",
+    }
 }
 
 /// Runs a `podman build` command, its output in a log file whose tail is shown on failure.

