@@ -70,14 +70,14 @@ COPY test-support/ test-support/
 COPY xtask/ xtask/
 COPY chart-tests/ chart-tests/
 # One cargo invocation for all five binaries; they are copied out of the cache-mounted target dir in
-# the same step (the mount is not part of the image). One target dir per profile and platform: the
-# arm64 build (another compiler, another target) can then run while an amd64 one does, instead of
-# waiting for its lock. `crt-static` links glibc into the binaries, so
+# the same step (the mount is not part of the image). A target dir per profile and platform, and
+# cargo's registry per platform: a `locked` cache is held for the whole step, so with shared ones an
+# amd64 build waited for a whole arm64 compile (another compiler, another target) to end. `crt-static` links glibc into the binaries, so
 # the runtime base needs no libc (distroless/static: ~2 MB instead of distroless/cc's ~23 MB). It
 # needs an explicit --target, or it would apply to proc-macros and build scripts too. glibc ≥ 2.34
 # has the `files` and `dns` name services built in, so name lookups need no shared NSS modules.
-RUN --mount=type=cache,id=cloud-controllers-cargo-registry,target=/usr/local/cargo/registry,sharing=locked \
-    --mount=type=cache,id=cloud-controllers-cargo-git,target=/usr/local/cargo/git,sharing=locked \
+RUN --mount=type=cache,id=cloud-controllers-cargo-registry-${TARGETARCH},target=/usr/local/cargo/registry,sharing=locked \
+    --mount=type=cache,id=cloud-controllers-cargo-git-${TARGETARCH},target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,id=cloud-controllers-target-${CARGO_PROFILE}-${TARGETARCH},target=/src/target,sharing=locked \
     case "${TARGETARCH:-}" in \
       amd64) target=x86_64-unknown-linux-gnu ;; \

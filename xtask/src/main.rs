@@ -218,7 +218,7 @@ fn cargo() -> std::process::Command {
 fn build_binaries(args: &[String]) -> anyhow::Result<()> {
     let status = cargo()
         .args(["build", "--bins"])
-        .args(CHART_BINARIES.iter().flat_map(|p| ["-p", p]))
+        .args(build::BINARIES.iter().flat_map(|p| ["-p", p]))
         .args(lock_flags(args))
         .status()?;
     anyhow::ensure!(status.success(), "building the controller binaries failed");
@@ -232,14 +232,6 @@ fn lock_flags(args: &[String]) -> impl Iterator<Item = &String> {
         .take_while(|a| *a != "--")
         .filter(|a| matches!(a.as_str(), "--locked" | "--frozen" | "--offline"))
 }
-
-const CHART_BINARIES: [&str; 5] = [
-    "node-controller",
-    "lifecycle-controller",
-    "service-controller",
-    "route-controller",
-    "cloud-sim",
-];
 
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     if status.success() {
