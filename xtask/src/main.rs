@@ -480,7 +480,7 @@ fn real_cluster(args: &[String]) -> anyhow::Result<bool> {
     ];
     for (package, test) in tests {
         let started = std::time::Instant::now();
-        // `--workspace`, not `-p`: see `images_run_as_the_chart_says`. Each name is one package's.
+        // `--workspace`, not `-p`: see `chart_run_from_the_images`. Each name is one package's.
         let status = cargo()
             .args(["test", "--workspace", "--test", test])
             .args(lock_flags(args))
