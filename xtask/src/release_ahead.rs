@@ -89,8 +89,9 @@ impl BuildAhead {
     pub(crate) fn finish(mut self) {
         for (platform, mut child) in std::mem::take(&mut self.children) {
             match child.wait() {
+                // When it ended is in its log: it is waited for only here, after the tests.
                 Ok(status) => eprintln!(
-                    "release: the {platform} build ahead ended ({status}) {:.0} s after it started",
+                    "release: the {platform} build ahead: {status} (started {:.0} s ago)",
                     self.started.elapsed().as_secs_f64()
                 ),
                 Err(e) => eprintln!("release: the {platform} build ahead: {e}"),
