@@ -186,7 +186,7 @@ pub(crate) fn build(
     run_build(cmd, target)
 }
 
-/// This machine's architecture as container platforms name it.
+/// This machine's architecture, in OCI's words (as container platforms name it).
 pub(crate) fn host_arch() -> &'static str {
     match std::env::consts::ARCH {
         "aarch64" => "arm64",

@@ -212,7 +212,6 @@ fn triple(arch: &str) -> &'static str {
     }
 }
 
-/// This machine's architecture, in OCI's words.
 /// Files `git status` reports as changed or untracked in `repo` (empty: clean).
 pub fn dirty_files(repo: &Path) -> anyhow::Result<Vec<String>> {
     let out = Command::new("git")

@@ -20,13 +20,18 @@ pub(crate) fn prepare() -> anyhow::Result<()> {
     let podman = testenv::ensure_podman()?;
     let repo = repo();
     crate::images::stand_ins_with(&podman, &repo, true)?;
-    for platform in PLATFORMS {
-        let arch = platform.trim_start_matches("linux/");
-        if arch != host_arch() {
-            cross_builder(&podman, &repo, arch, "--pull=never")?;
-        }
+    for (_, arch) in other_platforms() {
+        cross_builder(&podman, &repo, arch, "--pull=never")?;
     }
     Ok(())
+}
+
+/// The release's platforms but this machine's, each with its architecture.
+fn other_platforms() -> impl Iterator<Item = (&'static str, &'static str)> {
+    PLATFORMS
+        .into_iter()
+        .map(|platform| (platform, platform.trim_start_matches("linux/")))
+        .filter(|(_, arch)| *arch != host_arch())
 }
 
 /// The Dockerfile's build stage for every platform but this machine's, building in the background
@@ -46,11 +51,7 @@ impl BuildAhead {
         let podman = testenv::ensure_podman()?;
         let repo = repo();
         let mut children = Vec::new();
-        for platform in PLATFORMS {
-            let arch = platform.trim_start_matches("linux/");
-            if arch == host_arch() {
-                continue;
-            }
+        for (platform, arch) in other_platforms() {
             let log =
                 std::env::temp_dir().join(format!("cloud-controllers-build-ahead-{arch}.log"));
             let out = std::fs::File::create(&log)?;
